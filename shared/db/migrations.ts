@@ -1,0 +1,56 @@
+/**
+ * Reading the numbered SQL migrations shipped with the library. Pure file handling: which
+ * migrations exist, in which order, with which checksum. Applying them is `migrate.ts`.
+ */
+import { createHash } from "node:crypto";
+import { readdirSync, readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { MigrationFileError } from "../errors.ts";
+
+/** One migration file: `NNNN_description.sql`. */
+export interface Migration {
+  /** The number in the file name; migrations apply in ascending order. */
+  readonly version: number;
+  /** The description part of the file name. */
+  readonly name: string;
+  /** The SQL text, applied in one transaction. */
+  readonly sql: string;
+  /** SHA-256 of the SQL text, recorded when applied so a later edit is detected. */
+  readonly checksum: string;
+}
+
+/** The folder holding the library's own migrations. */
+export const MIGRATIONS_DIR = fileURLToPath(new URL("./migrations/", import.meta.url));
+
+const FILE_NAME = /^(\d{4})_([a-z0-9_]+)\.sql$/;
+
+/** SHA-256 (hex) of a migration's text. */
+export function checksumOf(sql: string): string {
+  return createHash("sha256").update(sql, "utf8").digest("hex");
+}
+
+/**
+ * Loads every `.sql` file of `dir`, sorted by version. Refuses a file whose name does not follow
+ * the pattern, a repeated version, or a gap in the numbering (a gap usually means a lost file).
+ */
+export function loadMigrations(dir: string = MIGRATIONS_DIR): Migration[] {
+  const migrations: Migration[] = [];
+  for (const file of readdirSync(dir)
+    .filter((f) => f.endsWith(".sql"))
+    .sort()) {
+    const match = FILE_NAME.exec(file);
+    if (!match) {
+      throw new MigrationFileError(`migration file ${file} does not match NNNN_description.sql`);
+    }
+    const sql = readFileSync(`${dir}/${file}`, "utf8");
+    migrations.push({ version: Number(match[1]), name: match[2] as string, sql, checksum: checksumOf(sql) });
+  }
+  migrations.forEach((m, i) => {
+    if (m.version !== i + 1) {
+      throw new MigrationFileError(
+        `migration versions must run 1, 2, 3… without gaps or repeats; found ${m.version} at position ${i + 1}`,
+      );
+    }
+  });
+  return migrations;
+}

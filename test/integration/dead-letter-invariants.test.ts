@@ -1,0 +1,331 @@
+/**
+ * Every dead-letter and fence invariant of SPEC §5 is enforced by the database itself: these tests
+ * talk SQL as the migrator (the most privileged role) and expect the schema to refuse, by SQLSTATE
+ * and constraint name, so each fails if its constraint or trigger is removed.
+ */
+import pg from "pg";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { expectRefused, SQLSTATE } from "../support/expect-pg.ts";
+import { insertDeadLetter } from "../support/fixtures.ts";
+
+let db: TestDatabase;
+let client: pg.Client;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  client = new pg.Client({ connectionString: db.url });
+  await client.connect();
+});
+
+afterAll(async () => {
+  await client?.end();
+  await db?.drop();
+});
+
+// Each test runs in a transaction rolled back afterwards; a refused statement aborts the
+// transaction, so each refusal is tried under its own savepoint.
+beforeEach(async () => {
+  await client.query("BEGIN");
+  return async () => {
+    await client.query("ROLLBACK");
+  };
+});
+
+async function attempt(sql: string, params: unknown[] = []): Promise<pg.QueryResult> {
+  await client.query("SAVEPOINT attempt");
+  try {
+    const result = await client.query(sql, params);
+    await client.query("RELEASE SAVEPOINT attempt");
+    return result;
+  } catch (error) {
+    await client.query("ROLLBACK TO SAVEPOINT attempt");
+    throw error;
+  }
+}
+
+async function statusOf(id: string): Promise<string> {
+  const { rows } = await client.query("SELECT status FROM core.dead_letters WHERE id = $1", [id]);
+  return rows[0].status;
+}
+
+const RESOLVE =
+  "UPDATE core.dead_letters SET status = $2, resolved_at = now(), resolved_by = 'ops@example' WHERE id = $1";
+const DISCARD =
+  "UPDATE core.dead_letters SET status = 'discarded', discard_reason = $2, resolved_at = now(), resolved_by = 'ops@example' WHERE id = $1";
+
+describe("dead letter status transition", () => {
+  it.each(["replayed", "superseded"])(
+    "pending_review → %s is allowed with actor and time",
+    async (status) => {
+      const id = await insertDeadLetter(client);
+      await attempt(RESOLVE, [id, status]);
+      expect(await statusOf(id)).toBe(status);
+    },
+  );
+
+  it("pending_review → discarded is allowed with a reason", async () => {
+    const id = await insertDeadLetter(client);
+    await attempt(DISCARD, [id, "duplicate of order 8812, refunded by hand"]);
+    const { rows } = await client.query(
+      "SELECT status, discard_reason FROM core.dead_letters WHERE id = $1",
+      [id],
+    );
+    expect(rows[0]).toEqual({
+      status: "discarded",
+      discard_reason: "duplicate of order 8812, refunded by hand",
+    });
+  });
+
+  it.each([
+    ["replayed", "discarded"],
+    ["replayed", "superseded"],
+    ["replayed", "pending_review"],
+    ["superseded", "replayed"],
+    ["discarded", "replayed"],
+    ["discarded", "pending_review"],
+  ])("a %s dead letter cannot move to %s", async (from, to) => {
+    const id = await insertDeadLetter(client);
+    if (from === "discarded") await attempt(DISCARD, [id, "not needed"]);
+    else await attempt(RESOLVE, [id, from]);
+
+    const sql =
+      to === "pending_review"
+        ? "UPDATE core.dead_letters SET status = 'pending_review', resolved_at = NULL, resolved_by = NULL, discard_reason = NULL WHERE id = $1"
+        : to === "discarded"
+          ? "UPDATE core.dead_letters SET status = 'discarded', discard_reason = 'late' WHERE id = $1"
+          : `UPDATE core.dead_letters SET status = '${to}' WHERE id = $1`;
+    await expectRefused(attempt(sql, [id]), SQLSTATE.checkViolation, "dead_letters_transition");
+    expect(await statusOf(id)).toBe(from);
+  });
+
+  it("a resolved dead letter's resolution columns are frozen too", async () => {
+    const id = await insertDeadLetter(client);
+    await attempt(RESOLVE, [id, "replayed"]);
+    await expectRefused(
+      attempt("UPDATE core.dead_letters SET resolved_by = 'someone-else' WHERE id = $1", [id]),
+      SQLSTATE.checkViolation,
+      "dead_letters_transition",
+    );
+  });
+
+  it("pending_review cannot be 'updated' to itself or to an unknown status", async () => {
+    const id = await insertDeadLetter(client);
+    await expectRefused(
+      attempt("UPDATE core.dead_letters SET status = 'pending_review' WHERE id = $1", [id]),
+      SQLSTATE.checkViolation,
+      "dead_letters_transition",
+    );
+    await expectRefused(
+      attempt(RESOLVE, [id, "archived"]),
+      SQLSTATE.checkViolation,
+      "dead_letters_transition",
+    );
+  });
+
+  it("a dead letter is recorded as pending_review, never directly resolved", async () => {
+    await expectRefused(
+      insertDeadLetter(client, { status: "replayed" }).catch(async (e) => {
+        await client.query("ROLLBACK; BEGIN");
+        throw e;
+      }),
+      SQLSTATE.checkViolation,
+      "dead_letters_enters_pending",
+    );
+  });
+
+  it("a transition must record when and by whom", async () => {
+    const id = await insertDeadLetter(client);
+    await expectRefused(
+      attempt("UPDATE core.dead_letters SET status = 'replayed' WHERE id = $1", [id]),
+      SQLSTATE.checkViolation,
+      "dead_letters_resolution_consistent",
+    );
+    await expectRefused(
+      attempt(
+        "UPDATE core.dead_letters SET status = 'replayed', resolved_at = now(), resolved_by = '  ' WHERE id = $1",
+        [id],
+      ),
+      SQLSTATE.checkViolation,
+      "dead_letters_resolved_by_not_blank",
+    );
+  });
+});
+
+describe("dead letters are append-only", () => {
+  it.each([
+    ["payload", `payload = '{"tampered": true}'`],
+    ["job_id", "job_id = 'other-job'"],
+    ["attempts", "attempts = 1"],
+    ["last_error", `last_error = '{"class": "Error", "message": "rewritten"}'`],
+    ["created_at", "created_at = now() - interval '1 day'"],
+    ["consumer", "consumer = 'someone-else'"],
+    ["queue", "queue = 'https://elsewhere'"],
+    ["correlation_id", "correlation_id = 'other'"],
+  ])("the %s of a pending dead letter cannot change, even alongside a legal transition", async (_, set) => {
+    const id = await insertDeadLetter(client);
+    await expectRefused(
+      attempt(`UPDATE core.dead_letters SET ${set} WHERE id = $1`, [id]),
+      SQLSTATE.checkViolation,
+      "dead_letters_transition",
+    );
+    await expectRefused(
+      attempt(
+        `UPDATE core.dead_letters SET ${set}, status = 'replayed', resolved_at = now(), resolved_by = 'ops' WHERE id = $1`,
+        [id],
+      ),
+      SQLSTATE.checkViolation,
+      "dead_letters_append_only",
+    );
+    expect(await statusOf(id)).toBe("pending_review");
+  });
+
+  it("no one deletes a dead letter, not even the migrator", async () => {
+    const id = await insertDeadLetter(client);
+    await expectRefused(
+      attempt("DELETE FROM core.dead_letters WHERE id = $1", [id]),
+      SQLSTATE.checkViolation,
+      "dead_letters_append_only",
+    );
+    expect(await statusOf(id)).toBe("pending_review");
+  });
+
+  it("TRUNCATE is refused", async () => {
+    await insertDeadLetter(client);
+    await expectRefused(
+      attempt("TRUNCATE core.dead_letters"),
+      SQLSTATE.checkViolation,
+      "dead_letters_append_only",
+    );
+  });
+});
+
+describe("discarding requires a reason", () => {
+  it.each([
+    ["no reason", null],
+    ["an empty reason", ""],
+    ["a blank reason", "  \t\n "],
+    ["a reason over 2000 characters", "x".repeat(2001)],
+  ])("discard with %s is refused", async (_, reason) => {
+    const id = await insertDeadLetter(client);
+    await expectRefused(
+      attempt(DISCARD, [id, reason]),
+      SQLSTATE.checkViolation,
+      "dead_letters_discard_reason_required",
+    );
+    expect(await statusOf(id)).toBe("pending_review");
+  });
+
+  it("only a discard carries a reason", async () => {
+    const id = await insertDeadLetter(client);
+    await expectRefused(
+      attempt(
+        "UPDATE core.dead_letters SET status = 'replayed', discard_reason = 'why not', resolved_at = now(), resolved_by = 'ops' WHERE id = $1",
+        [id],
+      ),
+      SQLSTATE.checkViolation,
+      "dead_letters_discard_reason_required",
+    );
+  });
+});
+
+describe("one pending dead letter per (consumer, job_id)", () => {
+  it("a second pending row for the same consumer and job is refused", async () => {
+    await insertDeadLetter(client, { job_id: "award:order-1" });
+    await expectRefused(
+      attempt(
+        "INSERT INTO core.dead_letters (job_id, consumer, queue, payload, attempts, error_kind, last_error, correlation_id) SELECT job_id, consumer, queue, payload, 1, 'poison', last_error, correlation_id FROM core.dead_letters WHERE job_id = 'award:order-1'",
+      ),
+      SQLSTATE.uniqueViolation,
+      "dead_letters_one_pending_per_job",
+    );
+  });
+
+  it("an idempotent write (ON CONFLICT DO NOTHING) leaves exactly one row", async () => {
+    const write = `INSERT INTO core.dead_letters (job_id, consumer, queue, payload, attempts, error_kind, last_error, correlation_id)
+      VALUES ('award:order-2', 'award-points', 'q', '{}', 5, 'exhausted', '{"class":"Error","message":"x"}', 'c')
+      ON CONFLICT (consumer, job_id) WHERE status = 'pending_review' DO NOTHING RETURNING id`;
+    expect((await attempt(write)).rowCount).toBe(1);
+    expect((await attempt(write)).rowCount).toBe(0);
+    const { rows } = await client.query(
+      "SELECT count(*)::int AS n FROM core.dead_letters WHERE job_id = 'award:order-2'",
+    );
+    expect(rows[0].n).toBe(1);
+  });
+
+  it("the same job may fail again once its earlier dead letter is resolved, and per consumer", async () => {
+    const first = await insertDeadLetter(client, { job_id: "award:order-3" });
+    await attempt(RESOLVE, [first, "replayed"]);
+    await insertDeadLetter(client, { job_id: "award:order-3" });
+    await insertDeadLetter(client, { job_id: "award:order-3", consumer: "send-receipt" });
+    const { rows } = await client.query(
+      "SELECT count(*)::int AS n FROM core.dead_letters WHERE job_id = 'award:order-3' AND status = 'pending_review'",
+    );
+    expect(rows[0].n).toBe(2);
+  });
+});
+
+describe("dead letter field rules", () => {
+  it.each([
+    ["an unknown error_kind", { error_kind: "mystery" }, "dead_letters_error_kind_known"],
+    ["zero attempts", { attempts: 0 }, "dead_letters_attempts_positive"],
+    ["an empty job_id", { job_id: "" }, "dead_letters_job_id_length"],
+    ["a job_id over 255 characters", { job_id: "j".repeat(256) }, "dead_letters_job_id_length"],
+    ["a blank consumer", { consumer: " \t" }, "dead_letters_consumer_not_blank"],
+    ["a blank queue", { queue: "" }, "dead_letters_queue_not_blank"],
+    ["a blank correlation_id", { correlation_id: "\n " }, "dead_letters_correlation_id_not_blank"],
+    ["a payload that is not an object", { payload: "just text" }, "dead_letters_payload_object"],
+    [
+      "message attributes that are not an object",
+      { message_attributes: [1] },
+      "dead_letters_message_attributes_object",
+    ],
+    ["a last_error without a class", { last_error: { message: "x" } }, "dead_letters_last_error_shape"],
+    ["a last_error without a message", { last_error: { class: "Error" } }, "dead_letters_last_error_shape"],
+    ["a last_error that is not an object", { last_error: "boom" }, "dead_letters_last_error_shape"],
+    [
+      "a last_error over 16 KiB",
+      { last_error: { class: "E", message: "m".repeat(17000) } },
+      "dead_letters_last_error_shape",
+    ],
+  ])("a dead letter with %s is refused", async (_, overrides, constraint) => {
+    await client.query("SAVEPOINT attempt");
+    await expectRefused(insertDeadLetter(client, overrides), SQLSTATE.checkViolation, constraint);
+    await client.query("ROLLBACK TO SAVEPOINT attempt");
+  });
+});
+
+describe("fence rows", () => {
+  const FENCE = `INSERT INTO core.processed_jobs (job_id, consumer, tenant_id, processed_at, expires_at)
+    VALUES ($1, 'award-points', 't_42', now(), now() + $2::interval)`;
+
+  it("one fence per (job_id, consumer): a second insert is refused, ON CONFLICT DO NOTHING returns no row", async () => {
+    await attempt(FENCE, ["award:order-9", "7 days"]);
+    await expectRefused(
+      attempt(FENCE, ["award:order-9", "7 days"]),
+      SQLSTATE.uniqueViolation,
+      "processed_jobs_pkey",
+    );
+    const dup = await attempt(`${FENCE} ON CONFLICT DO NOTHING RETURNING 1`, ["award:order-9", "7 days"]);
+    expect(dup.rowCount).toBe(0);
+  });
+
+  it("a fence must expire after it was written", async () => {
+    await expectRefused(
+      attempt(FENCE, ["award:order-10", "0 seconds"]),
+      SQLSTATE.checkViolation,
+      "processed_jobs_expires_after_processed",
+    );
+  });
+
+  it.each([
+    ["an empty job_id", ""],
+    ["a job_id over 255 characters", "j".repeat(256)],
+  ])("a fence with %s is refused", async (_, jobId) => {
+    await expectRefused(
+      attempt(FENCE, [jobId, "7 days"]),
+      SQLSTATE.checkViolation,
+      "processed_jobs_job_id_length",
+    );
+  });
+});

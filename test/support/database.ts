@@ -1,0 +1,38 @@
+/**
+ * A database of its own for each test file (or test): created from the run's migrated template,
+ * or empty for tests of the migrations themselves. Isolation by database lets files run in
+ * parallel against one server; roles are cluster-wide and identical in every database.
+ */
+import { randomBytes } from "node:crypto";
+import type pg from "pg";
+import { inject } from "vitest";
+import { databaseUrl, withAdmin } from "./admin.ts";
+
+/** A database created for a test, with helpers to reach it. */
+export interface TestDatabase {
+  readonly name: string;
+  /** Superuser (migrator) connection string. */
+  readonly url: string;
+  /** Runs `fn` on a fresh client connected as the migrator; closes it afterwards. */
+  withClient<T>(fn: (client: pg.Client) => Promise<T>): Promise<T>;
+  /** Drops the database (connections are terminated). */
+  drop(): Promise<void>;
+}
+
+/** Creates a database: migrated (a clone of the run's template) unless `empty` is set. */
+export async function createTestDatabase(options: { empty?: boolean } = {}): Promise<TestDatabase> {
+  const adminUrl = inject("adminDatabaseUrl");
+  const name = `${inject("databasePrefix")}_${randomBytes(5).toString("hex")}`;
+  const template = options.empty ? "template0" : inject("templateDatabase");
+  await withAdmin(adminUrl, (client) => client.query(`CREATE DATABASE ${name} TEMPLATE ${template}`));
+  const url = databaseUrl(adminUrl, name);
+  return {
+    name,
+    url,
+    withClient: (fn) => withAdmin(url, fn),
+    drop: () =>
+      withAdmin(adminUrl, (client) => client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)).then(
+        () => {},
+      ),
+  };
+}
