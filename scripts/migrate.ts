@@ -1,0 +1,23 @@
+/**
+ * `npm run migrate`: applies the jobfence migrations to the database named by DATABASE_URL.
+ * The connecting user becomes the owner of every object (the migrator) and needs CREATEROLE.
+ */
+import { runMigrations } from "../shared/db/migrate.ts";
+import { JobfenceError } from "../shared/errors.ts";
+
+const url = process.env.DATABASE_URL;
+if (!url) {
+  console.error("DATABASE_URL is not set: name the database to migrate, e.g. postgres://user@host:5432/db");
+  process.exit(2);
+}
+try {
+  const report = await runMigrations({ connectionString: url, log: (line) => console.log(line) });
+  console.log(
+    report.applied.length === 0
+      ? `up to date (${report.alreadyApplied} migrations applied earlier)`
+      : `applied ${report.applied.length} migration(s)`,
+  );
+} catch (error) {
+  console.error(error instanceof JobfenceError ? `${error.name}: ${error.message}` : error);
+  process.exit(1);
+}

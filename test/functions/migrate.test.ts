@@ -1,0 +1,27 @@
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { handler } from "../../functions/migrate/handler.ts";
+import { loadMigrations } from "../../shared/db/migrations.ts";
+import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+
+let db: TestDatabase;
+beforeAll(async () => {
+  db = await createTestDatabase({ empty: true });
+});
+afterAll(async () => {
+  vi.unstubAllEnvs();
+  await db?.drop();
+});
+
+describe("migrate function", () => {
+  it("refuses to run without DATABASE_URL", async () => {
+    vi.stubEnv("DATABASE_URL", "");
+    await expect(handler()).rejects.toThrow(/DATABASE_URL/);
+  });
+
+  it("migrates the database DATABASE_URL names, and a second invocation is a no-op", async () => {
+    vi.stubEnv("DATABASE_URL", db.url);
+    const versions = loadMigrations().map((m) => m.version);
+    expect(await handler()).toEqual({ applied: versions, alreadyApplied: 0 });
+    expect(await handler()).toEqual({ applied: [], alreadyApplied: versions.length });
+  });
+});
