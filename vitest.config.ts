@@ -7,5 +7,11 @@ export default defineConfig({
     pool: "forks",
     testTimeout: 30_000,
     hookTimeout: 120_000,
+    // Powertools writes EMF and JSON logs to stdout; tests that check them enable them explicitly.
+    // POWERTOOLS_LOG_LEVEL=DEBUG npm test … shows them while debugging.
+    env: {
+      POWERTOOLS_METRICS_DISABLED: process.env.POWERTOOLS_METRICS_DISABLED ?? "true",
+      POWERTOOLS_LOG_LEVEL: process.env.POWERTOOLS_LOG_LEVEL ?? "SILENT",
+    },
   },
 });

@@ -2,6 +2,8 @@
  * `npm run migrate`: applies the jobfence migrations to the database named by DATABASE_URL.
  * The connecting user becomes the owner of every object (the migrator) and needs CREATEROLE.
  */
+
+import { deploymentMigrationSets } from "../functions/migrate/sets.ts";
 import { runMigrations } from "../shared/db/migrate.ts";
 import { JobfenceError } from "../shared/errors.ts";
 
@@ -11,7 +13,11 @@ if (!url) {
   process.exit(2);
 }
 try {
-  const report = await runMigrations({ connectionString: url, log: (line) => console.log(line) });
+  const report = await runMigrations({
+    connectionString: url,
+    sets: deploymentMigrationSets(),
+    log: (line) => console.log(line),
+  });
   console.log(
     report.applied.length === 0
       ? `up to date (${report.alreadyApplied} migrations applied earlier)`

@@ -6,6 +6,7 @@
  */
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { deploymentMigrationSets } from "../functions/migrate/sets.ts";
 import { type RunningPostgres, startEmbeddedPostgres } from "../local/postgres.ts";
 import { runMigrations } from "../shared/db/migrate.ts";
 
@@ -25,6 +26,7 @@ if (databaseUrl) {
 
 const report = await runMigrations({
   connectionString: databaseUrl,
+  sets: deploymentMigrationSets(),
   log: (l) => console.log(`migrate    ${l}`),
 });
 console.log(`migrate    schema up to date (${report.alreadyApplied + report.applied.length} migrations)`);

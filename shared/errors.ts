@@ -46,3 +46,57 @@ export class MigrationChecksumError extends MigrationError {
 export class MigrationUnknownError extends MigrationError {
   override name = "MigrationUnknownError";
 }
+
+/** Configuration was refused at start-up (or synth); `problems` lists every problem found, not just the first. */
+export class ConfigurationError extends JobfenceError {
+  override name = "ConfigurationError";
+  /** One line per problem. */
+  readonly problems: readonly string[];
+  constructor(subject: string, problems: readonly string[]) {
+    super(`invalid ${subject} configuration:\n${problems.map((p) => `  - ${p}`).join("\n")}`);
+    this.problems = problems;
+  }
+}
+
+/**
+ * Thrown by a consumer's work for a business rule that will never pass on retry (an unknown
+ * account, a closed order): the job is dead-lettered at once with `error_kind = 'hard'`.
+ */
+export class PermanentJobError extends JobfenceError {
+  override name = "PermanentJobError";
+}
+
+/** Why a message is poison. */
+export const POISON_REASON = {
+  /** The body is not JSON. */
+  unparseableBody: "unparseable-body",
+  /** The body is JSON but not a valid job envelope (SPEC §2). */
+  invalidEnvelope: "invalid-envelope",
+  /** The envelope is valid but its payload fails the consumer's schema. */
+  invalidPayload: "invalid-payload",
+} as const;
+
+/** One of {@link POISON_REASON}. */
+export type PoisonReason = (typeof POISON_REASON)[keyof typeof POISON_REASON];
+
+/** A message that can never be processed as sent: dead-lettered with zero retries (`error_kind = 'poison'`). */
+export class PoisonMessageError extends JobfenceError {
+  override name = "PoisonMessageError";
+  /** Which stage refused the message. */
+  readonly reason: PoisonReason;
+  constructor(reason: PoisonReason, detail: string) {
+    super(`${reason}: ${detail}`);
+    this.reason = reason;
+  }
+}
+
+/** A transient failure on the last allowed attempt: dead-lettered with `error_kind = 'exhausted'`. */
+export class RetriesExhaustedError extends JobfenceError {
+  override name = "RetriesExhaustedError";
+  /** The attempt on which retries ran out. */
+  readonly attempts: number;
+  constructor(attempts: number, cause: unknown) {
+    super(`gave up after attempt ${attempts}`, { cause });
+    this.attempts = attempts;
+  }
+}

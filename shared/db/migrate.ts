@@ -1,6 +1,6 @@
 /**
- * The migration runner. Applies the numbered migrations that a database lacks, each in its own
- * transaction, recording version and checksum in `core.schema_migrations`.
+ * The migration runner. Applies the numbered migrations that a database lacks, set by set and each
+ * in its own transaction, recording set, version and checksum in `core.schema_migrations`.
  *
  * Concurrency: runners take a session-level advisory lock before reading the history, so two
  * runners against one database (two deploys, two test workers) apply each migration exactly once
@@ -8,7 +8,7 @@
  */
 import pg from "pg";
 import { MigrationChecksumError, MigrationError, MigrationUnknownError } from "../errors.ts";
-import { loadMigrations, type Migration } from "./migrations.ts";
+import { coreMigrationSet, type Migration, type MigrationSet } from "./migrations.ts";
 
 /** Options of {@link runMigrations}. */
 export interface RunMigrationsOptions {
@@ -17,10 +17,10 @@ export interface RunMigrationsOptions {
   /** Used to open (and afterwards close) a client when `client` is not given. */
   readonly connectionString?: string;
   /**
-   * The migrations to apply.
-   * @default the library's own, from `shared/db/migrations/`
+   * The sets to apply, in order.
+   * @default [the library's core set]
    */
-  readonly migrations?: readonly Migration[];
+  readonly sets?: readonly MigrationSet[];
   /**
    * Receives one line per applied migration.
    * @default no output
@@ -28,15 +28,23 @@ export interface RunMigrationsOptions {
   readonly log?: (line: string) => void;
 }
 
+/** One applied migration. */
+export interface AppliedMigration {
+  readonly set: string;
+  readonly version: number;
+  readonly name: string;
+}
+
 /** What a run did. */
 export interface MigrationReport {
-  /** Versions applied by this run, in order. */
-  readonly applied: readonly number[];
-  /** How many migrations were already applied before this run. */
+  /** Migrations applied by this run, in order. */
+  readonly applied: readonly AppliedMigration[];
+  /** How many migrations of the run's sets were already applied before it. */
   readonly alreadyApplied: number;
 }
 
 interface AppliedRow {
+  migration_set: string;
   version: number;
   name: string;
   checksum: string;
@@ -50,10 +58,12 @@ const UNLOCK = "SELECT pg_advisory_unlock(hashtextextended('jobfence.migrate', 0
 const BOOTSTRAP = `
   CREATE SCHEMA IF NOT EXISTS core;
   CREATE TABLE IF NOT EXISTS core.schema_migrations (
-    version    integer     PRIMARY KEY,
-    name       text        NOT NULL,
-    checksum   text        NOT NULL,
-    applied_at timestamptz NOT NULL DEFAULT now()
+    migration_set text        NOT NULL,
+    version       integer     NOT NULL,
+    name          text        NOT NULL,
+    checksum      text        NOT NULL,
+    applied_at    timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (migration_set, version)
   );
 `;
 
@@ -63,7 +73,7 @@ const BOOTSTRAP = `
  * migration this code does not know.
  */
 export async function runMigrations(options: RunMigrationsOptions): Promise<MigrationReport> {
-  const migrations = options.migrations ?? loadMigrations();
+  const sets = options.sets ?? [coreMigrationSet()];
   const log = options.log ?? (() => {});
   const owned = options.client ? undefined : new pg.Client({ connectionString: options.connectionString });
   const client = options.client ?? (owned as pg.Client);
@@ -74,16 +84,26 @@ export async function runMigrations(options: RunMigrationsOptions): Promise<Migr
     try {
       await client.query(BOOTSTRAP);
       const { rows } = await client.query<AppliedRow>(
-        "SELECT version, name, checksum FROM core.schema_migrations ORDER BY version",
+        "SELECT migration_set, version, name, checksum FROM core.schema_migrations ORDER BY migration_set, version",
       );
-      const pending = verifyHistory(migrations, rows);
-      const applied: number[] = [];
-      for (const migration of pending) {
-        await applyOne(client, migration);
-        applied.push(migration.version);
-        log(`applied migration ${label(migration)}`);
+      // Verify every set before applying anything: a refused history stops the whole run.
+      const pending = sets.map((set) => ({
+        set,
+        migrations: verifyHistory(
+          set,
+          rows.filter((r) => r.migration_set === set.name),
+        ),
+      }));
+      const applied: AppliedMigration[] = [];
+      for (const { set, migrations } of pending) {
+        for (const migration of migrations) {
+          await applyOne(client, set.name, migration);
+          applied.push({ set: set.name, version: migration.version, name: migration.name });
+          log(`applied migration ${label(set.name, migration)}`);
+        }
       }
-      return { applied, alreadyApplied: rows.length };
+      const known = new Set(sets.map((s) => s.name));
+      return { applied, alreadyApplied: rows.filter((r) => known.has(r.migration_set)).length };
     } catch (error) {
       failed = true;
       throw error;
@@ -99,47 +119,54 @@ export async function runMigrations(options: RunMigrationsOptions): Promise<Migr
   }
 }
 
-/** Checks the recorded history against the files and returns the migrations still to apply. */
-function verifyHistory(migrations: readonly Migration[], recorded: readonly AppliedRow[]): Migration[] {
-  const byVersion = new Map(migrations.map((m) => [m.version, m]));
+/** Checks a set's recorded history against its files and returns the migrations still to apply. */
+function verifyHistory(set: MigrationSet, recorded: readonly AppliedRow[]): Migration[] {
+  const byVersion = new Map(set.migrations.map((m) => [m.version, m]));
   for (const row of recorded) {
     const migration = byVersion.get(row.version);
     if (!migration) {
       throw new MigrationUnknownError(
-        `the database has migration ${String(row.version).padStart(4, "0")}_${row.name}, which this code ` +
-          "does not know; it was migrated by a newer version",
+        `the database has migration ${set.name}/${String(row.version).padStart(4, "0")}_${row.name}, which ` +
+          "this code does not know; it was migrated by a newer version",
       );
     }
     if (migration.checksum !== row.checksum) {
-      throw new MigrationChecksumError(row.version, row.name, row.checksum, migration.checksum);
+      throw new MigrationChecksumError(
+        row.version,
+        `${set.name}/${row.name}`,
+        row.checksum,
+        migration.checksum,
+      );
     }
   }
   const done = new Set(recorded.map((r) => r.version));
-  return migrations.filter((m) => !done.has(m.version));
+  return set.migrations.filter((m) => !done.has(m.version));
 }
 
-async function applyOne(client: pg.ClientBase, migration: Migration): Promise<void> {
+async function applyOne(client: pg.ClientBase, set: string, migration: Migration): Promise<void> {
   await client.query("BEGIN");
   try {
     await client.query(migration.sql);
-    await client.query("INSERT INTO core.schema_migrations (version, name, checksum) VALUES ($1, $2, $3)", [
-      migration.version,
-      migration.name,
-      migration.checksum,
-    ]);
+    await client.query(
+      "INSERT INTO core.schema_migrations (migration_set, version, name, checksum) VALUES ($1, $2, $3, $4)",
+      [set, migration.version, migration.name, migration.checksum],
+    );
     await client.query("COMMIT");
   } catch (error) {
     await client.query("ROLLBACK").catch(() => {
       // The connection is gone; the transaction died with it.
     });
-    throw new MigrationError(`migration ${label(migration)} failed and was rolled back: ${describe(error)}`, {
-      cause: error,
-    });
+    throw new MigrationError(
+      `migration ${label(set, migration)} failed and was rolled back: ${describe(error)}`,
+      {
+        cause: error,
+      },
+    );
   }
 }
 
-function label(m: Migration): string {
-  return `${String(m.version).padStart(4, "0")}_${m.name}`;
+function label(set: string, m: Migration): string {
+  return `${set}/${String(m.version).padStart(4, "0")}_${m.name}`;
 }
 
 function describe(error: unknown): string {

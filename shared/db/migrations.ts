@@ -22,6 +22,21 @@ export interface Migration {
 /** The folder holding the library's own migrations. */
 export const MIGRATIONS_DIR = fileURLToPath(new URL("./migrations/", import.meta.url));
 
+/**
+ * An independently numbered series of migrations with its own history: the library's `core`, and
+ * one per application that keeps its own tables beside it (the reference consumer's ledger).
+ */
+export interface MigrationSet {
+  /** The set's name in the history table. */
+  readonly name: string;
+  readonly migrations: readonly Migration[];
+}
+
+/** The library's own schema: fences, dead letters, roles. */
+export function coreMigrationSet(): MigrationSet {
+  return { name: "core", migrations: loadMigrations(MIGRATIONS_DIR) };
+}
+
 const FILE_NAME = /^(\d{4})_([a-z0-9_]+)\.sql$/;
 
 /** SHA-256 (hex) of a migration's text. */
@@ -33,7 +48,7 @@ export function checksumOf(sql: string): string {
  * Loads every `.sql` file of `dir`, sorted by version. Refuses a file whose name does not follow
  * the pattern, a repeated version, or a gap in the numbering (a gap usually means a lost file).
  */
-export function loadMigrations(dir: string = MIGRATIONS_DIR): Migration[] {
+export function loadMigrations(dir: string): Migration[] {
   const migrations: Migration[] = [];
   for (const file of readdirSync(dir)
     .filter((f) => f.endsWith(".sql"))

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { handler } from "../../functions/migrate/handler.ts";
-import { loadMigrations } from "../../shared/db/migrations.ts";
+import { deploymentMigrationSets } from "../../functions/migrate/sets.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 
 let db: TestDatabase;
@@ -20,8 +20,11 @@ describe("migrate function", () => {
 
   it("migrates the database DATABASE_URL names, and a second invocation is a no-op", async () => {
     vi.stubEnv("DATABASE_URL", db.url);
-    const versions = loadMigrations().map((m) => m.version);
-    expect(await handler()).toEqual({ applied: versions, alreadyApplied: 0 });
-    expect(await handler()).toEqual({ applied: [], alreadyApplied: versions.length });
+    const expected = deploymentMigrationSets().flatMap((set) =>
+      set.migrations.map((m) => ({ set: set.name, version: m.version, name: m.name })),
+    );
+    expect(expected.map((m) => m.set)).toEqual(expect.arrayContaining(["core", "award-points"]));
+    expect(await handler()).toEqual({ applied: expected, alreadyApplied: 0 });
+    expect(await handler()).toEqual({ applied: [], alreadyApplied: expected.length });
   });
 });

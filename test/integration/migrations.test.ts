@@ -1,11 +1,19 @@
 import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
 import { runMigrations } from "../../shared/db/migrate.ts";
-import { checksumOf, loadMigrations, type Migration } from "../../shared/db/migrations.ts";
+import {
+  checksumOf,
+  coreMigrationSet,
+  type Migration,
+  type MigrationSet,
+} from "../../shared/db/migrations.ts";
 import { MigrationChecksumError, MigrationError, MigrationUnknownError } from "../../shared/errors.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 
-const shipped = loadMigrations();
+const shipped = coreMigrationSet().migrations;
+const core = (migrations: readonly Migration[]): MigrationSet[] => [{ name: "core", migrations }];
+const versionsOf = (report: { applied: readonly { version: number }[] }) =>
+  report.applied.map((m) => m.version);
 const created: TestDatabase[] = [];
 
 async function emptyDatabase(): Promise<TestDatabase> {
@@ -20,7 +28,9 @@ afterEach(async () => {
 
 async function recorded(db: TestDatabase): Promise<Array<{ version: number; checksum: string }>> {
   return db.withClient(async (c) => {
-    const { rows } = await c.query("SELECT version, checksum FROM core.schema_migrations ORDER BY version");
+    const { rows } = await c.query(
+      "SELECT version, checksum FROM core.schema_migrations WHERE migration_set = 'core' ORDER BY version",
+    );
     return rows;
   });
 }
@@ -43,7 +53,7 @@ describe("migration runner", () => {
     const db = await emptyDatabase();
     const report = await runMigrations({ connectionString: db.url });
 
-    expect(report.applied).toEqual(shipped.map((m) => m.version));
+    expect(versionsOf(report)).toEqual(shipped.map((m) => m.version));
     expect(report.alreadyApplied).toBe(0);
     expect(await recorded(db)).toEqual(shipped.map((m) => ({ version: m.version, checksum: m.checksum })));
     expect(await coreTables(db)).toEqual(["dead_letters", "processed_jobs", "schema_migrations"]);
@@ -63,11 +73,11 @@ describe("migration runner", () => {
 
   it("applies only the migrations a database lacks", async () => {
     const db = await emptyDatabase();
-    await runMigrations({ connectionString: db.url, migrations: shipped.slice(0, 1) });
+    await runMigrations({ connectionString: db.url, sets: core(shipped.slice(0, 1)) });
 
     const report = await runMigrations({ connectionString: db.url });
 
-    expect(report.applied).toEqual(shipped.slice(1).map((m) => m.version));
+    expect(versionsOf(report)).toEqual(shipped.slice(1).map((m) => m.version));
     expect(report.alreadyApplied).toBe(1);
   });
 
@@ -88,10 +98,10 @@ describe("migration runner", () => {
 
   it("refuses to run when an applied migration was edited, and applies nothing", async () => {
     const db = await emptyDatabase();
-    await runMigrations({ connectionString: db.url, migrations: shipped.slice(0, 2) });
+    await runMigrations({ connectionString: db.url, sets: core(shipped.slice(0, 2)) });
     const tampered = edited(shipped, 1, `${shipped[0]?.sql}\n-- a harmless-looking edit\n`);
 
-    const attempt = runMigrations({ connectionString: db.url, migrations: tampered });
+    const attempt = runMigrations({ connectionString: db.url, sets: core(tampered) });
 
     await expect(attempt).rejects.toBeInstanceOf(MigrationChecksumError);
     await expect(attempt).rejects.toMatchObject({ version: 1 });
@@ -104,7 +114,7 @@ describe("migration runner", () => {
     await runMigrations({ connectionString: db.url });
 
     await expect(
-      runMigrations({ connectionString: db.url, migrations: shipped.slice(0, -1) }),
+      runMigrations({ connectionString: db.url, sets: core(shipped.slice(0, -1)) }),
     ).rejects.toBeInstanceOf(MigrationUnknownError);
   });
 
@@ -120,7 +130,7 @@ describe("migration runner", () => {
       },
     ];
 
-    await expect(runMigrations({ connectionString: db.url, migrations: broken })).rejects.toBeInstanceOf(
+    await expect(runMigrations({ connectionString: db.url, sets: core(broken) })).rejects.toBeInstanceOf(
       MigrationError,
     );
 
@@ -134,7 +144,7 @@ describe("migration runner", () => {
     await client.connect();
     try {
       const bad = [{ version: 1, name: "bad", sql: "SELEC 1", checksum: checksumOf("SELEC 1") }];
-      await expect(runMigrations({ client, migrations: bad })).rejects.toBeInstanceOf(MigrationError);
+      await expect(runMigrations({ client, sets: core(bad) })).rejects.toBeInstanceOf(MigrationError);
       const { rows } = await client.query(
         "SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()",
       );
@@ -144,6 +154,6 @@ describe("migration runner", () => {
     }
     // A second runner on another connection gets the lock at once and applies the real migrations.
     const report = await runMigrations({ connectionString: db.url });
-    expect(report.applied).toEqual(shipped.map((m) => m.version));
+    expect(versionsOf(report)).toEqual(shipped.map((m) => m.version));
   });
 });

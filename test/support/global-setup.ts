@@ -6,6 +6,7 @@
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import type { TestProject } from "vitest/node";
+import { deploymentMigrationSets } from "../../functions/migrate/sets.ts";
 import { runMigrations } from "../../shared/db/migrate.ts";
 import { databaseUrl, dropDatabasesWithPrefix } from "./admin.ts";
 import { acquirePostgres } from "./postgres-source.ts";
@@ -31,7 +32,10 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const { rows } = await admin.query<{ server_version: string }>("SHOW server_version");
   await admin.query(`CREATE DATABASE ${template}`);
   await admin.end();
-  await runMigrations({ connectionString: databaseUrl(source.adminUrl, template) });
+  await runMigrations({
+    connectionString: databaseUrl(source.adminUrl, template),
+    sets: deploymentMigrationSets(),
+  });
 
   // One line in every log says what actually ran.
   console.log(

@@ -1,0 +1,29 @@
+/**
+ * `award-points`, the reference consumer: payload `{ user_id, points }`; effect: one ledger row
+ * and the user's balance incremented. Everything else (fence, retries, dead letters, alerts,
+ * metrics) is the harness's.
+ */
+import { z } from "zod";
+import type { ConsumerDefinition } from "../../shared/consumer.ts";
+import { awardPoints } from "./award.ts";
+
+/** The payload an award-points message carries. */
+export const awardPointsPayload = z.object({
+  user_id: z.string().min(1).max(128),
+  /** A positive whole number of points that fits the ledger's integer column. */
+  points: z.number().int().positive().max(2_147_483_647),
+});
+
+/** The consumer's definition; `handler.ts` turns it into the Lambda handler. */
+export const awardPointsConsumer = {
+  name: "award-points",
+  payload: awardPointsPayload,
+  work: async (job, tx) => {
+    await awardPoints(tx, {
+      jobId: job.jobId,
+      tenantId: job.tenantId,
+      userId: job.payload.user_id,
+      points: job.payload.points,
+    });
+  },
+} satisfies ConsumerDefinition<typeof awardPointsPayload>;

@@ -1,0 +1,5 @@
+/** Lambda entry point of the award-points consumer; configured from the environment at init. */
+import { createConsumer } from "../../shared/consumer.ts";
+import { awardPointsConsumer } from "./consumer.ts";
+
+export const handler = createConsumer(awardPointsConsumer);

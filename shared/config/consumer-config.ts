@@ -1,0 +1,81 @@
+/**
+ * A consumer's runtime configuration: parsed with zod from the Lambda's environment (or given
+ * directly by the local stack and tests), with named defaults, and refused at start-up with every
+ * problem listed when anything is wrong.
+ */
+import { z } from "zod";
+import { ConfigurationError } from "../errors.ts";
+
+/** Named defaults of {@link ConsumerConfig}. */
+export const CONSUMER_DEFAULTS = Object.freeze({
+  /** SPEC §7 default: 7 days (queue retention 4 days + retry window + 1 day margin fits). */
+  fenceTtlSeconds: 7 * 86_400,
+  /** Bound on a concurrent duplicate's wait for the fence lock (SPEC §3). */
+  lockTimeoutMs: 5000,
+  /** Connections in the container's pool. */
+  poolMax: 2,
+});
+
+const positiveInt = z.coerce.number().int().positive();
+
+const configSchema = z
+  .object({
+    /** PostgreSQL connection string of the consumer's login (granted jobfence_consumer). */
+    databaseUrl: z.string().regex(/^postgres(ql)?:\/\//, "must be a postgres:// connection string"),
+    /** Name of the ops EventBridge bus that receives DeadLetterRecorded (never a domain bus). */
+    opsBusName: z.string().regex(/^[A-Za-z0-9._\-/]{1,256}$/, "must be an EventBridge bus name"),
+    /** URL of the source queue; derived from the record's queue ARN when absent. */
+    queueUrl: z.url().optional(),
+    fenceTtlSeconds: positiveInt.default(CONSUMER_DEFAULTS.fenceTtlSeconds),
+    lockTimeoutMs: positiveInt.default(CONSUMER_DEFAULTS.lockTimeoutMs),
+    poolMax: positiveInt.max(100).default(CONSUMER_DEFAULTS.poolMax),
+  })
+  .strict();
+
+/** A consumer's validated configuration. */
+export type ConsumerConfig = z.output<typeof configSchema>;
+/** What a caller may pass: defaults may be left out. */
+export type ConsumerConfigInput = z.input<typeof configSchema>;
+
+/** The environment variables the Lambda reads, by configuration key. */
+export const CONSUMER_ENV = Object.freeze({
+  databaseUrl: "DATABASE_URL",
+  opsBusName: "JOBFENCE_OPS_BUS_NAME",
+  queueUrl: "JOBFENCE_QUEUE_URL",
+  fenceTtlSeconds: "JOBFENCE_FENCE_TTL_SECONDS",
+  lockTimeoutMs: "JOBFENCE_LOCK_TIMEOUT_MS",
+  poolMax: "JOBFENCE_POOL_MAX",
+} satisfies Record<keyof ConsumerConfig, string>);
+
+/** Validates a configuration object; unknown keys are refused. */
+export function parseConsumerConfig(input: ConsumerConfigInput, source = "consumer"): ConsumerConfig {
+  const result = configSchema.safeParse(input);
+  if (!result.success) {
+    throw new ConfigurationError(
+      source,
+      result.error.issues.map((issue) => `${issue.path.join(".") || "(root)"}: ${issue.message}`),
+    );
+  }
+  return result.data;
+}
+
+/** Reads the configuration from environment variables (see {@link CONSUMER_ENV}). */
+export function consumerConfigFromEnv(env: NodeJS.ProcessEnv = process.env): ConsumerConfig {
+  const input: Record<string, string> = {};
+  for (const [key, variable] of Object.entries(CONSUMER_ENV)) {
+    const value = env[variable];
+    if (value !== undefined && value !== "") input[key] = value;
+  }
+  const result = configSchema.safeParse(input);
+  if (!result.success) {
+    throw new ConfigurationError(
+      "consumer environment",
+      result.error.issues.map((issue) => {
+        const key = String(issue.path[0] ?? "");
+        const variable = CONSUMER_ENV[key as keyof ConsumerConfig] ?? key;
+        return `${variable}: ${issue.message}`;
+      }),
+    );
+  }
+  return result.data;
+}

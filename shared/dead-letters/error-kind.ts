@@ -1,0 +1,14 @@
+/** Why a dead letter was written. Each value says how a message gets here. */
+export const ERROR_KIND = {
+  /** The body, envelope or payload can never be processed as sent; dead-lettered with zero retries. */
+  poison: "poison",
+  /** The work threw `PermanentJobError`: a business rule that retrying cannot change. */
+  hard: "hard",
+  /** A transient failure on the last allowed attempt. */
+  exhausted: "exhausted",
+  /** The harness could never record the failure itself; the backstop drain found the message. */
+  unrecorded: "unrecorded",
+} as const;
+
+/** One of {@link ERROR_KIND}. */
+export type ErrorKind = (typeof ERROR_KIND)[keyof typeof ERROR_KIND];

@@ -1,0 +1,133 @@
+/**
+ * The job envelope (SPEC §2) and the classification of a message body: either a job the
+ * consumer can run, or poison with the identity its dead letter should carry. Pure.
+ */
+import { z } from "zod";
+import { POISON_REASON, PoisonMessageError } from "../errors.ts";
+
+/** SPEC §2: at most 255 characters; matches the database's CHECK. */
+export const JOB_ID_MAX_LENGTH = 255;
+
+/** The envelope every message body must be. Unknown top-level keys are ignored. */
+export const envelopeSchema = z.object({
+  job_id: z.string().min(1).max(JOB_ID_MAX_LENGTH),
+  tenant_id: z.string(),
+  correlation_id: z.string().min(1).optional(),
+  payload: z.unknown().refine((value) => value !== undefined, { message: "payload is required" }),
+});
+
+/** A job as the consumer's work receives it. */
+export interface Job<P> {
+  /** The producer's identity of the job; the fence key together with the consumer name. */
+  readonly jobId: string;
+  readonly tenantId: string;
+  /** The envelope's `correlation_id`, or the `job_id` when it has none. */
+  readonly correlationId: string;
+  /** The payload, parsed by the consumer's own schema. */
+  readonly payload: P;
+}
+
+/** What a dead letter records about a message's identity, as far as it could be read. */
+export interface MessageIdentity {
+  readonly jobId: string;
+  readonly tenantId: string | null;
+  readonly correlationId: string;
+}
+
+/** Outcome of parsing a body: a job, or poison with the best identity that could be read. */
+export type ParsedMessage<P> =
+  | { readonly ok: true; readonly job: Job<P>; readonly identity: MessageIdentity }
+  | { readonly ok: false; readonly error: PoisonMessageError; readonly identity: MessageIdentity };
+
+/**
+ * Parses an SQS body into a job. Never throws: a body that is not JSON, an invalid envelope and a
+ * payload the schema refuses all come back as poison. `messageId` stands in for the job id of a
+ * message whose own cannot be read.
+ */
+export function parseMessage<S extends z.ZodType>(
+  body: string,
+  payloadSchema: S,
+  messageId: string,
+): ParsedMessage<z.output<S>> {
+  let document: unknown;
+  try {
+    document = JSON.parse(body);
+  } catch (error) {
+    return poison(
+      POISON_REASON.unparseableBody,
+      `body is not JSON (${(error as Error).message})`,
+      undefined,
+      messageId,
+    );
+  }
+
+  const envelope = envelopeSchema.safeParse(document);
+  if (!envelope.success) {
+    return poison(POISON_REASON.invalidEnvelope, summarize(envelope.error), document, messageId);
+  }
+  const { job_id, tenant_id, correlation_id, payload } = envelope.data;
+  const identity: MessageIdentity = {
+    jobId: job_id,
+    tenantId: tenant_id,
+    correlationId: correlation_id ?? job_id,
+  };
+
+  const parsed = payloadSchema.safeParse(payload);
+  if (!parsed.success) {
+    return {
+      ok: false,
+      error: new PoisonMessageError(POISON_REASON.invalidPayload, summarize(parsed.error)),
+      identity,
+    };
+  }
+  return {
+    ok: true,
+    identity,
+    job: { jobId: job_id, tenantId: tenant_id, correlationId: identity.correlationId, payload: parsed.data },
+  };
+}
+
+function poison(
+  reason: (typeof POISON_REASON)[keyof typeof POISON_REASON],
+  detail: string,
+  document: unknown,
+  messageId: string,
+): ParsedMessage<never> {
+  return {
+    ok: false,
+    error: new PoisonMessageError(reason, detail),
+    identity: readableIdentity(document, messageId),
+  };
+}
+
+/** Whatever identity an invalid envelope still offers; the message id where its job id is unusable. */
+function readableIdentity(document: unknown, messageId: string): MessageIdentity {
+  const fields =
+    typeof document === "object" && document !== null && !Array.isArray(document)
+      ? (document as Record<string, unknown>)
+      : {};
+  const jobId = validString(fields.job_id, JOB_ID_MAX_LENGTH) ?? messageId;
+  return {
+    jobId,
+    tenantId: typeof fields.tenant_id === "string" ? fields.tenant_id : null,
+    correlationId: validString(fields.correlation_id, Number.POSITIVE_INFINITY) ?? jobId,
+  };
+}
+
+function validString(value: unknown, maxLength: number): string | undefined {
+  return typeof value === "string" &&
+    /\S/.test(value) &&
+    value.length <= maxLength &&
+    !value.includes("\u0000")
+    ? value
+    : undefined;
+}
+
+/** A one-line, bounded summary of zod issues: `path: message; path: message`. */
+function summarize(error: z.ZodError): string {
+  const lines = error.issues
+    .slice(0, 10)
+    .map((issue) => `${issue.path.length ? issue.path.join(".") : "(root)"}: ${issue.message}`);
+  if (error.issues.length > 10) lines.push(`… ${error.issues.length - 10} more`);
+  return lines.join("; ");
+}

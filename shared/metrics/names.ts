@@ -1,0 +1,31 @@
+/** CloudWatch metric names (namespace {@link METRICS_NAMESPACE}, dimension `service` = consumer). */
+import type { ErrorKind } from "../dead-letters/error-kind.ts";
+
+/** The namespace of every jobfence metric. */
+export const METRICS_NAMESPACE = "jobfence";
+
+export const METRIC = {
+  /** Work and fence committed. */
+  succeeded: "JobSucceeded",
+  /** A delivery whose fence already existed: skipped, acked. Normal operation, not an error. */
+  duplicate: "JobDuplicate",
+  /** A transient failure hidden for its backoff delay. */
+  retried: "JobRetried",
+  /** ChangeMessageVisibility failed; the queue's own visibility timeout applies instead. */
+  retryScheduleFailed: "RetryScheduleFailed",
+  /** A dead letter could not be written; the message stays in the queue. */
+  deadLetterWriteFailed: "DeadLetterWriteFailed",
+  /** DeadLetterRecorded could not be published; the row exists. */
+  alertFailed: "AlertFailed",
+  /** A FIFO record left unprocessed behind a failure in its message group. */
+  fifoSkipped: "FifoRecordSkipped",
+  /** An error the harness could not classify; the message stays in the queue. */
+  recordFailed: "RecordFailed",
+  /** BEGIN to COMMIT of a committed fence transaction, milliseconds. */
+  fenceLatency: "FenceLatency",
+} as const;
+
+/** `DeadLetteredPoison`, `DeadLetteredHard`, …: one metric per kind, each alarmable on its own. */
+export function deadLetteredMetric(kind: ErrorKind): string {
+  return `DeadLettered${kind.charAt(0).toUpperCase()}${kind.slice(1)}`;
+}

@@ -1,0 +1,196 @@
+/**
+ * Test wiring for consumers: a database of the file's own, the SQS emulator, the EventBridge sink,
+ * and consumers built by the real factory against them, with the pool logged in as the
+ * least-privileged consumer role so every test also proves the grants suffice.
+ */
+import {
+  CreateQueueCommand,
+  GetQueueAttributesCommand,
+  SendMessageCommand,
+  type SQSClient,
+} from "@aws-sdk/client-sqs";
+import type { SQSRecord } from "aws-lambda";
+import type pg from "pg";
+import type { z } from "zod";
+import { LOCAL_ACCOUNT, localEventBridgeClient, localSqsClient } from "../../local/aws-clients.ts";
+import { type EventBridgeSink, startEventBridgeSink } from "../../local/eventbridge-sink.ts";
+import { lambdaContext } from "../../local/lambda-context.ts";
+import { type SqsEmulator, startSqsEmulator } from "../../local/sqs-emulator.ts";
+import {
+  type ConsumerDefinition,
+  type ConsumerHandler,
+  type ConsumerRuntime,
+  createConsumer,
+} from "../../shared/consumer.ts";
+import { createPool } from "../../shared/db/pool.ts";
+import { createTestDatabase, type TestDatabase } from "./database.ts";
+
+/** The bus name tests configure; the sink accepts any. */
+export const OPS_BUS = "jobfence-ops-test";
+
+/** Everything a consumer test needs; `close()` tears it all down. */
+export interface ConsumerTestBed {
+  readonly db: TestDatabase;
+  readonly emulator: SqsEmulator;
+  readonly sqs: SQSClient;
+  readonly sink: EventBridgeSink;
+  /** Pools created by {@link ConsumerTestBed.consumer}, closed by `close()`. */
+  readonly pools: pg.Pool[];
+  /** A consumer built by the real factory, connected as `jobfence_consumer`. */
+  consumer<S extends z.ZodType>(
+    definition: ConsumerDefinition<S>,
+    runtime?: ConsumerRuntime & { queueUrl?: string; lockTimeoutMs?: number },
+  ): ConsumerHandler;
+  /** Creates a queue on the emulator. */
+  queue(name: string, attributes?: Record<string, string>): Promise<{ url: string; arn: string }>;
+  close(): Promise<void>;
+}
+
+export async function consumerTestBed(): Promise<ConsumerTestBed> {
+  const [db, emulator, sink] = await Promise.all([
+    createTestDatabase(),
+    startSqsEmulator(),
+    startEventBridgeSink(),
+  ]);
+  const sqs = localSqsClient(emulator.endpoint);
+  const eventBridge = localEventBridgeClient(sink.endpoint);
+  const pools: pg.Pool[] = [];
+  return {
+    db,
+    emulator,
+    sqs,
+    sink,
+    pools,
+    consumer(definition, runtime = {}) {
+      const { queueUrl, lockTimeoutMs, ...rest } = runtime;
+      const pool =
+        rest.pool ??
+        createPool({
+          connectionString: db.url,
+          role: "jobfence_consumer",
+          max: 4,
+          lockTimeoutMs: lockTimeoutMs ?? 5000,
+        });
+      pools.push(pool);
+      return createConsumer(definition, {
+        config: { databaseUrl: db.url, opsBusName: OPS_BUS, ...(queueUrl ? { queueUrl } : {}) },
+        sqs,
+        eventBridge,
+        ...rest,
+        pool,
+      });
+    },
+    async queue(name, attributes = {}) {
+      await sqs.send(new CreateQueueCommand({ QueueName: name, Attributes: attributes }));
+      // The emulator's own URLs name a host that does not resolve; address it path-style instead.
+      const url = `${emulator.endpoint}/${LOCAL_ACCOUNT}/${name}`;
+      const attrs = await sqs.send(
+        new GetQueueAttributesCommand({ QueueUrl: url, AttributeNames: ["QueueArn"] }),
+      );
+      return { url, arn: attrs.Attributes?.QueueArn as string };
+    },
+    async close() {
+      await Promise.all(pools.map((p) => p.end()));
+      await Promise.all([emulator.stop(), sink.stop()]);
+      await db.drop();
+    },
+  };
+}
+
+/** Sends one envelope (or any body) to a queue. */
+export async function send(
+  sqs: SQSClient,
+  queueUrl: string,
+  body: unknown,
+  options: { groupId?: string; dedupId?: string } = {},
+): Promise<string> {
+  const result = await sqs.send(
+    new SendMessageCommand({
+      QueueUrl: queueUrl,
+      MessageBody: typeof body === "string" ? body : JSON.stringify(body),
+      ...(options.groupId ? { MessageGroupId: options.groupId } : {}),
+      ...(options.dedupId ? { MessageDeduplicationId: options.dedupId } : {}),
+    }),
+  );
+  return result.MessageId as string;
+}
+
+/** An award-points envelope. */
+export function award(
+  jobId: string,
+  points = 10,
+  userId = "u-1",
+  tenantId = "t_42",
+): Record<string, unknown> {
+  return {
+    job_id: jobId,
+    tenant_id: tenantId,
+    correlation_id: `corr-${jobId}`,
+    payload: { user_id: userId, points },
+  };
+}
+
+let counter = 0;
+/** A record as Lambda would deliver it, for tests that call the handler without a queue. */
+export function sqsRecord(
+  body: string,
+  options: { messageId?: string; receiveCount?: number; groupId?: string; queueArn?: string } = {},
+): SQSRecord {
+  counter++;
+  const queueArn = options.queueArn ?? "arn:aws:sqs:eu-west-1:000000000000:award-points";
+  return {
+    messageId: options.messageId ?? `m-${process.pid}-${counter}`,
+    receiptHandle: `rh-${counter}`,
+    body,
+    attributes: {
+      ApproximateReceiveCount: String(options.receiveCount ?? 1),
+      SentTimestamp: String(Date.now()),
+      SenderId: "test",
+      ApproximateFirstReceiveTimestamp: String(Date.now()),
+      ...(options.groupId ? { MessageGroupId: options.groupId } : {}),
+    },
+    messageAttributes: {},
+    md5OfBody: "",
+    eventSource: "aws:sqs",
+    eventSourceARN: queueArn,
+    awsRegion: "eu-west-1",
+  };
+}
+
+/** Invokes a handler with records and returns the ids it reported as failures. */
+export async function invoke(handler: ConsumerHandler, records: SQSRecord[]): Promise<string[]> {
+  const response = await handler({ Records: records }, lambdaContext(handler.consumer));
+  return response.batchItemFailures.map((f) => f.itemIdentifier);
+}
+
+/** Row counts of every table in the given schemas (AC8). */
+export async function rowCounts(db: TestDatabase, schemas: string[]): Promise<Record<string, number>> {
+  return db.withClient(async (c) => {
+    const { rows } = await c.query<{ t: string }>(
+      "SELECT schemaname || '.' || tablename AS t FROM pg_tables WHERE schemaname = ANY($1) ORDER BY 1",
+      [schemas],
+    );
+    const counts: Record<string, number> = {};
+    for (const { t } of rows) {
+      const result = await c.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${t}`);
+      counts[t] = result.rows[0]?.n ?? 0;
+    }
+    return counts;
+  });
+}
+
+/** Ledger entries and fences of one job. */
+export async function effectsOf(
+  db: TestDatabase,
+  jobId: string,
+): Promise<{ ledger: number; fences: number; deadLetters: number }> {
+  return db.withClient(async (c) => {
+    const { rows } = await c.query(
+      `SELECT (SELECT count(*)::int FROM award_points.ledger WHERE job_id = $1) AS ledger,
+              (SELECT count(*)::int FROM core.processed_jobs WHERE job_id = $1) AS fences,
+              (SELECT count(*)::int FROM core.dead_letters WHERE job_id = $1) AS "deadLetters"`,
+      [jobId],
+    );
+    return rows[0];
+  });
+}
