@@ -5,11 +5,12 @@
  */
 import { z } from "zod";
 import type { ConsumerDefinition } from "../../shared/consumer.ts";
+import { storableText } from "../../shared/envelope/envelope.ts";
 import { awardPoints } from "./award.ts";
 
 /** The payload an award-points message carries. */
 export const awardPointsPayload = z.object({
-  user_id: z.string().min(1).max(128),
+  user_id: storableText.pipe(z.string().min(1).max(128)),
   /** A positive whole number of points that fits the ledger's integer column. */
   points: z.number().int().positive().max(2_147_483_647),
 });

@@ -8,11 +8,21 @@ import { POISON_REASON, PoisonMessageError } from "../errors.ts";
 /** SPEC §2: at most 255 characters; matches the database's CHECK. */
 export const JOB_ID_MAX_LENGTH = 255;
 
+/**
+ * A string PostgreSQL's text can store as sent: no U+0000 (text cannot hold it) and no lone UTF-16
+ * surrogate (it would be stored as U+FFFD, so the stored key would differ from the sent one).
+ * Consumers use it in their payload schemas for strings their work writes to the database.
+ */
+export const storableText = z
+  .string()
+  .refine((s) => !s.includes("\u0000"), { message: "must not contain U+0000" })
+  .refine((s) => s.isWellFormed(), { message: "must be well-formed Unicode (no lone surrogates)" });
+
 /** The envelope every message body must be. Unknown top-level keys are ignored. */
 export const envelopeSchema = z.object({
-  job_id: z.string().min(1).max(JOB_ID_MAX_LENGTH),
-  tenant_id: z.string(),
-  correlation_id: z.string().min(1).optional(),
+  job_id: storableText.pipe(z.string().min(1).max(JOB_ID_MAX_LENGTH)),
+  tenant_id: storableText,
+  correlation_id: storableText.pipe(z.string().min(1)).optional(),
   payload: z.unknown().refine((value) => value !== undefined, { message: "payload is required" }),
 });
 
@@ -109,7 +119,7 @@ function readableIdentity(document: unknown, messageId: string): MessageIdentity
   const jobId = validString(fields.job_id, JOB_ID_MAX_LENGTH) ?? messageId;
   return {
     jobId,
-    tenantId: typeof fields.tenant_id === "string" ? fields.tenant_id : null,
+    tenantId: validString(fields.tenant_id, Number.POSITIVE_INFINITY) ?? null,
     correlationId: validString(fields.correlation_id, Number.POSITIVE_INFINITY) ?? jobId,
   };
 }

@@ -385,6 +385,22 @@ describe("dead letters", () => {
       { tenant_id: "t", payload: {} },
     ],
     [
+      "a U+0000 inside job_id (text cannot store it)",
+      JSON.stringify({ job_id: "a\u0000b", tenant_id: "t", payload: { user_id: "u", points: 1 } }),
+      undefined,
+      undefined,
+    ],
+    [
+      "a U+0000 inside the payload's user_id",
+      JSON.stringify({
+        job_id: "poison-nul-user",
+        tenant_id: "t",
+        payload: { user_id: "u\u0000", points: 1 },
+      }),
+      "poison-nul-user",
+      undefined,
+    ],
+    [
       "a job_id over 255 characters",
       JSON.stringify({ job_id: "j".repeat(256), tenant_id: "t", payload: {} }),
       undefined,
