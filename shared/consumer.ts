@@ -12,7 +12,7 @@
  *                       transient, last attempt  → RetriesExhaustedError
  *   record-dead-letter  poison | hard | exhausted → dead letter (own transaction), alert, ack
  *                       write failed → stay in queue (the backstop queue catches it eventually)
- *   observe-outcome     one metric per outcome; a log line for anything but success
+ *   observe-outcome     one metric per outcome; a log line for anything but success or a duplicate
  *
  * Records run one after another, each through its own Middy chain, so one record's failure never
  * touches a batch-mate's committed work. A record is acked (left out of batchItemFailures) only
@@ -39,6 +39,7 @@ import {
 } from "./config/consumer-config.ts";
 import { createPool } from "./db/pool.ts";
 import type { Queryable } from "./db/queryable.ts";
+import { describeError } from "./dead-letters/last-error.ts";
 import type { Job } from "./envelope/envelope.ts";
 import { ConfigurationError } from "./errors.ts";
 import { METRIC, METRICS_NAMESPACE } from "./metrics/names.ts";
@@ -92,7 +93,11 @@ export interface ConsumerRuntime {
    * @default read from the environment (`DATABASE_URL`, `JOBFENCE_OPS_BUS_NAME`, …)
    */
   readonly config?: ConsumerConfigInput;
-  /** @default a pool built from `config` */
+  /**
+   * The pool. When given, the configuration's pool settings (poolMax, lockTimeoutMs, dbRole) are
+   * the caller's business: they are not applied to it.
+   * @default a pool built from `config`
+   */
   readonly pool?: pg.Pool;
   /** @default a client for the region and endpoint of the environment */
   readonly sqs?: SQSClient;
@@ -158,6 +163,7 @@ export function createConsumer<S extends z.ZodType>(
       connectionString: config.databaseUrl,
       max: config.poolMax,
       lockTimeoutMs: config.lockTimeoutMs,
+      ...(config.dbRole ? { role: config.dbRole } : {}),
       applicationName: `jobfence:${definition.name}`,
       onIdleError: (error) => logger.warn("idle database connection failed", { error: error.message }),
     });
@@ -191,6 +197,10 @@ export function createConsumer<S extends z.ZodType>(
       const group = record.attributes.MessageGroupId;
       if (group !== undefined && failedGroups.has(group)) {
         metrics.addMetric(METRIC.fifoSkipped, MetricUnit.Count, 1);
+        logger.info("record left for redelivery behind a failure in its message group", {
+          message_id: record.messageId,
+          message_group_id: group,
+        });
         batchItemFailures.push({ itemIdentifier: record.messageId });
         continue;
       }
@@ -204,16 +214,19 @@ export function createConsumer<S extends z.ZodType>(
   };
 
   const runRecord = async (record: SQSRecord, context: Context): Promise<RecordOutcome> => {
+    const attempt = attemptOf(record);
     try {
-      const rc: RecordContext<z.output<S>> = {
-        record,
-        attempt: attemptOf(record),
-        queueUrl: config.queueUrl ?? queueUrlFromArn(record.eventSourceARN),
-      };
-      return await processRecord(rc, context);
+      const queueUrl = config.queueUrl ?? queueUrlFromArn(record.eventSourceARN);
+      return await processRecord({ record, attempt, queueUrl }, context);
     } catch (error) {
-      // Only a bug in a middleware gets here; the record stays in the queue.
-      logger.error("record could not be processed", { message_id: record.messageId, error: String(error) });
+      // Only an unusable event (no queue ARN) or a bug in a middleware gets here; the record
+      // stays in the queue and, if it never gets through, reaches the backstop queue.
+      metrics.addMetric(METRIC.recordFailed, MetricUnit.Count, 1);
+      logger.error("record could not be processed; the message stays in the queue", {
+        message_id: record.messageId,
+        attempt,
+        error: describeError(error),
+      });
       return { status: "failed", error };
     }
   };

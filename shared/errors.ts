@@ -100,3 +100,16 @@ export class RetriesExhaustedError extends JobfenceError {
     this.attempts = attempts;
   }
 }
+
+/**
+ * COMMIT found the fence transaction already failed and rolled it back: the work caught an error
+ * from one of its statements and returned as if it had succeeded. Nothing was applied; transient.
+ */
+export class TransactionRolledBackError extends JobfenceError {
+  override name = "TransactionRolledBackError";
+  constructor(command: string | undefined) {
+    super(
+      `COMMIT answered ${command ?? "nothing"}: a statement of the work failed and the work did not rethrow; nothing was applied`,
+    );
+  }
+}

@@ -29,6 +29,11 @@ const configSchema = z
     fenceTtlSeconds: positiveInt.default(CONSUMER_DEFAULTS.fenceTtlSeconds),
     lockTimeoutMs: positiveInt.default(CONSUMER_DEFAULTS.lockTimeoutMs),
     poolMax: positiveInt.max(100).default(CONSUMER_DEFAULTS.poolMax),
+    /** A role to SET on each connection, for a login that does not inherit its jobfence role. */
+    dbRole: z
+      .string()
+      .regex(/^[a-z_][a-z0-9_]{0,62}$/, "must be a plain PostgreSQL role name")
+      .optional(),
   })
   .strict();
 
@@ -45,6 +50,7 @@ export const CONSUMER_ENV = Object.freeze({
   fenceTtlSeconds: "JOBFENCE_FENCE_TTL_SECONDS",
   lockTimeoutMs: "JOBFENCE_LOCK_TIMEOUT_MS",
   poolMax: "JOBFENCE_POOL_MAX",
+  dbRole: "JOBFENCE_DB_ROLE",
 } satisfies Record<keyof ConsumerConfig, string>);
 
 /** Validates a configuration object; unknown keys are refused. */

@@ -18,11 +18,17 @@ export const storableText = z
   .refine((s) => !s.includes("\u0000"), { message: "must not contain U+0000" })
   .refine((s) => s.isWellFormed(), { message: "must be well-formed Unicode (no lone surrogates)" });
 
-/** The envelope every message body must be. Unknown top-level keys are ignored. */
+/** Identity strings must say something: the database refuses blank job and correlation ids. */
+const NOT_BLANK = /\S/;
+
+/**
+ * The envelope every message body must be. Unknown top-level keys are ignored. A blank
+ * `correlation_id` counts as absent (the job id stands in), as SPEC §2 does for a missing one.
+ */
 export const envelopeSchema = z.object({
-  job_id: storableText.pipe(z.string().min(1).max(JOB_ID_MAX_LENGTH)),
+  job_id: storableText.pipe(z.string().max(JOB_ID_MAX_LENGTH).regex(NOT_BLANK, "must not be blank")),
   tenant_id: storableText,
-  correlation_id: storableText.pipe(z.string().min(1)).optional(),
+  correlation_id: storableText.optional(),
   payload: z.unknown().refine((value) => value !== undefined, { message: "payload is required" }),
 });
 
@@ -79,7 +85,7 @@ export function parseMessage<S extends z.ZodType>(
   const identity: MessageIdentity = {
     jobId: job_id,
     tenantId: tenant_id,
-    correlationId: correlation_id ?? job_id,
+    correlationId: correlation_id !== undefined && NOT_BLANK.test(correlation_id) ? correlation_id : job_id,
   };
 
   const parsed = payloadSchema.safeParse(payload);
@@ -110,27 +116,26 @@ function poison(
   };
 }
 
-/** Whatever identity an invalid envelope still offers; the message id where its job id is unusable. */
+/**
+ * Whatever identity an invalid envelope still offers, under the same rules as a valid one; the
+ * message id stands in for a job id that is unusable.
+ */
 function readableIdentity(document: unknown, messageId: string): MessageIdentity {
   const fields =
     typeof document === "object" && document !== null && !Array.isArray(document)
       ? (document as Record<string, unknown>)
       : {};
-  const jobId = validString(fields.job_id, JOB_ID_MAX_LENGTH) ?? messageId;
+  const field = (schema: z.ZodType<string>, value: unknown): string | undefined => {
+    const parsed = schema.safeParse(value);
+    return parsed.success ? parsed.data : undefined;
+  };
+  const jobId = field(envelopeSchema.shape.job_id, fields.job_id) ?? messageId;
+  const correlationId = field(storableText, fields.correlation_id);
   return {
     jobId,
-    tenantId: validString(fields.tenant_id, Number.POSITIVE_INFINITY) ?? null,
-    correlationId: validString(fields.correlation_id, Number.POSITIVE_INFINITY) ?? jobId,
+    tenantId: field(storableText, fields.tenant_id) ?? null,
+    correlationId: correlationId !== undefined && NOT_BLANK.test(correlationId) ? correlationId : jobId,
   };
-}
-
-function validString(value: unknown, maxLength: number): string | undefined {
-  return typeof value === "string" &&
-    /\S/.test(value) &&
-    value.length <= maxLength &&
-    !value.includes("\u0000")
-    ? value
-    : undefined;
 }
 
 /** A one-line, bounded summary of zod issues: `path: message; path: message`. */

@@ -49,10 +49,23 @@ function rawPayload(body: string): Record<string, unknown> {
   return { raw: text, ...payload };
 }
 
-/** Whether JSON.stringify of the document would contain an escape jsonb refuses. */
+/**
+ * Whether every key and string value of the parsed document is text jsonb can hold: no U+0000,
+ * no lone surrogate. Walks iteratively; the depth was bounded before parsing.
+ */
 function jsonbSafe(document: object): boolean {
-  const text = JSON.stringify(document);
-  return !/\\u0000|\\ud[89a-f][0-9a-f]{2}/i.test(text);
+  const pending: unknown[] = [document];
+  while (pending.length > 0) {
+    const value = pending.pop();
+    if (typeof value === "string") {
+      if (value.includes("\u0000") || !value.isWellFormed()) return false;
+    } else if (Array.isArray(value)) {
+      pending.push(...value);
+    } else if (typeof value === "object" && value !== null) {
+      for (const [key, inner] of Object.entries(value)) pending.push(key, inner);
+    }
+  }
+  return true;
 }
 
 /**

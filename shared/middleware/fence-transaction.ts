@@ -15,6 +15,7 @@ import { performance } from "node:perf_hooks";
 import type { MiddlewareObj } from "@middy/core";
 import type pg from "pg";
 import { insertFence } from "../db/queries/insert-fence.ts";
+import { TransactionRolledBackError } from "../errors.ts";
 import type { RecordContext, RecordOutcome } from "./record-context.ts";
 
 /** Options of {@link fenceTransaction}. */
@@ -64,10 +65,13 @@ export function fenceTransaction(
     if (!tx) return;
     rc.tx = undefined;
     try {
-      await tx.query("COMMIT");
+      const result = await tx.query("COMMIT");
+      // In a transaction that had an error, PostgreSQL answers COMMIT with ROLLBACK and no error:
+      // work that caught a failed statement and returned normally must not count as applied.
+      if (result.command !== "COMMIT") throw new TransactionRolledBackError(result.command);
     } catch (error) {
       // The outcome of a failed COMMIT is unknown; the fence makes the retry safe either way.
-      tx.release(asError(error));
+      tx.release(error instanceof TransactionRolledBackError ? undefined : asError(error));
       throw error;
     }
     tx.release();

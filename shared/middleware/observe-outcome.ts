@@ -94,8 +94,6 @@ export function observeOutcome(options: ObserveOutcomeOptions): MiddlewareObj<Re
           error: describeError(outcome.error),
         });
         break;
-      case "skipped":
-        break;
     }
   };
 

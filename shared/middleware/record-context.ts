@@ -58,9 +58,7 @@ export type RecordOutcome =
       readonly writeError: unknown;
     }
   /** An error no middleware could classify (a bug): left in the queue. Not acked. */
-  | { readonly status: "failed"; readonly error: unknown }
-  /** FIFO: not processed because an earlier record of its message group failed. Not acked. */
-  | { readonly status: "skipped" };
+  | { readonly status: "failed"; readonly error: unknown };
 
 /** Whether the record may be deleted from the queue (absent from batchItemFailures). */
 export function isAcked(outcome: RecordOutcome): boolean {

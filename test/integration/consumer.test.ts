@@ -299,6 +299,21 @@ describe("retries", () => {
     expect(await effectsOf(bed.db, "commit-1")).toEqual({ ledger: 0, fences: 0, deadLetters: 0 });
   });
 
+  it("work that swallows a failed statement is not counted as applied: COMMIT rolled back, record retried", async () => {
+    const swallowing = bed.consumer(
+      awardWith(async (_job, tx) => {
+        await tx.query("SELECT 1 / 0").catch(() => {
+          // the author "handles" the error and carries on: the transaction is already aborted
+        });
+      }),
+    );
+    const failures = await invoke(swallowing, [
+      sqsRecord(JSON.stringify(award("swallow-1")), { messageId: "swallow" }),
+    ]);
+    expect(failures).toEqual(["swallow"]);
+    expect(await effectsOf(bed.db, "swallow-1")).toEqual({ ledger: 0, fences: 0, deadLetters: 0 });
+  });
+
   it("a failed ChangeMessageVisibility still reports the record, so the queue's own timeout applies", async () => {
     const unreachable = localSqsClient("http://127.0.0.1:9"); // discard port: nothing listens
     const failing = bed.consumer(
@@ -407,6 +422,12 @@ describe("dead letters", () => {
       undefined,
     ],
     [
+      "a blank job_id",
+      JSON.stringify({ job_id: "  ", tenant_id: "t", payload: { user_id: "u", points: 1 } }),
+      undefined,
+      undefined,
+    ],
+    [
       "a missing payload",
       '{"job_id":"poison-np","tenant_id":"t"}',
       "poison-np",
@@ -456,6 +477,20 @@ describe("dead letters", () => {
     expect(await effectsOf(bed.db, "hard-1")).toEqual({ ledger: 0, fences: 0, deadLetters: 1 });
   });
 
+  it("a blank correlation_id counts as absent: the job id stands in, so the dead letter can be written", async () => {
+    const handler = bed.consumer(
+      awardWith(async () => {
+        throw new PermanentJobError("no such user");
+      }),
+    );
+    const body = JSON.stringify({ ...award("blank-corr"), correlation_id: " \t" });
+    expect(await invoke(handler, [sqsRecord(body)])).toEqual([]);
+    expect(await deadLetter("blank-corr")).toMatchObject({
+      error_kind: "hard",
+      correlation_id: "blank-corr",
+    });
+  });
+
   it("writing a dead letter is idempotent: a redelivery after a lost ack finds the same row", async () => {
     const handler = bed.consumer(awardPointsConsumer);
     const record = sqsRecord("not json at all", { messageId: "idem-1" });
@@ -485,6 +520,23 @@ describe("dead letters", () => {
     });
     expect(await invoke(refused, [sqsRecord("{broken", { messageId: "dlfail-1" })])).toEqual(["dlfail-1"]);
     expect(await deadLetter("dlfail-1")).toBeUndefined();
+  });
+
+  it("the configured dbRole is set on every connection of a pool the factory builds", async () => {
+    const { createConsumer } = await import("../../shared/consumer.ts");
+    const { localEventBridgeClient } = await import("../../local/aws-clients.ts");
+    // As jobfence_ops, the dead-letter insert is refused: proof the role, not the login, is in force.
+    const handler = createConsumer(awardPointsConsumer, {
+      config: { databaseUrl: bed.db.url, opsBusName: OPS_BUS, dbRole: "jobfence_ops" },
+      sqs: bed.sqs,
+      eventBridge: localEventBridgeClient(bed.sink.endpoint),
+    });
+    try {
+      expect(await invoke(handler, [sqsRecord("{", { messageId: "role-1" })])).toEqual(["role-1"]);
+      expect(await deadLetter("role-1")).toBeUndefined();
+    } finally {
+      await handler.pool.end();
+    }
   });
 
   it.each(["reject-entries", "http-500"] as const)(
