@@ -4,7 +4,13 @@
  */
 
 /** Bounds of the recorded error, in characters. */
-export const LAST_ERROR_LIMITS = Object.freeze({ message: 2000, stackLines: 20, stack: 8000 });
+export const LAST_ERROR_LIMITS = Object.freeze({
+  message: 2000,
+  stackLines: 20,
+  stack: 8000,
+  /** The whole description as UTF-8 JSON; the database refuses more than 16 KiB, and jsonb's text adds spacing. */
+  bytes: 12_288,
+});
 
 /** What `last_error` holds. */
 export interface LastError {
@@ -21,19 +27,38 @@ export function describeError(error: unknown, options: { unwrapCause?: boolean }
   const subject =
     options.unwrapCause && error instanceof Error && error.cause !== undefined ? error.cause : error;
   if (!(subject instanceof Error)) {
-    return { class: typeof subject, message: bound(safeString(subject), LAST_ERROR_LIMITS.message) };
+    return fitToBytes({
+      class: typeof subject,
+      message: clean(safeString(subject), LAST_ERROR_LIMITS.message),
+    });
   }
+  const code = (subject as { code?: unknown }).code;
+  const suffix = typeof code === "string" && code.length <= 16 ? ` [${code}]` : "";
   const description: { -readonly [K in keyof LastError]: LastError[K] } = {
-    class: classOf(subject),
-    message: bound(sanitize(subject.message), LAST_ERROR_LIMITS.message),
+    class: clean(classOf(subject), 200),
+    message: clean(subject.message, LAST_ERROR_LIMITS.message - suffix.length) + suffix,
   };
   if (subject.stack) {
     const lines = subject.stack.split("\n").slice(0, LAST_ERROR_LIMITS.stackLines).join("\n");
-    description.stack = bound(sanitize(lines), LAST_ERROR_LIMITS.stack);
+    description.stack = clean(lines, LAST_ERROR_LIMITS.stack);
   }
-  const code = (subject as { code?: unknown }).code;
-  if (typeof code === "string" && code.length <= 16) description.message = `${description.message} [${code}]`;
-  return description;
+  return fitToBytes(description);
+}
+
+/**
+ * Keeps the serialised description within {@link LAST_ERROR_LIMITS.bytes}: the character bounds
+ * alone do not, since a character can take up to six bytes of JSON (an escaped control character).
+ * Drops the stack first, then halves the message until it fits.
+ */
+function fitToBytes(description: LastError): LastError {
+  const size = (d: LastError) => Buffer.byteLength(JSON.stringify(d), "utf8");
+  if (size(description) <= LAST_ERROR_LIMITS.bytes) return description;
+  const { stack: _stack, ...withoutStack } = description;
+  let fitted: LastError = withoutStack;
+  while (size(fitted) > LAST_ERROR_LIMITS.bytes && fitted.message.length > 1) {
+    fitted = { ...fitted, message: clean(fitted.message, Math.floor(fitted.message.length / 2)) };
+  }
+  return fitted;
 }
 
 /**
@@ -47,17 +72,18 @@ function classOf(error: Error): string {
 
 function safeString(value: unknown): string {
   try {
-    return sanitize(String(value));
+    return String(value);
   } catch {
     return "(unprintable)";
   }
 }
 
-/** jsonb cannot hold U+0000 or lone surrogates; error text from anywhere may contain them. */
-function sanitize(text: string): string {
-  return text.replaceAll("\u0000", "\\u0000").toWellFormed();
-}
-
-function bound(text: string, max: number): string {
-  return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
+/**
+ * Text jsonb can hold, at most `max` UTF-16 units: U+0000 escaped, cut with an ellipsis, and made
+ * well-formed after the cut (which may split a surrogate pair), since jsonb refuses lone surrogates.
+ */
+function clean(text: string, max: number): string {
+  const escaped = text.replaceAll("\u0000", "\\u0000");
+  const cut = escaped.length <= max ? escaped : `${escaped.slice(0, Math.max(0, max - 1))}…`;
+  return cut.toWellFormed();
 }

@@ -26,7 +26,15 @@ const NOT_BLANK = /\S/;
  * `correlation_id` counts as absent (the job id stands in), as SPEC §2 does for a missing one.
  */
 export const envelopeSchema = z.object({
-  job_id: storableText.pipe(z.string().max(JOB_ID_MAX_LENGTH).regex(NOT_BLANK, "must not be blank")),
+  job_id: storableText.pipe(
+    z
+      .string()
+      .regex(NOT_BLANK, "must not be blank")
+      // Characters as the database counts them (code points), not UTF-16 units.
+      .refine((s) => [...s].length <= JOB_ID_MAX_LENGTH, {
+        message: `must be at most ${JOB_ID_MAX_LENGTH} characters`,
+      }),
+  ),
   tenant_id: storableText,
   correlation_id: storableText.optional(),
   payload: z.unknown().refine((value) => value !== undefined, { message: "payload is required" }),

@@ -20,12 +20,7 @@ export function storablePayload(body: string): string {
   if (nestingDepth(body) <= MAX_STORED_DEPTH) {
     try {
       const document: unknown = JSON.parse(body);
-      if (
-        typeof document === "object" &&
-        document !== null &&
-        !Array.isArray(document) &&
-        jsonbSafe(document)
-      ) {
+      if (typeof document === "object" && document !== null && !Array.isArray(document) && jsonbSafe(body)) {
         return body;
       }
     } catch {
@@ -50,19 +45,24 @@ function rawPayload(body: string): Record<string, unknown> {
 }
 
 /**
- * Whether every key and string value of the parsed document is text jsonb can hold: no U+0000,
- * no lone surrogate. Walks iteratively; the depth was bounded before parsing.
+ * Whether the JSON text holds only what jsonb accepts. Checked on the text, not the parsed value:
+ * JSON.parse keeps only the last of duplicate keys, so a refused value could hide behind one.
+ * jsonb refuses the escape `\u0000` and a `\uD800`–`\uDFFF` escape that is not half of a pair;
+ * a literal lone surrogate is caught by isWellFormed.
  */
-function jsonbSafe(document: object): boolean {
-  const pending: unknown[] = [document];
-  while (pending.length > 0) {
-    const value = pending.pop();
-    if (typeof value === "string") {
-      if (value.includes("\u0000") || !value.isWellFormed()) return false;
-    } else if (Array.isArray(value)) {
-      pending.push(...value);
-    } else if (typeof value === "object" && value !== null) {
-      for (const [key, inner] of Object.entries(value)) pending.push(key, inner);
+function jsonbSafe(text: string): boolean {
+  if (!text.isWellFormed()) return false;
+  for (let i = text.indexOf("\\"); i !== -1; i = text.indexOf("\\", i + 2)) {
+    if (text[i + 1] !== "u") continue;
+    const unit = Number.parseInt(text.slice(i + 2, i + 6), 16);
+    if (unit === 0) return false;
+    if (unit >= 0xd800 && unit <= 0xdbff) {
+      const next =
+        text.slice(i + 6, i + 8) === "\\u" ? Number.parseInt(text.slice(i + 8, i + 12), 16) : Number.NaN;
+      if (!(next >= 0xdc00 && next <= 0xdfff)) return false;
+      i += 6; // the low half is consumed with its high half
+    } else if (unit >= 0xdc00 && unit <= 0xdfff) {
+      return false;
     }
   }
   return true;

@@ -6,7 +6,7 @@
  */
 export function queueUrlFromArn(arn: string): string {
   const parts = arn.split(":");
-  if (parts.length !== 6 || parts[0] !== "arn" || parts[2] !== "sqs" || !parts[5]) {
+  if (parts.length !== 6 || parts[0] !== "arn" || parts[2] !== "sqs" || parts.some((part) => !part)) {
     throw new Error(`not an SQS queue ARN: ${arn}`);
   }
   const [, partition, , region, account, name] = parts;

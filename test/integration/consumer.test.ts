@@ -491,6 +491,24 @@ describe("dead letters", () => {
     });
   });
 
+  it.each([
+    ["CJK characters", "一".repeat(10_000)],
+    ["control characters", "\u0001\u0000".repeat(5_000)],
+    ["an emoji cut in half by the bound", `${"a".repeat(1998)}${"😀".repeat(5)}`],
+  ])("an error message of %s still fits the database's last_error check", async (label, message) => {
+    const jobId = `big-error-${label.replaceAll(" ", "-")}`;
+    const handler = bed.consumer(
+      awardWith(async () => {
+        throw new PermanentJobError(message);
+      }),
+    );
+    expect(await invoke(handler, [sqsRecord(JSON.stringify(award(jobId)))])).toEqual([]);
+    expect(await deadLetter(jobId)).toMatchObject({
+      error_kind: "hard",
+      last_error: { class: "PermanentJobError" },
+    });
+  });
+
   it("writing a dead letter is idempotent: a redelivery after a lost ack finds the same row", async () => {
     const handler = bed.consumer(awardPointsConsumer);
     const record = sqsRecord("not json at all", { messageId: "idem-1" });

@@ -1,0 +1,77 @@
+/**
+ * Regressions for bugs found by the property tests of the pure modules; each case failed before
+ * its fix.
+ */
+import { describe, expect, it } from "vitest";
+import { describeError, LAST_ERROR_LIMITS } from "../../shared/dead-letters/last-error.ts";
+import { envelopeSchema } from "../../shared/envelope/envelope.ts";
+import { storablePayload } from "../../shared/envelope/storable-payload.ts";
+import { queueUrlFromArn } from "../../shared/sqs/queue-url.ts";
+
+const bytes = (value: unknown) => Buffer.byteLength(JSON.stringify(value), "utf8");
+
+describe("storablePayload", () => {
+  it.each([
+    ["a refused \\u0000 hidden behind a duplicate key", '{"a":"\\u0000","a":1}'],
+    ["a lone surrogate escape hidden behind a duplicate key", '{"a":{"b":"\\ud800","b":1}}'],
+    ["a low surrogate escape alone", '{"a":"\\udc00"}'],
+    ["a high surrogate escape followed by a non-surrogate", '{"a":"\\ud800\\u0041"}'],
+  ])("stores %s as raw text", (_, body) => {
+    expect(JSON.parse(storablePayload(body))).toEqual({ raw: body });
+  });
+
+  it("passes a valid surrogate pair escape and an escaped backslash before u0000 through", () => {
+    for (const body of ['{"a":"\\ud83d\\ude00"}', '{"path":"C:\\\\u0000x"}'])
+      expect(storablePayload(body)).toBe(body);
+  });
+
+  it("passes an object with a very large array through unchanged (no stack overflow)", () => {
+    const body = JSON.stringify({ a: new Array(200_000).fill(0) });
+    expect(storablePayload(body)).toBe(body);
+  });
+});
+
+describe("describeError", () => {
+  it("cuts a message without leaving half of a surrogate pair", () => {
+    const { message, stack } = describeError(new Error(`${"a".repeat(1998)}${"😀".repeat(5)}`));
+    expect(message.isWellFormed()).toBe(true);
+    expect(stack?.isWellFormed() ?? true).toBe(true);
+    expect(describeError(`${"b".repeat(1999)}😀`).message.isWellFormed()).toBe(true);
+  });
+
+  it.each([
+    ["CJK characters (3 bytes each)", "一".repeat(10_000)],
+    ["quotes (escaped to 2 bytes)", '"'.repeat(10_000)],
+    ["control characters (escaped to 6 bytes)", "\u0001".repeat(10_000)],
+  ])("keeps the serialised error within the byte budget for %s", (_, text) => {
+    const error = new Error(text);
+    error.stack = `Error: ${text}\n${`    at f (${text.slice(0, 300)})\n`.repeat(19)}`;
+    const described = describeError(error);
+    expect(bytes(described)).toBeLessThanOrEqual(LAST_ERROR_LIMITS.bytes);
+    expect(described.message.length).toBeGreaterThan(0);
+  });
+
+  it("keeps a code suffix within the message bound", () => {
+    const error = Object.assign(new Error("m".repeat(5000)), { code: "ECONNRESET" });
+    const { message } = describeError(error);
+    expect(message.length).toBeLessThanOrEqual(LAST_ERROR_LIMITS.message);
+    expect(message.endsWith(" [ECONNRESET]")).toBe(true);
+  });
+});
+
+describe("queueUrlFromArn", () => {
+  it.each(["arn:aws:sqs:::q", "arn:aws:sqs:eu-west-1::q", "arn:aws:sqs::123:q", "arn::sqs:eu-west-1:123:q"])(
+    "refuses %s, which lacks a part",
+    (arn) => {
+      expect(() => queueUrlFromArn(arn)).toThrow();
+    },
+  );
+});
+
+describe("envelope job_id length", () => {
+  const envelope = (jobId: string) => ({ job_id: jobId, tenant_id: "t", payload: {} });
+  it("counts characters as the database does (code points), not UTF-16 units", () => {
+    expect(envelopeSchema.safeParse(envelope("😀".repeat(255))).success).toBe(true);
+    expect(envelopeSchema.safeParse(envelope("😀".repeat(256))).success).toBe(false);
+  });
+});
