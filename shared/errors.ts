@@ -113,3 +113,27 @@ export class TransactionRolledBackError extends JobfenceError {
     );
   }
 }
+
+/** No dead letter has the requested id. */
+export class DeadLetterNotFoundError extends JobfenceError {
+  override name = "DeadLetterNotFoundError";
+  constructor(id: string) {
+    super(`no dead letter has id ${id}`);
+  }
+}
+
+/** The dead letter is no longer pending_review: it was replayed, discarded or superseded already. */
+export class DeadLetterConflictError extends JobfenceError {
+  override name = "DeadLetterConflictError";
+  /** The status it has now. */
+  readonly status: string;
+  constructor(id: string, status: string) {
+    super(`dead letter ${id} is ${status}, not pending_review`);
+    this.status = status;
+  }
+}
+
+/** SQS refused or could not be reached for a replay; the dead letter stays pending. */
+export class ReplaySendError extends JobfenceError {
+  override name = "ReplaySendError";
+}

@@ -12,3 +12,6 @@ export const ERROR_KIND = {
 
 /** One of {@link ERROR_KIND}. */
 export type ErrorKind = (typeof ERROR_KIND)[keyof typeof ERROR_KIND];
+
+/** Every error kind. */
+export const ERROR_KINDS = Object.values(ERROR_KIND) as [ErrorKind, ...ErrorKind[]];

@@ -1,0 +1,57 @@
+/**
+ * The dead-letter API as one Lambda handler for API Gateway HTTP API (payload format 2.0):
+ * Middy's http-router dispatches to one small Middy handler per route, each authorizing its own
+ * permission first; every error leaves as problem+json.
+ */
+
+import { Logger } from "@aws-lambda-powertools/logger";
+import type { SQSClient } from "@aws-sdk/client-sqs";
+import middy from "@middy/core";
+import httpRouterHandler from "@middy/http-router";
+import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2, Context } from "aws-lambda";
+import type pg from "pg";
+import { requirePermission, type TokenVerifier } from "../../shared/http/auth.ts";
+import { problemDetails } from "../../shared/http/problem-details.ts";
+import { headerOf } from "../../shared/http/request.ts";
+import { ROUTES, type RouteSpec } from "./routes.ts";
+
+/** What the API runs on. */
+export interface DeadLetterApiDeps {
+  /** Connected as a login granted jobfence_ops. */
+  readonly pool: pg.Pool;
+  readonly sqs: SQSClient;
+  readonly verifier: TokenVerifier;
+  /** @default Powertools Logger, service "dead-letters-api" */
+  readonly logger?: Logger;
+}
+
+/** The API Gateway v2 handler. */
+export type DeadLetterApiHandler = (
+  event: APIGatewayProxyEventV2,
+  context: Context,
+) => Promise<APIGatewayProxyStructuredResultV2>;
+
+export function createDeadLetterApi(deps: DeadLetterApiDeps): DeadLetterApiHandler {
+  const logger = deps.logger ?? new Logger({ serviceName: "dead-letters-api" });
+
+  const routeHandler = (route: RouteSpec) =>
+    middy<APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2>(
+      async (event: APIGatewayProxyEventV2) => {
+        const principal = await deps.verifier(headerOf(event, "authorization"));
+        requirePermission(principal, route.permission);
+        const body = await route.operate({ event, actor: principal.actor, deps });
+        return {
+          statusCode: route.success.status,
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify(body),
+        };
+      },
+    );
+
+  const router = httpRouterHandler({
+    routes: ROUTES.map((route) => ({ method: route.method, path: route.path, handler: routeHandler(route) })),
+  });
+  return middy<APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2>(router).use(
+    problemDetails({ logger }),
+  ) as DeadLetterApiHandler;
+}

@@ -1,0 +1,66 @@
+/** The API Lambda's configuration, from its environment; refused at start-up with every problem listed. */
+import { z } from "zod";
+import { ConfigurationError } from "../../shared/errors.ts";
+
+export const API_ENV = Object.freeze({
+  databaseUrl: "DATABASE_URL",
+  dbRole: "JOBFENCE_DB_ROLE",
+  issuer: "JOBFENCE_JWT_ISSUER",
+  audience: "JOBFENCE_JWT_AUDIENCE",
+  jwksUrl: "JOBFENCE_JWKS_URL",
+  jwks: "JOBFENCE_JWKS",
+  lockTimeoutMs: "JOBFENCE_LOCK_TIMEOUT_MS",
+  poolMax: "JOBFENCE_POOL_MAX",
+});
+
+const schema = z
+  .object({
+    databaseUrl: z.string().regex(/^postgres(ql)?:\/\//, "must be a postgres:// connection string"),
+    dbRole: z
+      .string()
+      .regex(/^[a-z_][a-z0-9_]{0,62}$/)
+      .optional(),
+    issuer: z.string().min(1),
+    audience: z.string().min(1),
+    jwksUrl: z.url({ protocol: /^https?$/ }).optional(),
+    jwks: z
+      .string()
+      .transform((text, ctx) => {
+        try {
+          return JSON.parse(text) as { keys: Record<string, unknown>[] };
+        } catch {
+          ctx.addIssue({ code: "custom", message: "must be a JSON Web Key Set" });
+          return z.NEVER;
+        }
+      })
+      .pipe(z.object({ keys: z.array(z.record(z.string(), z.unknown())).min(1) }))
+      .optional(),
+    /** A replay waits this long at most for a concurrent decision on the same dead letter. */
+    lockTimeoutMs: z.coerce.number().int().positive().default(5000),
+    poolMax: z.coerce.number().int().positive().max(100).default(4),
+  })
+  .strict()
+  .refine((c) => (c.jwksUrl === undefined) !== (c.jwks === undefined), {
+    message: `set exactly one of ${API_ENV.jwksUrl} and ${API_ENV.jwks}`,
+  });
+
+export type ApiConfig = z.output<typeof schema>;
+
+export function apiConfigFromEnv(env: NodeJS.ProcessEnv = process.env): ApiConfig {
+  const input: Record<string, string> = {};
+  for (const [key, variable] of Object.entries(API_ENV)) {
+    const value = env[variable];
+    if (value !== undefined && value !== "") input[key] = value;
+  }
+  const result = schema.safeParse(input);
+  if (!result.success) {
+    throw new ConfigurationError(
+      "dead-letter API environment",
+      result.error.issues.map((issue) => {
+        const key = String(issue.path[0] ?? "");
+        return `${API_ENV[key as keyof typeof API_ENV] ?? "configuration"}: ${issue.message}`;
+      }),
+    );
+  }
+  return result.data;
+}

@@ -1,0 +1,25 @@
+/** Lambda entry point of the dead-letter API; configured from the environment at init. */
+import { SQSClient } from "@aws-sdk/client-sqs";
+import type { JWK } from "jose";
+import { createPool } from "../../shared/db/pool.ts";
+import { createTokenVerifier } from "../../shared/http/auth.ts";
+import { createDeadLetterApi } from "./api.ts";
+import { apiConfigFromEnv } from "./config.ts";
+
+const config = apiConfigFromEnv();
+
+export const handler = createDeadLetterApi({
+  pool: createPool({
+    connectionString: config.databaseUrl,
+    max: config.poolMax,
+    lockTimeoutMs: config.lockTimeoutMs,
+    applicationName: "jobfence:dead-letters-api",
+    ...(config.dbRole ? { role: config.dbRole } : {}),
+  }),
+  sqs: new SQSClient({}),
+  verifier: createTokenVerifier({
+    issuer: config.issuer,
+    audience: config.audience,
+    ...(config.jwksUrl ? { jwksUrl: config.jwksUrl } : { jwks: config.jwks as { keys: JWK[] } }),
+  }),
+});

@@ -1,0 +1,42 @@
+/**
+ * The select lists of dead-letter reads, shared by the queries that return rows to the API.
+ * Timestamps are rendered by PostgreSQL as RFC 3339 UTC with all six fractional digits, so a
+ * keyset position taken from a row is exact (a JavaScript Date would drop the microseconds).
+ */
+
+/** RFC 3339 UTC with microseconds, from a timestamptz expression. */
+export function utc(column: string): string {
+  return `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
+}
+
+/** Every column but the payload and message attributes. */
+export const SUMMARY_COLUMNS = `
+  id, job_id, consumer, queue, tenant_id, attempts, error_kind, last_error, status, discard_reason,
+  correlation_id, ${utc("created_at")} AS created_at, ${utc("resolved_at")} AS resolved_at, resolved_by`;
+
+/** Every column. */
+export const ALL_COLUMNS = `${SUMMARY_COLUMNS}, payload, message_attributes`;
+
+/** A dead letter as the API returns it. */
+export interface DeadLetterSummaryRow {
+  id: string;
+  job_id: string;
+  consumer: string;
+  queue: string;
+  tenant_id: string | null;
+  attempts: number;
+  error_kind: string;
+  last_error: { class: string; message: string; stack?: string };
+  status: string;
+  discard_reason: string | null;
+  correlation_id: string;
+  created_at: string;
+  resolved_at: string | null;
+  resolved_by: string | null;
+}
+
+/** A whole dead letter. */
+export interface DeadLetterRow extends DeadLetterSummaryRow {
+  payload: Record<string, unknown>;
+  message_attributes: Record<string, unknown>;
+}

@@ -1,0 +1,55 @@
+/**
+ * Turns an API filter into a parameterised WHERE clause. Only fixed SQL fragments are spliced;
+ * every value a client sent travels as a parameter, so no filter string can change the query.
+ */
+import type { DeadLetterFilter } from "../../dead-letters/api-schemas.ts";
+import type { KeysetPosition } from "../../dead-letters/cursor.ts";
+
+/** Conditions and their parameters, to be joined with AND. */
+export interface WhereClause {
+  readonly conditions: string[];
+  readonly params: unknown[];
+}
+
+const EQUALITY: ReadonlyArray<keyof DeadLetterFilter> = [
+  "status",
+  "consumer",
+  "queue",
+  "error_kind",
+  "tenant_id",
+  "job_id",
+  "correlation_id",
+];
+
+/** The WHERE clause of a filter, optionally resuming after a keyset position in `direction`. */
+export function whereOf(
+  filter: Partial<DeadLetterFilter>,
+  after?: { position: KeysetPosition; direction: "older" | "newer" },
+): WhereClause {
+  const conditions: string[] = [];
+  const params: unknown[] = [];
+  const param = (value: unknown) => {
+    params.push(value);
+    return `$${params.length}`;
+  };
+  for (const column of EQUALITY) {
+    const value = filter[column];
+    if (value !== undefined) conditions.push(`${column} = ${param(value)}`);
+  }
+  if (filter.created_after !== undefined)
+    conditions.push(`created_at >= ${param(filter.created_after)}::timestamptz`);
+  if (filter.created_before !== undefined)
+    conditions.push(`created_at < ${param(filter.created_before)}::timestamptz`);
+  if (after) {
+    const op = after.direction === "older" ? "<" : ">";
+    conditions.push(
+      `(created_at, id) ${op} (${param(after.position.createdAt)}::timestamptz, ${param(after.position.id)}::uuid)`,
+    );
+  }
+  return { conditions, params };
+}
+
+/** `WHERE a AND b …`, or nothing. */
+export function sqlWhere(clause: WhereClause): string {
+  return clause.conditions.length > 0 ? `WHERE ${clause.conditions.join(" AND ")}` : "";
+}

@@ -1,0 +1,143 @@
+/**
+ * The writes and locked reads of replay and discard. Each function is one statement.
+ */
+import type { DeadLetterFilter } from "../../dead-letters/api-schemas.ts";
+import type { KeysetPosition } from "../../dead-letters/cursor.ts";
+import type { Queryable } from "../queryable.ts";
+import { type DeadLetterSummaryRow, SUMMARY_COLUMNS, utc } from "./dead-letter-columns.ts";
+import { sqlWhere, whereOf } from "./dead-letter-filter.ts";
+
+/** What a replay needs of a dead letter. The payload is jsonb's text, so large numbers keep every digit. */
+export interface ReplayRow {
+  id: string;
+  status: string;
+  job_id: string;
+  consumer: string;
+  queue: string;
+  payload_text: string;
+  message_attributes: Record<string, unknown>;
+  created_at: string;
+}
+
+const REPLAY_COLUMNS = `id, status, job_id, consumer, queue, payload::text AS payload_text, message_attributes,
+  ${utc("created_at")} AS created_at`;
+
+/** Locks one dead letter for a decision (replay or discard); waits for a concurrent one to finish. */
+export async function lockDeadLetter(tx: Queryable, id: string): Promise<ReplayRow | undefined> {
+  const { rows } = await tx.query<ReplayRow>(
+    `SELECT ${REPLAY_COLUMNS} FROM core.dead_letters WHERE id = $1 FOR UPDATE`,
+    [id],
+  );
+  return rows[0];
+}
+
+/**
+ * Locks the next pending dead letters matching `filter`, oldest first, after `after`. Rows a
+ * concurrent replay or discard holds are skipped, not waited for: that one decides them.
+ */
+export async function lockReplayBatch(
+  tx: Queryable,
+  filter: Partial<DeadLetterFilter>,
+  limit: number,
+  after?: KeysetPosition,
+): Promise<ReplayRow[]> {
+  const where = whereOf(
+    { ...filter, status: "pending_review" },
+    after ? { position: after, direction: "newer" } : undefined,
+  );
+  const { rows } = await tx.query<ReplayRow>(
+    `SELECT ${REPLAY_COLUMNS} FROM core.dead_letters ${sqlWhere(where)}
+      ORDER BY created_at, id LIMIT ${Number(limit)} FOR UPDATE SKIP LOCKED`,
+    where.params,
+  );
+  return rows;
+}
+
+/** Dry run: how many pending dead letters match, how many of those a replay would supersede, and a sample. */
+export async function countReplayMatches(
+  db: Queryable,
+  filter: Partial<DeadLetterFilter>,
+  sampleSize: number,
+  after?: KeysetPosition,
+): Promise<{ matched: number; superseded: number; sample: DeadLetterSummaryRow[] }> {
+  const where = whereOf(
+    { ...filter, status: "pending_review" },
+    after ? { position: after, direction: "newer" } : undefined,
+  );
+  const counted = await db.query<{ matched: string; superseded: string }>(
+    `SELECT count(*) AS matched,
+            count(*) FILTER (WHERE EXISTS (SELECT 1 FROM core.processed_jobs p
+                                            WHERE p.job_id = d.job_id AND p.consumer = d.consumer)) AS superseded
+       FROM core.dead_letters d ${sqlWhere(where)}`,
+    where.params,
+  );
+  const sample = await db.query<DeadLetterSummaryRow>(
+    `SELECT ${SUMMARY_COLUMNS} FROM core.dead_letters ${sqlWhere(where)} ORDER BY created_at, id LIMIT ${Number(sampleSize)}`,
+    where.params,
+  );
+  return {
+    matched: Number(counted.rows[0]?.matched ?? 0),
+    superseded: Number(counted.rows[0]?.superseded ?? 0),
+    sample: sample.rows,
+  };
+}
+
+/** Which of these (job_id, consumer) pairs have a fence: their jobs succeeded by another path. */
+export async function fencedJobs(
+  db: Queryable,
+  jobs: ReadonlyArray<{ job_id: string; consumer: string }>,
+): Promise<Set<string>> {
+  if (jobs.length === 0) return new Set();
+  const { rows } = await db.query<{ job_id: string; consumer: string }>(
+    `SELECT p.job_id, p.consumer FROM core.processed_jobs p
+       JOIN unnest($1::text[], $2::text[]) AS j(job_id, consumer) USING (job_id, consumer)`,
+    [jobs.map((j) => j.job_id), jobs.map((j) => j.consumer)],
+  );
+  return new Set(rows.map((r) => fenceKey(r)));
+}
+
+/** The key {@link fencedJobs} returns for a job. */
+export function fenceKey(job: { job_id: string; consumer: string }): string {
+  return JSON.stringify([job.job_id, job.consumer]);
+}
+
+/** One resolution to record. */
+export interface Resolution {
+  readonly id: string;
+  readonly status: "replayed" | "superseded" | "discarded";
+  readonly reason?: string;
+}
+
+/**
+ * Records resolutions by `actor`, all in one statement. Only rows still pending change; the ids
+ * that did are returned (the database refuses any other transition anyway).
+ */
+export async function resolveDeadLetters(
+  tx: Queryable,
+  resolutions: readonly Resolution[],
+  actor: string,
+): Promise<Set<string>> {
+  if (resolutions.length === 0) return new Set();
+  const { rows } = await tx.query<{ id: string }>(
+    `UPDATE core.dead_letters d
+        SET status = r.status, discard_reason = r.reason, resolved_at = now(), resolved_by = $4
+       FROM unnest($1::uuid[], $2::text[], $3::text[]) AS r(id, status, reason)
+      WHERE d.id = r.id AND d.status = 'pending_review'
+      RETURNING d.id`,
+    [
+      resolutions.map((r) => r.id),
+      resolutions.map((r) => r.status),
+      resolutions.map((r) => r.reason ?? null),
+      actor,
+    ],
+  );
+  return new Set(rows.map((r) => r.id));
+}
+
+/** The current status of a dead letter, or undefined when there is none with that id. */
+export async function statusOf(db: Queryable, id: string): Promise<string | undefined> {
+  const { rows } = await db.query<{ status: string }>("SELECT status FROM core.dead_letters WHERE id = $1", [
+    id,
+  ]);
+  return rows[0]?.status;
+}

@@ -1,0 +1,63 @@
+/**
+ * Keyset cursors of the list and bulk replay. Opaque to clients (base64url JSON), validated on
+ * the way back in: a cursor names a position (created_at with microseconds, id) and the filter it
+ * was issued for, so a cursor used with another filter, or edited, is refused rather than silently
+ * paging something else. Pure.
+ */
+import { createHash } from "node:crypto";
+import { z } from "zod";
+
+/** A position in (created_at, id) order. `createdAt` is PostgreSQL's text, microseconds kept. */
+export interface KeysetPosition {
+  readonly createdAt: string;
+  readonly id: string;
+}
+
+/** A cursor that cannot be used: malformed, edited, or issued for another filter. */
+export class InvalidCursorError extends Error {
+  override name = "InvalidCursorError";
+}
+
+const payloadSchema = z
+  .object({
+    v: z.literal(1),
+    t: z.iso.datetime({ offset: true }),
+    i: z.uuid(),
+    f: z.string().regex(/^[0-9a-f]{16}$/),
+  })
+  .strict();
+
+/** A short fingerprint of a filter: same filter, same fingerprint, whatever the key order. */
+export function filterFingerprint(filter: object): string {
+  const canonical = JSON.stringify(
+    Object.entries(filter)
+      .filter(([, value]) => value !== undefined)
+      .sort(([a], [b]) => a.localeCompare(b)),
+  );
+  return createHash("sha256").update(canonical).digest("hex").slice(0, 16);
+}
+
+/** The cursor that resumes after `position` under `filter`. */
+export function encodeCursor(position: KeysetPosition, filter: object): string {
+  const payload = { v: 1, t: position.createdAt, i: position.id, f: filterFingerprint(filter) };
+  return Buffer.from(JSON.stringify(payload), "utf8").toString("base64url");
+}
+
+/** The position a cursor names; throws InvalidCursorError when it is unusable with `filter`. */
+export function decodeCursor(cursor: string, filter: object): KeysetPosition {
+  let parsed: unknown;
+  try {
+    if (!/^[A-Za-z0-9_-]+$/.test(cursor)) throw new Error("not base64url");
+    parsed = JSON.parse(Buffer.from(cursor, "base64url").toString("utf8"));
+  } catch {
+    throw new InvalidCursorError("cursor is not one this API issued");
+  }
+  const result = payloadSchema.safeParse(parsed);
+  if (!result.success) throw new InvalidCursorError("cursor is not one this API issued");
+  if (result.data.f !== filterFingerprint(filter)) {
+    throw new InvalidCursorError(
+      "cursor was issued for other filters; repeat the same filters or start without a cursor",
+    );
+  }
+  return { createdAt: result.data.t, id: result.data.i };
+}

@@ -1,0 +1,75 @@
+/**
+ * The message a replay sends: the stored envelope unchanged (same job_id, correlation_id and
+ * payload), its message attributes, and on a FIFO queue its message group. Pure.
+ */
+import type { MessageAttributeValue, SendMessageBatchRequestEntry } from "@aws-sdk/client-sqs";
+import { isFifoQueue } from "../sqs/queue-url.ts";
+
+/** What a replay needs of a dead letter. */
+export interface ReplaySource {
+  readonly id: string;
+  readonly job_id: string;
+  readonly queue: string;
+  /** The stored payload as jsonb text. */
+  readonly payload_text: string;
+  readonly message_attributes: Record<string, unknown>;
+}
+
+/** A message to send: SendMessageBatch's entry without its batch-local Id. */
+export type ReplayMessage = Omit<SendMessageBatchRequestEntry, "Id">;
+
+const RAW_KEYS = new Set(["raw", "nul", "surrogates"]);
+
+/**
+ * The body to send. A payload stored as `{"raw": …}` (the body was not a JSON object jsonb could
+ * hold) goes back as its text, with an escaped NUL restored; anything else is the envelope itself.
+ */
+export function replayBody(payloadText: string): string {
+  const payload = JSON.parse(payloadText) as Record<string, unknown>;
+  const keys = Object.keys(payload);
+  if (typeof payload.raw === "string" && keys.every((k) => RAW_KEYS.has(k))) {
+    return payload.nul === "escaped" ? payload.raw.replaceAll("\\u0000", "\u0000") : payload.raw;
+  }
+  return payloadText;
+}
+
+/** Lambda's record shape of a message attribute, as the harness stored it. */
+interface StoredAttribute {
+  dataType?: unknown;
+  stringValue?: unknown;
+  binaryValue?: unknown;
+}
+
+/** The SQS message attributes to send again, from the stored Lambda-shaped ones. */
+export function replayAttributes(stored: Record<string, unknown>): Record<string, MessageAttributeValue> {
+  const attributes: Record<string, MessageAttributeValue> = {};
+  const source = (stored.message_attributes ?? {}) as Record<string, StoredAttribute>;
+  for (const [name, value] of Object.entries(source)) {
+    if (typeof value?.dataType !== "string") continue;
+    if (typeof value.stringValue === "string") {
+      attributes[name] = { DataType: value.dataType, StringValue: value.stringValue };
+    } else if (typeof value.binaryValue === "string") {
+      attributes[name] = { DataType: value.dataType, BinaryValue: Buffer.from(value.binaryValue, "base64") };
+    }
+  }
+  return attributes;
+}
+
+/**
+ * The full message. On a FIFO queue it keeps its message group (ordering) and gets a
+ * deduplication id derived from the dead letter, so a replay repeated within SQS's 5-minute
+ * deduplication window (after a crash between send and commit) is dropped by SQS itself; the fence
+ * absorbs any later one.
+ */
+export function replayMessage(source: ReplaySource): ReplayMessage {
+  const attributes = replayAttributes(source.message_attributes);
+  const message: ReplayMessage = { MessageBody: replayBody(source.payload_text) };
+  if (Object.keys(attributes).length > 0) message.MessageAttributes = attributes;
+  if (isFifoQueue(source.queue)) {
+    const group = source.message_attributes.message_group_id;
+    message.MessageGroupId =
+      typeof group === "string" && group.length > 0 ? group : source.job_id.slice(0, 128);
+    message.MessageDeduplicationId = `replay-${source.id}`;
+  }
+  return message;
+}

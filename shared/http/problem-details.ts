@@ -1,0 +1,75 @@
+/**
+ * Middleware: turns every error of an HTTP handler into a problem+json response. Typed errors
+ * decide the status (never message text); what is left is logged and answered 500.
+ */
+import type { Logger } from "@aws-lambda-powertools/logger";
+import type { MiddlewareObj } from "@middy/core";
+import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from "aws-lambda";
+import { InvalidCursorError } from "../dead-letters/cursor.ts";
+import { describeError } from "../dead-letters/last-error.ts";
+import { DeadLetterConflictError, DeadLetterNotFoundError, ReplaySendError } from "../errors.ts";
+import { HttpProblem, problemResponse } from "./problem.ts";
+
+/** SQLSTATE classes and codes that mean the database is unreachable or overloaded, not that we erred. */
+const UNAVAILABLE_SQLSTATE = /^(08|53|57P0[1-3])|^55P03$/;
+const UNAVAILABLE_ERRNO = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "ENOTFOUND"]);
+
+/** The problem an error stands for. */
+export function problemOf(error: unknown): HttpProblem {
+  if (error instanceof HttpProblem) return error;
+  if (error instanceof DeadLetterNotFoundError) return new HttpProblem("notFound", error.message);
+  if (error instanceof DeadLetterConflictError) {
+    return new HttpProblem("conflict", error.message, { extensions: { current_status: error.status } });
+  }
+  if (error instanceof InvalidCursorError) {
+    return new HttpProblem("invalidRequest", error.message, {
+      extensions: { errors: [{ location: "cursor", field: "cursor", message: error.message }] },
+    });
+  }
+  if (error instanceof ReplaySendError)
+    return new HttpProblem("upstreamFailed", error.message, { cause: error });
+  const code = (error as { code?: unknown })?.code;
+  const status = (error as { statusCode?: unknown })?.statusCode;
+  if (status === 404) return new HttpProblem("notFound", "no such route");
+  if (status === 405) return new HttpProblem("methodNotAllowed", "this route does not take that method");
+  if (typeof code === "string" && (UNAVAILABLE_SQLSTATE.test(code) || UNAVAILABLE_ERRNO.has(code))) {
+    return new HttpProblem("unavailable", "the database is unavailable or busy; try again shortly", {
+      headers: { "retry-after": "5" },
+      cause: error,
+    });
+  }
+  if (error instanceof Error && /timeout exceeded when trying to connect/i.test(error.message)) {
+    // node-postgres' pool reports its connection timeout only by message.
+    return new HttpProblem("unavailable", "no database connection was free in time; try again shortly", {
+      headers: { "retry-after": "5" },
+      cause: error,
+    });
+  }
+  return new HttpProblem("internal", "an internal error occurred; it has been logged", { cause: error });
+}
+
+/** Options of {@link problemDetails}. */
+export interface ProblemDetailsOptions {
+  readonly logger: Logger;
+}
+
+export function problemDetails(
+  options: ProblemDetailsOptions,
+): MiddlewareObj<APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2> {
+  const problemDetailsOnError = (request: {
+    event: APIGatewayProxyEventV2;
+    error: unknown;
+    response: APIGatewayProxyStructuredResultV2 | null | undefined;
+  }): void => {
+    const problem = problemOf(request.error);
+    if (problem.status >= 500) {
+      options.logger.error("request failed", {
+        path: request.event.rawPath,
+        status: problem.status,
+        error: describeError(problem.cause ?? request.error),
+      });
+    }
+    request.response = problemResponse(problem, request.event.rawPath);
+  };
+  return { name: "jobfence-problem-details", onError: problemDetailsOnError };
+}
