@@ -113,6 +113,21 @@ const OPERATIONS: Array<{ what: string; sql: string; params?: (id: string) => un
       allowed: [],
     },
     { what: "read the migration history", sql: "SELECT * FROM core.schema_migrations", allowed: [] },
+  {
+    what: "read dead-letter counts",
+    sql: "SELECT consumer, status, error_kind, count FROM core.dead_letter_counts",
+    allowed: ["jobfence_ops"],
+  },
+  {
+    what: "change dead-letter counts",
+    sql: "UPDATE core.dead_letter_counts SET count = 0",
+    allowed: [],
+  },
+  {
+    what: "insert dead-letter counts",
+    sql: "INSERT INTO core.dead_letter_counts VALUES ('x', 'pending_review', 'poison', 1)",
+    allowed: [],
+  },
     { what: "create a table in core", sql: "CREATE TABLE core.sneaky (id int)", allowed: [] },
     { what: "create a table in public", sql: "CREATE TABLE public.sneaky (id int)", allowed: [] },
     { what: "create a schema", sql: "CREATE SCHEMA sneaky", allowed: [] },
