@@ -42,6 +42,7 @@ import type { Queryable } from "./db/queryable.ts";
 import { describeError } from "./dead-letters/last-error.ts";
 import type { Job } from "./envelope/envelope.ts";
 import { ConfigurationError } from "./errors.ts";
+import { validateFenceTtl } from "./fence/ttl.ts";
 import { METRIC, METRICS_NAMESPACE } from "./metrics/names.ts";
 import { fenceTransaction } from "./middleware/fence-transaction.ts";
 import { observeOutcome } from "./middleware/observe-outcome.ts";
@@ -150,6 +151,16 @@ export function createConsumer<S extends z.ZodType>(
       ? resolveRetryPolicy(definition.retry, runtime.retryPolicy)
       : (runtime.retryPolicy ?? DEFAULT_RETRY_POLICY),
   );
+  if (config && retryPolicy) {
+    problems.push(
+      ...validateFenceTtl({
+        queueRetentionSeconds: config.queueRetentionSeconds,
+        retryPolicy,
+        functionTimeoutSeconds: config.functionTimeoutSeconds,
+        fenceTtlSeconds: config.fenceTtlSeconds,
+      }),
+    );
+  }
   if (problems.length > 0 || !config || !retryPolicy)
     throw new ConfigurationError(`consumer "${definition.name}"`, problems);
 

@@ -5,11 +5,16 @@
  */
 import { z } from "zod";
 import { ConfigurationError } from "../errors.ts";
+import { TTL_DEFAULTS } from "../fence/ttl.ts";
 
 /** Named defaults of {@link ConsumerConfig}. */
 export const CONSUMER_DEFAULTS = Object.freeze({
   /** SPEC §7 default: 7 days (queue retention 4 days + retry window + 1 day margin fits). */
-  fenceTtlSeconds: 7 * 86_400,
+  fenceTtlSeconds: TTL_DEFAULTS.fenceTtlSeconds,
+  /** SPEC §7 default queue retention: 4 days. */
+  queueRetentionSeconds: TTL_DEFAULTS.queueRetentionSeconds,
+  /** The consumer function's timeout; the CDK construct sets the real one. */
+  functionTimeoutSeconds: 30,
   /** Bound on a concurrent duplicate's wait for the fence lock (SPEC §3). */
   lockTimeoutMs: 5000,
   /** Connections in the container's pool. */
@@ -27,6 +32,9 @@ const configSchema = z
     /** URL of the source queue; derived from the record's queue ARN when absent. */
     queueUrl: z.url().optional(),
     fenceTtlSeconds: positiveInt.default(CONSUMER_DEFAULTS.fenceTtlSeconds),
+    /** The source queue's retention; with the retry policy it bounds how late a delivery can come. */
+    queueRetentionSeconds: positiveInt.default(CONSUMER_DEFAULTS.queueRetentionSeconds),
+    functionTimeoutSeconds: positiveInt.default(CONSUMER_DEFAULTS.functionTimeoutSeconds),
     lockTimeoutMs: positiveInt.default(CONSUMER_DEFAULTS.lockTimeoutMs),
     poolMax: positiveInt.max(100).default(CONSUMER_DEFAULTS.poolMax),
     /** A role to SET on each connection, for a login that does not inherit its jobfence role. */
@@ -48,6 +56,8 @@ export const CONSUMER_ENV = Object.freeze({
   opsBusName: "JOBFENCE_OPS_BUS_NAME",
   queueUrl: "JOBFENCE_QUEUE_URL",
   fenceTtlSeconds: "JOBFENCE_FENCE_TTL_SECONDS",
+  queueRetentionSeconds: "JOBFENCE_QUEUE_RETENTION_SECONDS",
+  functionTimeoutSeconds: "JOBFENCE_FUNCTION_TIMEOUT_SECONDS",
   lockTimeoutMs: "JOBFENCE_LOCK_TIMEOUT_MS",
   poolMax: "JOBFENCE_POOL_MAX",
   dbRole: "JOBFENCE_DB_ROLE",

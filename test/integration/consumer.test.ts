@@ -328,6 +328,23 @@ describe("retries", () => {
     expect(await effectsOf(bed.db, "vis-1")).toEqual({ ledger: 0, fences: 0, deadLetters: 0 });
   });
 
+  it("a fence TTL that does not outlive retention + retry window + 1 day is refused at start-up", () => {
+    expect(() =>
+      bed.consumer(awardPointsConsumer, {
+        config: { databaseUrl: bed.db.url, opsBusName: OPS_BUS, fenceTtlSeconds: 4 * 86_400 },
+      }),
+    ).toThrow(/fence TTL 345600 s .* must exceed queue retention 345600 s/);
+    expect(() =>
+      bed.consumer(
+        {
+          ...awardPointsConsumer,
+          retry: { maxAttempts: 40, capSeconds: 43_200, rationale: "partner outages last days" },
+        },
+        { config: { databaseUrl: bed.db.url, opsBusName: OPS_BUS } },
+      ),
+    ).toThrow(/maximum retry window/);
+  });
+
   it("a retry override without a rationale is refused at start-up", () => {
     expect(() =>
       bed.consumer({ ...awardPointsConsumer, retry: { maxAttempts: 3, rationale: "  " } }),

@@ -28,8 +28,14 @@ function variablesNamed(error: ConfigurationError): string[] {
 }
 
 describe("CONSUMER_DEFAULTS", () => {
-  it("keeps fences 7 days, waits 5 s for a fence lock and pools 2 connections", () => {
-    expect(CONSUMER_DEFAULTS).toEqual({ fenceTtlSeconds: 604_800, lockTimeoutMs: 5000, poolMax: 2 });
+  it("keeps fences 7 days against 4 days' retention, waits 5 s for a fence lock and pools 2 connections", () => {
+    expect(CONSUMER_DEFAULTS).toEqual({
+      fenceTtlSeconds: 604_800,
+      queueRetentionSeconds: 345_600,
+      functionTimeoutSeconds: 30,
+      lockTimeoutMs: 5000,
+      poolMax: 2,
+    });
     expect(CONSUMER_DEFAULTS.fenceTtlSeconds).toBe(7 * 24 * 60 * 60);
     expect(Object.isFrozen(CONSUMER_DEFAULTS)).toBe(true);
   });
@@ -42,6 +48,8 @@ describe("CONSUMER_ENV", () => {
       opsBusName: "JOBFENCE_OPS_BUS_NAME",
       queueUrl: "JOBFENCE_QUEUE_URL",
       fenceTtlSeconds: "JOBFENCE_FENCE_TTL_SECONDS",
+      queueRetentionSeconds: "JOBFENCE_QUEUE_RETENTION_SECONDS",
+      functionTimeoutSeconds: "JOBFENCE_FUNCTION_TIMEOUT_SECONDS",
       lockTimeoutMs: "JOBFENCE_LOCK_TIMEOUT_MS",
       poolMax: "JOBFENCE_POOL_MAX",
       dbRole: "JOBFENCE_DB_ROLE",
@@ -55,6 +63,8 @@ describe("parseConsumerConfig", () => {
       databaseUrl: DATABASE_URL,
       opsBusName: BUS,
       fenceTtlSeconds: CONSUMER_DEFAULTS.fenceTtlSeconds,
+      queueRetentionSeconds: CONSUMER_DEFAULTS.queueRetentionSeconds,
+      functionTimeoutSeconds: CONSUMER_DEFAULTS.functionTimeoutSeconds,
       lockTimeoutMs: CONSUMER_DEFAULTS.lockTimeoutMs,
       poolMax: CONSUMER_DEFAULTS.poolMax,
     });
@@ -66,6 +76,8 @@ describe("parseConsumerConfig", () => {
       opsBusName: "ops/bus.name-1",
       queueUrl: "https://sqs.eu-west-1.amazonaws.com/123456789012/orders",
       fenceTtlSeconds: 86_400,
+      queueRetentionSeconds: 3600,
+      functionTimeoutSeconds: 60,
       lockTimeoutMs: 250,
       poolMax: 100,
       dbRole: "jobfence_consumer",
@@ -145,6 +157,8 @@ describe("consumerConfigFromEnv", () => {
       databaseUrl: DATABASE_URL,
       opsBusName: BUS,
       fenceTtlSeconds: 604_800,
+      queueRetentionSeconds: 345_600,
+      functionTimeoutSeconds: 30,
       lockTimeoutMs: 5000,
       poolMax: 2,
     });
@@ -155,6 +169,8 @@ describe("consumerConfigFromEnv", () => {
       ...minimal,
       JOBFENCE_QUEUE_URL: "https://sqs.us-east-1.amazonaws.com/123456789012/orders.fifo",
       JOBFENCE_FENCE_TTL_SECONDS: "86400",
+      JOBFENCE_QUEUE_RETENTION_SECONDS: "7200",
+      JOBFENCE_FUNCTION_TIMEOUT_SECONDS: "15",
       JOBFENCE_LOCK_TIMEOUT_MS: "1500",
       JOBFENCE_POOL_MAX: "4",
       JOBFENCE_DB_ROLE: "jobfence_consumer",
@@ -164,6 +180,8 @@ describe("consumerConfigFromEnv", () => {
       opsBusName: BUS,
       queueUrl: "https://sqs.us-east-1.amazonaws.com/123456789012/orders.fifo",
       fenceTtlSeconds: 86_400,
+      queueRetentionSeconds: 7200,
+      functionTimeoutSeconds: 15,
       lockTimeoutMs: 1500,
       poolMax: 4,
       dbRole: "jobfence_consumer",
@@ -187,9 +205,11 @@ describe("consumerConfigFromEnv", () => {
     expect(Object.keys(config).sort()).toEqual([
       "databaseUrl",
       "fenceTtlSeconds",
+      "functionTimeoutSeconds",
       "lockTimeoutMs",
       "opsBusName",
       "poolMax",
+      "queueRetentionSeconds",
     ]);
   });
 
