@@ -23,12 +23,12 @@
 
 import { Logger } from "@aws-lambda-powertools/logger";
 import { injectLambdaContext } from "@aws-lambda-powertools/logger/middleware";
-import { Metrics, MetricUnit } from "@aws-lambda-powertools/metrics";
+import { Metrics } from "@aws-lambda-powertools/metrics";
 import { logMetrics } from "@aws-lambda-powertools/metrics/middleware";
 import { EventBridgeClient } from "@aws-sdk/client-eventbridge";
 import { SQSClient } from "@aws-sdk/client-sqs";
 import middy, { type MiddyfiedHandler } from "@middy/core";
-import type { Context, SQSBatchItemFailure, SQSBatchResponse, SQSEvent, SQSRecord } from "aws-lambda";
+import type { Context, SQSBatchResponse, SQSEvent } from "aws-lambda";
 import type pg from "pg";
 import type { z } from "zod";
 import {
@@ -39,17 +39,17 @@ import {
 } from "./config/consumer-config.ts";
 import { createPool } from "./db/pool.ts";
 import type { Queryable } from "./db/queryable.ts";
-import { describeError } from "./dead-letters/last-error.ts";
 import type { Job } from "./envelope/envelope.ts";
 import { ConfigurationError } from "./errors.ts";
 import { validateFenceTtl } from "./fence/ttl.ts";
-import { METRIC, METRICS_NAMESPACE } from "./metrics/names.ts";
+import { METRICS_NAMESPACE } from "./metrics/names.ts";
 import { fenceTransaction } from "./middleware/fence-transaction.ts";
 import { observeOutcome } from "./middleware/observe-outcome.ts";
 import { parseEnvelope } from "./middleware/parse-envelope.ts";
-import { isAcked, type RecordContext, type RecordOutcome } from "./middleware/record-context.ts";
+import type { RecordContext, RecordOutcome } from "./middleware/record-context.ts";
 import { recordDeadLetter } from "./middleware/record-dead-letter.ts";
 import { scheduleRetry } from "./middleware/schedule-retry.ts";
+import { attemptOf, sqsBatchProcessor } from "./middleware/sqs-batch.ts";
 import {
   DEFAULT_RETRY_POLICY,
   type RetryOverride,
@@ -201,57 +201,22 @@ export function createConsumer<S extends z.ZodType>(
     .use(parseEnvelope({ payload: definition.payload }))
     .use(fenceTransaction({ pool, consumer: definition.name, ttlSeconds: config.fenceTtlSeconds }));
 
-  const processBatch = async (event: SQSEvent, context: Context): Promise<SQSBatchResponse> => {
-    const batchItemFailures: SQSBatchItemFailure[] = [];
-    const failedGroups = new Set<string>();
-    for (const record of event.Records) {
-      const group = record.attributes.MessageGroupId;
-      if (group !== undefined && failedGroups.has(group)) {
-        metrics.addMetric(METRIC.fifoSkipped, MetricUnit.Count, 1);
-        logger.info("record left for redelivery behind a failure in its message group", {
-          message_id: record.messageId,
-          message_group_id: group,
-        });
-        batchItemFailures.push({ itemIdentifier: record.messageId });
-        continue;
-      }
-      const outcome = await runRecord(record, context);
-      if (!isAcked(outcome)) {
-        batchItemFailures.push({ itemIdentifier: record.messageId });
-        if (group !== undefined) failedGroups.add(group);
-      }
-    }
-    return { batchItemFailures };
-  };
-
-  const runRecord = async (record: SQSRecord, context: Context): Promise<RecordOutcome> => {
-    const attempt = attemptOf(record);
-    try {
-      const queueUrl = config.queueUrl ?? queueUrlFromArn(record.eventSourceARN);
-      return await processRecord({ record, attempt, queueUrl }, context);
-    } catch (error) {
-      // Only an unusable event (no queue ARN) or a bug in a middleware gets here; the record
-      // stays in the queue and, if it never gets through, reaches the backstop queue.
-      metrics.addMetric(METRIC.recordFailed, MetricUnit.Count, 1);
-      logger.error("record could not be processed; the message stays in the queue", {
-        message_id: record.messageId,
-        attempt,
-        error: describeError(error),
-      });
-      return { status: "failed", error };
-    }
-  };
+  const processBatch = sqsBatchProcessor<z.output<S>>({
+    contextOf: (record) => ({
+      record,
+      attempt: attemptOf(record),
+      queueUrl: config.queueUrl ?? queueUrlFromArn(record.eventSourceARN),
+    }),
+    processRecord,
+    keepGroupOrder: true,
+    metrics,
+    logger,
+  });
 
   const handler = middy<SQSEvent, SQSBatchResponse, Error, Context>(processBatch)
     .use(injectLambdaContext(logger))
     .use(logMetrics(metrics));
   return Object.assign(handler, { consumer: definition.name, retryPolicy, config, pool });
-}
-
-/** SPEC §4: the attempt number is ApproximateReceiveCount (1 if SQS did not send it). */
-function attemptOf(record: SQSRecord): number {
-  const count = Number(record.attributes.ApproximateReceiveCount);
-  return Number.isInteger(count) && count >= 1 ? count : 1;
 }
 
 function collect<T>(problems: string[], build: () => T): T | undefined {

@@ -137,3 +137,12 @@ export class DeadLetterConflictError extends JobfenceError {
 export class ReplaySendError extends JobfenceError {
   override name = "ReplaySendError";
 }
+
+/**
+ * A message found in a backstop queue: it exhausted its receives on the source queue without the
+ * harness ever recording an outcome (typically because the database was unreachable throughout).
+ * The drain records it with `error_kind = 'unrecorded'`.
+ */
+export class UnrecordedMessageError extends JobfenceError {
+  override name = "UnrecordedMessageError";
+}

@@ -10,10 +10,10 @@ import type { MiddlewareObj } from "@middy/core";
 import type pg from "pg";
 import { deadLetterRecordedDetail, publishDeadLetterRecorded } from "../alerts/ops-bus.ts";
 import { insertDeadLetter } from "../db/queries/insert-dead-letter.ts";
-import { ERROR_KIND, type ErrorKind } from "../dead-letters/error-kind.ts";
+import { errorKindOf } from "../dead-letters/classify.ts";
+import { ERROR_KIND } from "../dead-letters/error-kind.ts";
 import { describeError } from "../dead-letters/last-error.ts";
 import { storablePayload } from "../envelope/storable-payload.ts";
-import { PermanentJobError, PoisonMessageError, RetriesExhaustedError } from "../errors.ts";
 import type { RecordContext, RecordOutcome } from "./record-context.ts";
 
 /** Options of {@link recordDeadLetter}. */
@@ -22,14 +22,6 @@ export interface RecordDeadLetterOptions {
   readonly consumer: string;
   readonly eventBridge: EventBridgeClient;
   readonly opsBusName: string;
-}
-
-/** The dead-letter kind of an error, or undefined when it is not one to dead-letter. */
-export function errorKindOf(error: unknown): ErrorKind | undefined {
-  if (error instanceof PoisonMessageError) return ERROR_KIND.poison;
-  if (error instanceof PermanentJobError) return ERROR_KIND.hard;
-  if (error instanceof RetriesExhaustedError) return ERROR_KIND.exhausted;
-  return undefined;
 }
 
 /**

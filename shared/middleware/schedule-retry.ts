@@ -6,7 +6,8 @@
  */
 import { ChangeMessageVisibilityCommand, type SQSClient } from "@aws-sdk/client-sqs";
 import type { MiddlewareObj } from "@middy/core";
-import { PermanentJobError, PoisonMessageError, RetriesExhaustedError } from "../errors.ts";
+import { isTransient } from "../dead-letters/classify.ts";
+import { RetriesExhaustedError } from "../errors.ts";
 import { isLastAttempt, type RetryPolicy, retryDelaySeconds } from "../retry/policy.ts";
 import type { RecordContext, RecordOutcome } from "./record-context.ts";
 
@@ -16,15 +17,6 @@ export interface ScheduleRetryOptions {
   readonly policy: RetryPolicy;
   /** Uniform [0, 1) source for the jitter. @default Math.random */
   readonly random?: () => number;
-}
-
-/** Whether an error is one that retrying can cure. Decided by class, never by message. */
-export function isTransient(error: unknown): boolean {
-  return !(
-    error instanceof PoisonMessageError ||
-    error instanceof PermanentJobError ||
-    error instanceof RetriesExhaustedError
-  );
 }
 
 export function scheduleRetry(options: ScheduleRetryOptions): MiddlewareObj<RecordContext, RecordOutcome> {

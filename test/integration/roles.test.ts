@@ -65,11 +65,21 @@ const OPERATIONS: Array<{ what: string; sql: string; params?: (id: string) => un
     {
       what: "find expired fences",
       sql: "SELECT job_id, consumer FROM core.processed_jobs WHERE expires_at < now() LIMIT 100",
-      allowed: ["jobfence_consumer", "jobfence_ops", "jobfence_cleanup"],
+      allowed: ["jobfence_consumer", "jobfence_ops"],
     },
     {
-      what: "delete expired fences",
+      what: "delete fences directly, even expired ones",
       sql: "DELETE FROM core.processed_jobs WHERE expires_at < now()",
+      allowed: [],
+    },
+    {
+      what: "delete expired fences through the cleanup function",
+      sql: "SELECT core.delete_expired_fences(100) AS deleted",
+      allowed: ["jobfence_cleanup"],
+    },
+    {
+      what: "count the expired-fence backlog",
+      sql: "SELECT core.expired_fence_backlog(1000) AS backlog",
       allowed: ["jobfence_cleanup"],
     },
     {
@@ -113,21 +123,21 @@ const OPERATIONS: Array<{ what: string; sql: string; params?: (id: string) => un
       allowed: [],
     },
     { what: "read the migration history", sql: "SELECT * FROM core.schema_migrations", allowed: [] },
-  {
-    what: "read dead-letter counts",
-    sql: "SELECT consumer, status, error_kind, count FROM core.dead_letter_counts",
-    allowed: ["jobfence_ops"],
-  },
-  {
-    what: "change dead-letter counts",
-    sql: "UPDATE core.dead_letter_counts SET count = 0",
-    allowed: [],
-  },
-  {
-    what: "insert dead-letter counts",
-    sql: "INSERT INTO core.dead_letter_counts VALUES ('x', 'pending_review', 'poison', 1)",
-    allowed: [],
-  },
+    {
+      what: "read dead-letter counts",
+      sql: "SELECT consumer, status, error_kind, count FROM core.dead_letter_counts",
+      allowed: ["jobfence_ops"],
+    },
+    {
+      what: "change dead-letter counts",
+      sql: "UPDATE core.dead_letter_counts SET count = 0",
+      allowed: [],
+    },
+    {
+      what: "insert dead-letter counts",
+      sql: "INSERT INTO core.dead_letter_counts VALUES ('x', 'pending_review', 'poison', 1)",
+      allowed: [],
+    },
     { what: "create a table in core", sql: "CREATE TABLE core.sneaky (id int)", allowed: [] },
     { what: "create a table in public", sql: "CREATE TABLE public.sneaky (id int)", allowed: [] },
     { what: "create a schema", sql: "CREATE SCHEMA sneaky", allowed: [] },
@@ -154,6 +164,27 @@ describe.each(ROLES)("role %s", (role) => {
       else await expectRefused(run, SQLSTATE.insufficientPrivilege);
     });
   }
+});
+
+describe("the cleanup role's function deletes only what has expired", () => {
+  it("deletes the expired fence and keeps the live one", async () => {
+    await client.query("BEGIN");
+    try {
+      await client.query("SET LOCAL ROLE jobfence_cleanup");
+      const { rows: result } = await client.query("SELECT core.delete_expired_fences(100) AS deleted");
+      expect(result[0].deleted).toBe(1);
+      await client.query("RESET ROLE");
+      const { rows } = await client.query("SELECT job_id FROM core.processed_jobs ORDER BY job_id");
+      expect(rows.map((r) => r.job_id)).toEqual(["award:live"]);
+    } finally {
+      await client.query("ROLLBACK");
+    }
+  });
+
+  it("refuses a batch size outside 1–100000", async () => {
+    await expectRefused(asRole("jobfence_cleanup", "SELECT core.delete_expired_fences(0)"), "22023");
+    await expectRefused(asRole("jobfence_cleanup", "SELECT core.delete_expired_fences(100001)"), "22023");
+  });
 });
 
 describe("ownership and attributes", () => {

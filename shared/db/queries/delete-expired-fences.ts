@@ -1,0 +1,18 @@
+/** One bounded batch of TTL cleanup, and the remaining backlog, through the cleanup functions (migration 0005). */
+import type { Queryable } from "../queryable.ts";
+
+/** Deletes up to `batchSize` expired fences in its own short transaction; returns how many. */
+export async function deleteExpiredFences(db: Queryable, batchSize: number): Promise<number> {
+  const { rows } = await db.query<{ deleted: number }>("SELECT core.delete_expired_fences($1) AS deleted", [
+    batchSize,
+  ]);
+  return rows[0]?.deleted ?? 0;
+}
+
+/** Expired fences still present, counted up to `cap`. */
+export async function expiredFenceBacklog(db: Queryable, cap: number): Promise<number> {
+  const { rows } = await db.query<{ backlog: number }>("SELECT core.expired_fence_backlog($1) AS backlog", [
+    cap,
+  ]);
+  return rows[0]?.backlog ?? 0;
+}

@@ -1,0 +1,25 @@
+/**
+ * What a failure means, decided by its class (never its message): a dead-letter kind, or
+ * transient (retry). The retry and dead-letter middlewares both ask here, so they cannot disagree.
+ */
+import {
+  PermanentJobError,
+  PoisonMessageError,
+  RetriesExhaustedError,
+  UnrecordedMessageError,
+} from "../errors.ts";
+import { ERROR_KIND, type ErrorKind } from "./error-kind.ts";
+
+/** The dead-letter kind of an error, or undefined for a transient one. */
+export function errorKindOf(error: unknown): ErrorKind | undefined {
+  if (error instanceof PoisonMessageError) return ERROR_KIND.poison;
+  if (error instanceof PermanentJobError) return ERROR_KIND.hard;
+  if (error instanceof RetriesExhaustedError) return ERROR_KIND.exhausted;
+  if (error instanceof UnrecordedMessageError) return ERROR_KIND.unrecorded;
+  return undefined;
+}
+
+/** Whether retrying can cure the error. */
+export function isTransient(error: unknown): boolean {
+  return errorKindOf(error) === undefined;
+}

@@ -1,0 +1,74 @@
+/**
+ * Escalation (SPEC §7, seed open question 2): once a day, if any dead letter has waited for
+ * review longer than N days, one summary alert names the count per consumer and the oldest.
+ * One event per run, never one per row: a backlog of thousands must not page thousands of times.
+ */
+import { type EventBridgeClient, PutEventsCommand } from "@aws-sdk/client-eventbridge";
+import { AlertRejectedError, EVENT_SOURCE } from "../alerts/ops-bus.ts";
+import { type StalePending, stalePendingDeadLetters } from "../db/queries/stale-pending-dead-letters.ts";
+import type { Queryable } from "../db/queryable.ts";
+
+/** `detail-type` of the summary. */
+export const DEAD_LETTERS_ESCALATED = "DeadLettersEscalated";
+
+/** SPEC §7: escalate after 3 days pending. */
+export const ESCALATION_DEFAULTS = Object.freeze({ thresholdDays: 3 });
+
+/** Consumers listed in one summary at most; EventBridge caps an event at 256 KiB. */
+const MAX_LISTED_CONSUMERS = 100;
+
+/** The summary's detail. */
+export interface DeadLettersEscalatedDetail {
+  readonly threshold_days: number;
+  readonly total: number;
+  /** The stalest consumers first, at most 100. */
+  readonly consumers: StalePending[];
+  /** Consumers with stale dead letters left out of the list. */
+  readonly consumers_omitted: number;
+  /** The oldest pending dead letter of all. */
+  readonly oldest: { readonly consumer: string; readonly id: string; readonly created_at: string };
+}
+
+/** Options of {@link escalateStaleDeadLetters}. */
+export interface EscalationOptions {
+  readonly db: Queryable;
+  readonly eventBridge: EventBridgeClient;
+  readonly opsBusName: string;
+  /** @default ESCALATION_DEFAULTS.thresholdDays */
+  readonly thresholdDays?: number;
+}
+
+/** Publishes the summary when something is stale; returns it, or undefined when all is fresh. */
+export async function escalateStaleDeadLetters(
+  options: EscalationOptions,
+): Promise<DeadLettersEscalatedDetail | undefined> {
+  const thresholdDays = options.thresholdDays ?? ESCALATION_DEFAULTS.thresholdDays;
+  const stale = await stalePendingDeadLetters(options.db, thresholdDays * 86_400);
+  const first = stale[0];
+  if (!first) return undefined;
+  const detail: DeadLettersEscalatedDetail = {
+    threshold_days: thresholdDays,
+    total: stale.reduce((sum, s) => sum + s.count, 0),
+    consumers: stale.slice(0, MAX_LISTED_CONSUMERS),
+    consumers_omitted: Math.max(0, stale.length - MAX_LISTED_CONSUMERS),
+    oldest: { consumer: first.consumer, id: first.oldest_id, created_at: first.oldest_created_at },
+  };
+  const result = await options.eventBridge.send(
+    new PutEventsCommand({
+      Entries: [
+        {
+          EventBusName: options.opsBusName,
+          Source: EVENT_SOURCE,
+          DetailType: DEAD_LETTERS_ESCALATED,
+          Detail: JSON.stringify(detail),
+        },
+      ],
+    }),
+  );
+  if ((result.FailedEntryCount ?? 0) > 0) {
+    throw new AlertRejectedError(
+      `EventBridge refused the escalation: ${result.Entries?.[0]?.ErrorCode ?? "unknown"}`,
+    );
+  }
+  return detail;
+}
