@@ -56,7 +56,12 @@ describe("migration runner", () => {
     expect(versionsOf(report)).toEqual(shipped.map((m) => m.version));
     expect(report.alreadyApplied).toBe(0);
     expect(await recorded(db)).toEqual(shipped.map((m) => ({ version: m.version, checksum: m.checksum })));
-    expect(await coreTables(db)).toEqual(["dead_letter_counts", "dead_letters", "processed_jobs", "schema_migrations"]);
+    expect(await coreTables(db)).toEqual([
+      "dead_letter_counts",
+      "dead_letters",
+      "processed_jobs",
+      "schema_migrations",
+    ]);
   });
 
   it("re-running on an up-to-date database is a no-op", async () => {
@@ -93,7 +98,12 @@ describe("migration runner", () => {
     const appliedCounts = reports.map((r) => r.applied.length).sort();
     expect(appliedCounts).toEqual([...Array(runners - 1).fill(0), shipped.length]);
     expect(await recorded(db)).toHaveLength(shipped.length);
-    expect(await coreTables(db)).toEqual(["dead_letter_counts", "dead_letters", "processed_jobs", "schema_migrations"]);
+    expect(await coreTables(db)).toEqual([
+      "dead_letter_counts",
+      "dead_letters",
+      "processed_jobs",
+      "schema_migrations",
+    ]);
   });
 
   it("refuses to run when an applied migration was edited, and applies nothing", async () => {
