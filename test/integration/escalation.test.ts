@@ -1,0 +1,96 @@
+/**
+ * Escalation (SPEC §7): one summary alert per run when any dead letter has waited for review longer
+ * than the threshold; silence otherwise; never one alert per row.
+ */
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { localEventBridgeClient } from "../../local/aws-clients.ts";
+import { createPool } from "../../shared/db/pool.ts";
+import { DEAD_LETTERS_ESCALATED, escalateStaleDeadLetters } from "../../shared/dead-letters/escalation.ts";
+import { type ConsumerTestBed, consumerTestBed, OPS_BUS } from "../support/consumer-harness.ts";
+import { insertDeadLetter } from "../support/fixtures.ts";
+
+let bed: ConsumerTestBed;
+let opsPool: ReturnType<typeof createPool>;
+beforeAll(async () => {
+  bed = await consumerTestBed();
+  opsPool = createPool({ connectionString: bed.db.url, role: "jobfence_ops" });
+});
+afterAll(async () => {
+  await opsPool?.end();
+  await bed?.close();
+});
+beforeEach(async () => {
+  bed.sink.events.length = 0;
+  bed.sink.setMode("accept");
+  // Dead letters cannot be deleted (by design): each test uses its own consumers instead.
+});
+
+/** A pending dead letter created `ageDays` ago. */
+async function pendingAged(consumer: string, ageDays: number): Promise<string> {
+  return bed.db.withClient(async (c) => {
+    const id = await insertDeadLetter(c, { consumer });
+    await c.query(
+      "ALTER TABLE core.dead_letters DISABLE TRIGGER dead_letters_guard_update; " +
+        `UPDATE core.dead_letters SET created_at = now() - make_interval(days => ${Number(ageDays)}) WHERE id = '${id}'; ` +
+        "ALTER TABLE core.dead_letters ENABLE TRIGGER dead_letters_guard_update;",
+    );
+    return id;
+  });
+}
+
+const escalate = () =>
+  escalateStaleDeadLetters({
+    db: opsPool,
+    eventBridge: localEventBridgeClient(bed.sink.endpoint),
+    opsBusName: OPS_BUS,
+  });
+
+describe("escalation of stale pending dead letters", () => {
+  it("stays silent when nothing pending is older than 3 days", async () => {
+    await pendingAged("esc-fresh", 2);
+    await pendingAged("esc-fresh", 0);
+    expect(await escalate()).toBeUndefined();
+    expect(bed.sink.events).toEqual([]);
+  });
+
+  it("fires once with one stale pending dead letter, naming its consumer and the oldest", async () => {
+    const id = await pendingAged("esc-one", 4);
+    const summary = await escalate();
+    expect(summary).toMatchObject({ threshold_days: 3, total: 1, oldest: { consumer: "esc-one", id } });
+    expect(bed.sink.events).toHaveLength(1);
+    expect(bed.sink.events[0]).toMatchObject({
+      eventBusName: OPS_BUS,
+      source: "jobfence",
+      detailType: DEAD_LETTERS_ESCALATED,
+      detail: { total: 1, consumers: [{ consumer: "esc-one", count: 1, oldest_id: id }] },
+    });
+  });
+
+  it("summarises many stale rows across consumers in one event, never one per row", async () => {
+    const oldest = await pendingAged("esc-many-a", 30);
+    for (let i = 0; i < 25; i++) await pendingAged("esc-many-a", 5);
+    for (let i = 0; i < 10; i++) await pendingAged("esc-many-b", 4);
+    // Resolved stale rows are not pending: they do not count.
+    const resolved = await pendingAged("esc-many-c", 10);
+    await bed.db.withClient((c) =>
+      c.query(
+        "UPDATE core.dead_letters SET status = 'replayed', resolved_at = now(), resolved_by = 'ops' WHERE id = $1",
+        [resolved],
+      ),
+    );
+
+    const summary = await escalate();
+    expect(bed.sink.events).toHaveLength(1);
+    expect(summary?.oldest).toMatchObject({ consumer: "esc-many-a", id: oldest });
+    const counts = Object.fromEntries((summary?.consumers ?? []).map((c) => [c.consumer, c.count]));
+    expect(counts["esc-many-a"]).toBe(26);
+    expect(counts["esc-many-b"]).toBe(10);
+    expect(counts["esc-many-c"]).toBeUndefined();
+  });
+
+  it("a refused alert is an error the scheduler sees (the run is retried), not a silent success", async () => {
+    await pendingAged("esc-refused", 5);
+    bed.sink.setMode("reject-entries");
+    await expect(escalate()).rejects.toThrow(/refused the escalation/);
+  });
+});
