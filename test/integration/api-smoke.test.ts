@@ -83,3 +83,16 @@ it("lists, gets, replays through a real queue, and discards", async () => {
   expect((await bed.call("GET", "/v1/core/dead-letters")).status).toBe(401);
   expect((await bed.call("GET", "/v1/core/dead-letters", { token: bed.tokens.replay })).status).toBe(403);
 });
+
+it("returns a payload's large numbers digit for digit", async () => {
+  const body =
+    '{"job_id":"big-number","tenant_id":"t","payload":{"user_id":"u","points":12345678901234567890123}}';
+  const consumer = bed.consumer(awardPointsConsumer);
+  expect(await invoke(consumer, [sqsRecord(body)])).toEqual([]);
+  const list = await bed.call("GET", "/v1/core/dead-letters?job_id=big-number", { token: bed.tokens.read });
+  const id = list.body.items[0].id;
+  const response = await fetch(`${bed.apiUrl}/v1/core/dead-letters/${id}`, {
+    headers: { authorization: `Bearer ${bed.tokens.read}` },
+  });
+  expect(await response.text()).toContain('"points":12345678901234567890123');
+});

@@ -14,9 +14,6 @@ export const SUMMARY_COLUMNS = `
   id, job_id, consumer, queue, tenant_id, attempts, error_kind, last_error, status, discard_reason,
   correlation_id, ${utc("created_at")} AS created_at, ${utc("resolved_at")} AS resolved_at, resolved_by`;
 
-/** Every column. */
-export const ALL_COLUMNS = `${SUMMARY_COLUMNS}, payload, message_attributes`;
-
 /** A dead letter as the API returns it. */
 export interface DeadLetterSummaryRow {
   id: string;
