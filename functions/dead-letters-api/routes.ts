@@ -59,7 +59,7 @@ export interface RouteSpec {
 const BASE = "/v1/core/dead-letters";
 
 /** A single replay takes no body; an empty object is tolerated. */
-const emptyBody = z.object({}).strict();
+export const emptyBody = z.object({}).strict().describe("No fields: the dead letter is replayed as stored.");
 const idOf = (event: APIGatewayProxyEventV2) => parsePathParameter(event, "id", deadLetterIdSchema);
 
 export const ROUTES: readonly RouteSpec[] = [
@@ -78,9 +78,9 @@ export const ROUTES: readonly RouteSpec[] = [
         deps.pool,
         filter,
         limit,
-        cursor ? decodeCursor(cursor, filter) : undefined,
+        cursor ? decodeCursor(cursor, filter, "list") : undefined,
       );
-      return { items: page.items, next_cursor: page.next ? encodeCursor(page.next, filter) : null };
+      return { items: page.items, next_cursor: page.next ? encodeCursor(page.next, filter, "list") : null };
     },
   },
   {
@@ -121,6 +121,7 @@ export const ROUTES: readonly RouteSpec[] = [
     summary: "Send the stored envelope again to its queue (same job_id), or resolve as superseded",
     permission: PERMISSION.replay,
     hasId: true,
+    body: emptyBody,
     success: { status: 200, schema: replayResponseSchema },
     errors: [404, 409, 502],
     operate: async ({ event, actor, deps }) => {

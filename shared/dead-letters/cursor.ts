@@ -13,7 +13,13 @@ export interface KeysetPosition {
   readonly id: string;
 }
 
-/** A cursor that cannot be used: malformed, edited, or issued for another filter. */
+/**
+ * Which walk a cursor belongs to: the list pages newest first, a bulk replay oldest first, so a
+ * position from one means something else in the other.
+ */
+export type CursorWalk = "list" | "bulk-replay";
+
+/** A cursor that cannot be used: malformed, edited, or issued for another filter or walk. */
 export class InvalidCursorError extends Error {
   override name = "InvalidCursorError";
 }
@@ -37,14 +43,14 @@ export function filterFingerprint(filter: object): string {
   return createHash("sha256").update(canonical).digest("hex").slice(0, 16);
 }
 
-/** The cursor that resumes after `position` under `filter`. */
-export function encodeCursor(position: KeysetPosition, filter: object): string {
-  const payload = { v: 1, t: position.createdAt, i: position.id, f: filterFingerprint(filter) };
+/** The cursor that resumes `walk` after `position` under `filter`. */
+export function encodeCursor(position: KeysetPosition, filter: object, walk: CursorWalk): string {
+  const payload = { v: 1, t: position.createdAt, i: position.id, f: filterFingerprint({ ...filter, walk }) };
   return Buffer.from(JSON.stringify(payload), "utf8").toString("base64url");
 }
 
-/** The position a cursor names; throws InvalidCursorError when it is unusable with `filter`. */
-export function decodeCursor(cursor: string, filter: object): KeysetPosition {
+/** The position a cursor names; throws InvalidCursorError when it is unusable with `filter` in `walk`. */
+export function decodeCursor(cursor: string, filter: object, walk: CursorWalk): KeysetPosition {
   let parsed: unknown;
   try {
     if (!/^[A-Za-z0-9_-]+$/.test(cursor)) throw new Error("not base64url");
@@ -54,9 +60,9 @@ export function decodeCursor(cursor: string, filter: object): KeysetPosition {
   }
   const result = payloadSchema.safeParse(parsed);
   if (!result.success) throw new InvalidCursorError("cursor is not one this API issued");
-  if (result.data.f !== filterFingerprint(filter)) {
+  if (result.data.f !== filterFingerprint({ ...filter, walk })) {
     throw new InvalidCursorError(
-      "cursor was issued for other filters; repeat the same filters or start without a cursor",
+      "cursor was issued for other filters or another endpoint; repeat the same request's filters or start without a cursor",
     );
   }
   return { createdAt: result.data.t, id: result.data.i };

@@ -118,7 +118,7 @@ export async function bulkReplay(
   request: BulkReplayRequest,
   actor: string,
 ): Promise<BulkReplayResult> {
-  const after = request.cursor ? decodeCursor(request.cursor, request.filter) : undefined;
+  const after = request.cursor ? decodeCursor(request.cursor, request.filter, "bulk-replay") : undefined;
   if (request.dry_run) {
     const counted = await countReplayMatches(deps.pool, request.filter, API_LIMITS.dryRunSample, after);
     return {
@@ -153,7 +153,7 @@ export async function bulkReplay(
       outcomes,
       next_cursor:
         rows.length === request.limit && last
-          ? encodeCursor({ createdAt: last.created_at, id: last.id }, request.filter)
+          ? encodeCursor({ createdAt: last.created_at, id: last.id }, request.filter, "bulk-replay")
           : null,
     };
   });

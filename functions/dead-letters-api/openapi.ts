@@ -1,0 +1,341 @@
+/**
+ * The dead-letter API's OpenAPI 3.1 document, built from {@link ROUTES} and the very zod schemas the
+ * handlers validate with, so the document cannot say something the code does not do. Pure and
+ * deterministic: the same code always gives the same document, keys in the same order.
+ *
+ * `npm run openapi` writes it to docs/openapi.json; a unit test fails when the committed file and
+ * this function disagree.
+ */
+import { z } from "zod";
+import {
+  bulkOutcomeSchema,
+  bulkReplayFilterSchema,
+  deadLetterIdSchema,
+  deadLetterSchema,
+  deadLetterSummarySchema,
+} from "../../shared/dead-letters/api-schemas.ts";
+import { DEAD_LETTER_STATUSES } from "../../shared/dead-letters/status.ts";
+import { PERMISSION } from "../../shared/http/auth.ts";
+import { PROBLEM, PROBLEM_CONTENT_TYPE, type ProblemKind, problemType } from "../../shared/http/problem.ts";
+import { ROUTES, type RouteSpec } from "./routes.ts";
+
+/** The document's `info.version`: the version of the API contract. Raise it when the contract changes. */
+export const OPENAPI_DOCUMENT_VERSION = "1.0.0";
+
+/** The document's `info.title`. */
+export const OPENAPI_TITLE = "jobfence dead-letter API";
+
+/** Where `npm run openapi` writes the document, relative to the repository root. */
+export const OPENAPI_DOCUMENT_PATH = "docs/openapi.json";
+
+/** The name of the bearer security scheme. */
+const BEARER = "bearer";
+
+type JsonSchema = z.core.JSONSchema.JSONSchema;
+type JsonObject = Record<string, unknown>;
+
+const SCHEMA_REF = "#/components/schemas/";
+const RESPONSE_REF = "#/components/responses/";
+const JSON_CONTENT_TYPE = "application/json";
+
+/** The body of every error response (RFC 9457), as problem.ts, request.ts and problem-details.ts build it. */
+export const problemSchema = z
+  .object({
+    type: z
+      .enum(Object.keys(PROBLEM).map((kind) => problemType(kind as ProblemKind)))
+      .describe("Names the kind of problem; one URN per HTTP status."),
+    title: z.string().describe("Fixed for each type."),
+    status: z.number().int().min(400).max(599).describe("The HTTP status, repeated."),
+    detail: z.string().describe("What went wrong this time, in words."),
+    instance: z.string().optional().describe("The request path."),
+    errors: z
+      .array(z.object({ location: z.string(), field: z.string(), message: z.string() }))
+      .optional()
+      .describe("400 only: each part of the request that failed validation (at most 20)."),
+    required_permission: z
+      .enum(Object.values(PERMISSION))
+      .optional()
+      .describe("403 only: the permission the operation requires."),
+    current_status: z
+      .enum(DEAD_LETTER_STATUSES)
+      .optional()
+      .describe("409 only: the status the dead letter has now."),
+  })
+  .loose();
+
+/** Shared schemas with a name of their own under components.schemas, by direction. */
+const OUTPUT_NAMES: ReadonlyMap<z.ZodType, string> = new Map<z.ZodType, string>([
+  [deadLetterSchema, "DeadLetter"],
+  [deadLetterSummarySchema, "DeadLetterSummary"],
+  [bulkOutcomeSchema, "BulkReplayOutcome"],
+  [problemSchema, "Problem"],
+]);
+const INPUT_NAMES: ReadonlyMap<z.ZodType, string> = new Map<z.ZodType, string>([
+  [deadLetterIdSchema, "DeadLetterId"],
+  [bulkReplayFilterSchema, "DeadLetterFilter"],
+]);
+
+/** Response headers some problems carry (auth.ts, problem-details.ts). */
+const PROBLEM_HEADERS: Partial<Record<ProblemKind, JsonObject>> = {
+  unauthenticated: {
+    "WWW-Authenticate": {
+      description: 'Bearer realm="jobfence"; with error="invalid_token" when the token sent is not valid.',
+      schema: { type: "string" },
+    },
+  },
+  unavailable: {
+    "Retry-After": { description: "Seconds to wait before trying again.", schema: { type: "integer" } },
+  },
+};
+
+/** Statuses every operation can answer with a problem; 415 is added where the route takes a body. */
+const COMMON_ERROR_STATUSES = [400, 401, 403, 500, 503] as const;
+
+const pascal = (name: string) => name.charAt(0).toUpperCase() + name.slice(1);
+const ref = (prefix: string, name: string) => ({ $ref: `${prefix}${name}` });
+
+/** The problem kind answered with `status`; exactly one must exist. */
+function problemKindOf(status: number): ProblemKind {
+  const kinds = (Object.keys(PROBLEM) as ProblemKind[]).filter((kind) => PROBLEM[kind].status === status);
+  const [kind, ...others] = kinds;
+  if (kind === undefined || others.length > 0) {
+    throw new Error(`status ${status} must be answered by exactly one problem kind (found ${kinds.length})`);
+  }
+  return kind;
+}
+
+/**
+ * zod describes a pipe's input by its first half only, so `storableText.pipe(z.string().max(128))`
+ * would lose the bounds the second half enforces. When the first half is a string schema that only
+ * checks (no coercion, no trim or other rewrite), the value reaching the second half is the value
+ * sent, so the second half's string keywords hold for the input too: merge them in.
+ */
+function keepPipeBounds(ctx: { zodSchema: z.core.$ZodTypes; jsonSchema: JsonSchema }): void {
+  const schema = ctx.zodSchema;
+  if (!(schema instanceof z.core.$ZodPipe)) return;
+  const first = schema._zod.def.in;
+  if (!(first instanceof z.core.$ZodString) || first._zod.def.coerce) return;
+  if ((first._zod.def.checks ?? []).some((check) => check._zod.def.check === "overwrite")) return;
+  if (ctx.jsonSchema.type !== "string") return;
+  const second = convert(schema._zod.def.out, "input");
+  if (second.type !== "string") return;
+  const target: Record<string, unknown> = ctx.jsonSchema;
+  for (const key of ["minLength", "maxLength", "pattern", "format"]) {
+    const wanted = second[key];
+    if (wanted === undefined) continue;
+    const present = target[key];
+    if (present === undefined) target[key] = wanted;
+    else if (present !== wanted) ctx.jsonSchema.allOf = [...(ctx.jsonSchema.allOf ?? []), { [key]: wanted }];
+  }
+}
+
+const conversionOptions = (io: "input" | "output") =>
+  ({
+    target: "draft-2020-12",
+    io,
+    unrepresentable: "any",
+    ...(io === "input" ? { override: keepPipeBounds } : {}),
+  }) as const;
+
+/** One schema as JSON Schema, without `$schema`. */
+function convert(schema: z.core.$ZodType, io: "input" | "output"): JsonSchema {
+  const { $schema: _, ...json } = z.toJSONSchema(schema, conversionOptions(io)) as JsonSchema;
+  return json;
+}
+
+/** Named schemas as JSON Schema, referring to one another under components.schemas. */
+function convertNamed(
+  named: ReadonlyMap<z.ZodType, string>,
+  io: "input" | "output",
+): Map<string, JsonSchema> {
+  const registry = z.registry<{ id: string }>();
+  for (const [schema, id] of named) registry.add(schema, { id });
+  const { schemas } = z.toJSONSchema(registry, {
+    ...conversionOptions(io),
+    uri: (id) => `${SCHEMA_REF}${id}`,
+  });
+  const result = new Map<string, JsonSchema>();
+  for (const id of named.values()) {
+    const { $schema: _s, $id: _i, ...json } = (schemas[id] ?? {}) as JsonSchema;
+    result.set(id, json);
+  }
+  return result;
+}
+
+/** Adds `schema` under `name` unless the name is taken by another schema. */
+function nameSchema(names: Map<z.ZodType, string>, schema: z.ZodType, name: string): string {
+  const existing = names.get(schema);
+  if (existing !== undefined) return existing;
+  if ([...names.values()].includes(name)) throw new Error(`two schemas would be named ${name}`);
+  names.set(schema, name);
+  return name;
+}
+
+const pathParameters = (path: string) => [...path.matchAll(/\{([^}]+)\}/g)].map((m) => m[1] ?? "");
+
+/** The problem responses an operation documents, by status. */
+function errorStatuses(route: RouteSpec): number[] {
+  const statuses = new Set<number>([...COMMON_ERROR_STATUSES, ...route.errors]);
+  if (route.body) statuses.add(415);
+  return [...statuses].sort((a, b) => a - b);
+}
+
+function problemResponse(kind: ProblemKind): JsonObject {
+  const headers = PROBLEM_HEADERS[kind];
+  return {
+    description: PROBLEM[kind].title,
+    ...(headers ? { headers } : {}),
+    content: {
+      [PROBLEM_CONTENT_TYPE]: {
+        schema: {
+          allOf: [
+            ref(SCHEMA_REF, "Problem"),
+            {
+              properties: {
+                type: { const: problemType(kind) },
+                title: { const: PROBLEM[kind].title },
+                status: { const: PROBLEM[kind].status },
+              },
+            },
+          ],
+        },
+      },
+    },
+  };
+}
+
+export function buildOpenApiDocument(): object {
+  // Name every schema an operation uses: shared ones by OUTPUT_NAMES / INPUT_NAMES, the others after
+  // their operation. Query schemas are named only to be converted, then spread into parameters.
+  const outputNames = new Map(OUTPUT_NAMES);
+  const inputNames = new Map(INPUT_NAMES);
+  const queryNames = new Set<string>();
+  for (const route of ROUTES) {
+    const base = pascal(route.operationId);
+    nameSchema(outputNames, route.success.schema, `${base}Response`);
+    if (route.body) nameSchema(inputNames, route.body, `${base}Request`);
+    if (route.query) queryNames.add(nameSchema(inputNames, route.query, `${base}Query`));
+  }
+  const output = convertNamed(outputNames, "output");
+  const input = convertNamed(inputNames, "input");
+
+  const components = new Map<string, JsonSchema>(output);
+  for (const [name, json] of input) {
+    if (queryNames.has(name)) continue;
+    const other = components.get(name);
+    if (other !== undefined && JSON.stringify(other) !== JSON.stringify(json)) {
+      throw new Error(`schema ${name} differs between requests and responses; give each its own name`);
+    }
+    components.set(name, json);
+  }
+  const schemaOf = (names: ReadonlyMap<z.ZodType, string>, schema: z.ZodType) =>
+    ref(SCHEMA_REF, names.get(schema) ?? "");
+
+  const usedProblems = new Set<ProblemKind>();
+  const paths: Record<string, Record<string, JsonObject>> = {};
+  for (const route of ROUTES) {
+    const templated = pathParameters(route.path);
+    const expected = route.hasId ? ["id"] : [];
+    if (JSON.stringify(templated) !== JSON.stringify(expected)) {
+      throw new Error(`${route.operationId}: path ${route.path} does not match hasId`);
+    }
+
+    const parameters: JsonObject[] = [];
+    if (route.hasId) {
+      const about = components.get("DeadLetterId")?.description;
+      parameters.push({
+        name: "id",
+        in: "path",
+        required: true,
+        ...(about !== undefined ? { description: about } : {}),
+        schema: schemaOf(inputNames, deadLetterIdSchema),
+      });
+    }
+    let description: string | undefined;
+    if (route.query) {
+      const query = input.get(inputNames.get(route.query) ?? "") ?? {};
+      const required = new Set(query.required ?? []);
+      for (const [name, property] of Object.entries(query.properties ?? {})) {
+        const { description: about, ...schema } = typeof property === "object" ? property : {};
+        parameters.push({
+          name,
+          in: "query",
+          required: required.has(name),
+          ...(about !== undefined ? { description: about } : {}),
+          schema,
+        });
+      }
+      if (query.additionalProperties === false)
+        description = "Query parameters not listed here are refused (400).";
+    }
+
+    const responses: Record<string, JsonObject> = {
+      [String(route.success.status)]: {
+        description: "OK",
+        content: { [JSON_CONTENT_TYPE]: { schema: schemaOf(outputNames, route.success.schema) } },
+      },
+    };
+    for (const status of errorStatuses(route)) {
+      const kind = problemKindOf(status);
+      usedProblems.add(kind);
+      responses[String(status)] = ref(RESPONSE_REF, pascal(kind));
+    }
+
+    const operation: JsonObject = {
+      operationId: route.operationId,
+      summary: route.summary,
+      ...(description !== undefined ? { description } : {}),
+      security: [{ [BEARER]: [route.permission] }],
+      "x-required-permission": route.permission,
+      ...(parameters.length > 0 ? { parameters } : {}),
+      ...(route.body
+        ? {
+            requestBody: {
+              // An absent body is read as {} (request.ts): required exactly when {} is refused.
+              required: !route.body.safeParse({}).success,
+              content: { [JSON_CONTENT_TYPE]: { schema: schemaOf(inputNames, route.body) } },
+            },
+          }
+        : {}),
+      responses,
+    };
+    const item = paths[route.path] ?? {};
+    const method = route.method.toLowerCase();
+    if (item[method] !== undefined) throw new Error(`two routes for ${route.method} ${route.path}`);
+    item[method] = operation;
+    paths[route.path] = item;
+  }
+
+  const problemKinds = [...usedProblems].sort((a, b) => PROBLEM[a].status - PROBLEM[b].status);
+  return {
+    openapi: "3.1.0",
+    info: {
+      title: OPENAPI_TITLE,
+      version: OPENAPI_DOCUMENT_VERSION,
+      description:
+        "List, inspect, replay and discard the dead letters of jobfence's SQS consumers. " +
+        "Generated from functions/dead-letters-api/routes.ts by `npm run openapi`; do not edit by hand. " +
+        "The operator's guide is docs/api.md.",
+    },
+    paths,
+    components: {
+      schemas: Object.fromEntries([...components].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))),
+      responses: Object.fromEntries(problemKinds.map((kind) => [pascal(kind), problemResponse(kind)])),
+      securitySchemes: {
+        [BEARER]: {
+          type: "http",
+          scheme: "bearer",
+          bearerFormat: "JWT",
+          description:
+            "A JWT whose `scope` claim (space-separated) or `permissions` array grants the operation's " +
+            "permission (x-required-permission); its `sub` is recorded as the actor.",
+        },
+      },
+    },
+  };
+}
+
+/** The document as docs/openapi.json holds it, before formatting: 2-space JSON and a final newline. */
+export function renderOpenApiDocument(): string {
+  return `${JSON.stringify(buildOpenApiDocument(), null, 2)}\n`;
+}
