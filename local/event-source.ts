@@ -72,7 +72,7 @@ export function toSqsRecord(message: Message, queueArn: string): SQSRecord {
 }
 
 /** Receives up to one batch; an empty receive returns no records and does not invoke the handler. */
-export async function receiveRecords(source: QueueSource): Promise<SQSRecord[]> {
+export async function receiveRecords(source: QueueSource, signal?: AbortSignal): Promise<SQSRecord[]> {
   const received = await source.sqs.send(
     new ReceiveMessageCommand({
       QueueUrl: source.queueUrl,
@@ -81,6 +81,7 @@ export async function receiveRecords(source: QueueSource): Promise<SQSRecord[]> 
       MessageSystemAttributeNames: ["All"],
       MessageAttributeNames: ["All"],
     }),
+    signal ? { abortSignal: signal } : {},
   );
   return (received.Messages ?? []).map((m) => toSqsRecord(m, source.queueArn));
 }

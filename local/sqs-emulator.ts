@@ -11,12 +11,19 @@ export interface SqsEmulator {
   stop(): Promise<void>;
 }
 
-export async function startSqsEmulator(options: { port?: number } = {}): Promise<SqsEmulator> {
+/**
+ * Starts the emulator on `port` (0: any free one). With `dataDir` its queues and messages are kept
+ * in SQLite there, so a restarted stack finds the messages it had not yet processed.
+ */
+export async function startSqsEmulator(
+  options: { port?: number; dataDir?: string } = {},
+): Promise<SqsEmulator> {
   const server = await startFauxqs({
     port: options.port ?? 0,
     host: "127.0.0.1",
     logger: false,
     defaultRegion: LOCAL_REGION,
+    ...(options.dataDir ? { dataDir: options.dataDir } : {}),
   });
   return { endpoint: `http://127.0.0.1:${server.port}`, server, stop: () => server.stop() };
 }

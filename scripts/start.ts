@@ -1,53 +1,55 @@
 /**
- * `npm start`: the local stack. Today it provides what the foundation has: a PostgreSQL (embedded,
- * kept in .local/pg between runs, or the one DATABASE_URL names) with the jobfence schema and roles
- * applied. The SQS emulator, consumers, dead-letter API and timers join it as their issues land.
- * Writes .local/stack.json and runs until Ctrl-C.
+ * `npm start`: the local stack (see local/stack.ts). Writes .local/stack.json when ready, prints
+ * progress and every dead letter readably, and stops everything cleanly on Ctrl-C.
  */
-import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { deploymentMigrationSets } from "../functions/migrate/sets.ts";
-import { type RunningPostgres, startEmbeddedPostgres } from "../local/postgres.ts";
-import { runMigrations } from "../shared/db/migrate.ts";
+import { startLocalStack } from "../local/stack.ts";
+import { localStackConfigFromEnv } from "../local/stack-config.ts";
+import { ConfigurationError } from "../shared/errors.ts";
 
-const root = join(import.meta.dirname, "..");
-const localDir = join(root, ".local");
-await mkdir(localDir, { recursive: true });
+const say = (line: string) => console.log(`${new Date().toISOString().slice(11, 19)} ${line}`);
 
-let embedded: RunningPostgres | undefined;
-let databaseUrl = process.env.DATABASE_URL;
-if (databaseUrl) {
-  console.log("postgres   using DATABASE_URL");
-} else {
-  embedded = await startEmbeddedPostgres({ dataDir: join(localDir, "pg", "data") });
-  databaseUrl = embedded.url;
-  console.log(`postgres   embedded, data in .local/pg (${databaseUrl})`);
+let config: ReturnType<typeof localStackConfigFromEnv>;
+try {
+  config = localStackConfigFromEnv(process.env, join(import.meta.dirname, ".."));
+} catch (error) {
+  console.error(error instanceof ConfigurationError ? error.message : error);
+  process.exit(2);
+}
+// The functions' EMF metrics are for CloudWatch; locally the progress lines say the same.
+if (!config.jsonLogs) process.env.POWERTOOLS_METRICS_DISABLED ??= "true";
+
+let stack: Awaited<ReturnType<typeof startLocalStack>>;
+try {
+  stack = await startLocalStack(config, say);
+} catch (error) {
+  console.error(`the local stack could not start: ${error instanceof Error ? error.message : String(error)}`);
+  process.exit(1);
 }
 
-const report = await runMigrations({
-  connectionString: databaseUrl,
-  sets: deploymentMigrationSets(),
-  log: (l) => console.log(`migrate    ${l}`),
-});
-console.log(`migrate    schema up to date (${report.alreadyApplied + report.applied.length} migrations)`);
+const { info } = stack;
+say(`ready      wrote ${join(config.localDir, "stack.json")}`);
+console.log(`
+  API        ${info.apiUrl}/v1/core/dead-letters   (tokens in stack.json: admin, read, replay, discard, none)
+  SQS        ${info.sqsEndpoint}   region ${info.region}
+  queues     ${Object.entries(info.queues)
+    .map(([name, q]) => `${name}: ${q.url}`)
+    .join("\n             ")}
+  database   ${info.databaseUrl}
+  retries    ${config.retryPolicy.maxAttempts} attempts, ${config.retryPolicy.baseSeconds}s base, ${config.retryPolicy.capSeconds}s cap (JOBFENCE_RETRY_* to change)
 
-const stack = { databaseUrl };
-await writeFile(join(localDir, "stack.json"), `${JSON.stringify(stack, null, 2)}\n`);
-console.log("ready      wrote .local/stack.json");
-console.log(
-  "not yet available: the SQS emulator, consumers, dead-letter API and timers (they arrive with the local-stack issue)",
-);
-console.log("Ctrl-C to stop");
+  try it:    npm run demo        ops CLI: npm run ops -- dead-letters stats
+  Ctrl-C stops everything.
+`);
 
 let stopping = false;
-async function stop(): Promise<void> {
+const shutdown = async (signal: string) => {
   if (stopping) return;
   stopping = true;
-  console.log("\nstopping");
-  await embedded?.stop();
+  say(`stopping   (${signal})`);
+  await stack.stop();
+  say("stopped");
   process.exit(0);
-}
-process.on("SIGINT", stop);
-process.on("SIGTERM", stop);
-// Keep the process alive until a signal arrives.
-setInterval(() => {}, 1 << 30);
+};
+process.on("SIGINT", () => void shutdown("SIGINT"));
+process.on("SIGTERM", () => void shutdown("SIGTERM"));

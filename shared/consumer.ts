@@ -44,7 +44,7 @@ import { ConfigurationError } from "./errors.ts";
 import { validateFenceTtl } from "./fence/ttl.ts";
 import { METRICS_NAMESPACE } from "./metrics/names.ts";
 import { fenceTransaction } from "./middleware/fence-transaction.ts";
-import { observeOutcome } from "./middleware/observe-outcome.ts";
+import { type OutcomeObserver, observeOutcome } from "./middleware/observe-outcome.ts";
 import { parseEnvelope } from "./middleware/parse-envelope.ts";
 import type { RecordContext, RecordOutcome } from "./middleware/record-context.ts";
 import { recordDeadLetter } from "./middleware/record-dead-letter.ts";
@@ -112,6 +112,8 @@ export interface ConsumerRuntime {
   readonly retryPolicy?: RetryPolicy;
   /** Uniform [0, 1) source for the backoff jitter. @default Math.random */
   readonly random?: () => number;
+  /** Told every record's outcome (the local stack's progress). @default none */
+  readonly onOutcome?: OutcomeObserver;
 }
 
 /** The Lambda handler, with what a host (the local stack, a test) needs to manage it. */
@@ -195,7 +197,7 @@ export function createConsumer<S extends z.ZodType>(
   // before: parse → fence; after: fence (commit) → observe;
   // onError: fence (rollback) → retry → dead letter → observe.
   const processRecord = middy<RecordContext<z.output<S>>, RecordOutcome>(runWork)
-    .use(observeOutcome({ metrics, logger }))
+    .use(observeOutcome({ metrics, logger, ...(runtime.onOutcome ? { onOutcome: runtime.onOutcome } : {}) }))
     .use(recordDeadLetter({ pool, consumer: definition.name, eventBridge, opsBusName: config.opsBusName }))
     .use(scheduleRetry({ sqs, policy: retryPolicy, ...(runtime.random ? { random: runtime.random } : {}) }))
     .use(parseEnvelope({ payload: definition.payload }))

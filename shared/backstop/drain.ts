@@ -20,7 +20,7 @@ import { createPool } from "../db/pool.ts";
 import { parseMessage } from "../envelope/envelope.ts";
 import { ConfigurationError, UnrecordedMessageError } from "../errors.ts";
 import { METRICS_NAMESPACE } from "../metrics/names.ts";
-import { observeOutcome } from "../middleware/observe-outcome.ts";
+import { type OutcomeObserver, observeOutcome } from "../middleware/observe-outcome.ts";
 import type { RecordContext, RecordOutcome } from "../middleware/record-context.ts";
 import { recordDeadLetter } from "../middleware/record-dead-letter.ts";
 import { sqsBatchProcessor } from "../middleware/sqs-batch.ts";
@@ -88,6 +88,8 @@ export interface BackstopDrainRuntime {
   readonly eventBridge?: EventBridgeClient;
   readonly metrics?: Metrics;
   readonly logger?: Logger;
+  /** Told every record's outcome (the local stack's progress). */
+  readonly onOutcome?: OutcomeObserver;
 }
 
 /** Middleware: reads what identity the message offers (its envelope's, or the message id). */
@@ -134,7 +136,7 @@ export function createBackstopDrain(
 
   // onError runs in reverse `use` order: dead letter, then observe.
   const processRecord = middy<RecordContext, RecordOutcome>(unrecorded)
-    .use(observeOutcome({ metrics, logger }))
+    .use(observeOutcome({ metrics, logger, ...(runtime.onOutcome ? { onOutcome: runtime.onOutcome } : {}) }))
     .use(recordDeadLetter({ pool, consumer: config.consumer, eventBridge, opsBusName: config.opsBusName }))
     .use(readIdentity());
 

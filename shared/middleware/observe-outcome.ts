@@ -15,7 +15,12 @@ import type { RecordContext, RecordOutcome } from "./record-context.ts";
 export interface ObserveOutcomeOptions {
   readonly metrics: Metrics;
   readonly logger: Logger;
+  /** Also told every outcome (the local stack prints progress from it). A throw here is ignored. */
+  readonly onOutcome?: OutcomeObserver;
 }
+
+/** Receives each record's outcome after its metric and log line. */
+export type OutcomeObserver = (outcome: RecordOutcome, rc: RecordContext) => void;
 
 type Req = { event: RecordContext; error: unknown; response: RecordOutcome | null | undefined };
 
@@ -39,6 +44,11 @@ export function observeOutcome(options: ObserveOutcomeOptions): MiddlewareObj<Re
     const outcome = request.response;
     const rc = request.event;
     const keys = recordLogKeys(rc);
+    try {
+      options.onOutcome?.(outcome, rc);
+    } catch {
+      // An observer is for watching; it must never change what happens to the record.
+    }
     switch (outcome.status) {
       case "applied":
         metrics.addMetric(METRIC.succeeded, MetricUnit.Count, 1);

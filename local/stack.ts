@@ -1,0 +1,381 @@
+/**
+ * The local stack: everything jobfence deploys, on one machine, with no AWS account. PostgreSQL
+ * (embedded, or DATABASE_URL), the SQS emulator (or SQS_ENDPOINT), the queues and backstop queues
+ * of every consumer in functions/consumers.ts, each consumer and backstop drain behind an event-
+ * source poller, the dead-letter API on a real HTTP server with a local token issuer, an ops-bus
+ * sink, and the cleanup and escalation schedules on timers.
+ */
+import { mkdir, readFile, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { Logger } from "@aws-lambda-powertools/logger";
+import {
+  CreateQueueCommand,
+  GetQueueAttributesCommand,
+  SetQueueAttributesCommand,
+  type SQSClient,
+} from "@aws-sdk/client-sqs";
+import type pg from "pg";
+import {
+  BACKSTOP_EXTRA_RECEIVES,
+  BACKSTOP_RETENTION_SECONDS,
+  CONSUMERS,
+  type ConsumerDeployment,
+  queueNames,
+  VISIBILITY_TO_TIMEOUT_RATIO,
+} from "../functions/consumers.ts";
+import { createDeadLetterApi } from "../functions/dead-letters-api/api.ts";
+import { deploymentMigrationSets } from "../functions/migrate/sets.ts";
+import { createBackstopDrain } from "../shared/backstop/drain.ts";
+import { createConsumer } from "../shared/consumer.ts";
+import { runMigrations } from "../shared/db/migrate.ts";
+import { createPool } from "../shared/db/pool.ts";
+import { escalateStaleDeadLetters } from "../shared/dead-letters/escalation.ts";
+import { describeError } from "../shared/dead-letters/last-error.ts";
+import { runFenceCleanup } from "../shared/fence/cleanup.ts";
+import { createTokenVerifier } from "../shared/http/auth.ts";
+import type { OutcomeObserver } from "../shared/middleware/observe-outcome.ts";
+import { LOCAL_ACCOUNT, LOCAL_REGION, localEventBridgeClient, localSqsClient } from "./aws-clients.ts";
+import { type EventBridgeSink, startEventBridgeSink } from "./eventbridge-sink.ts";
+import { serveHttpApi } from "./http-adapter.ts";
+import { type Poller, startPoller } from "./poller.ts";
+import { type RunningPostgres, startEmbeddedPostgres } from "./postgres.ts";
+import { type SqsEmulator, startSqsEmulator } from "./sqs-emulator.ts";
+import type { LocalStackConfig } from "./stack-config.ts";
+import { createLocalIssuer } from "./tokens.ts";
+
+/** The ops bus name the local functions publish to (the sink accepts any). */
+export const LOCAL_OPS_BUS = "jobfence-ops-local";
+
+/** What `.local/stack.json` holds. */
+export interface StackInfo {
+  apiUrl: string;
+  sqsEndpoint: string;
+  region: string;
+  databaseUrl: string;
+  queues: Record<string, { url: string; backstopUrl: string }>;
+  tokens: Record<"admin" | "read" | "replay" | "discard" | "none", string>;
+}
+
+/** Outcome counts per consumer, written to `.local/stats.json` for the demo. */
+export type StackStats = Record<string, Record<string, number>>;
+
+/** A running stack. */
+export interface LocalStack {
+  readonly info: StackInfo;
+  readonly stats: StackStats;
+  stop(): Promise<void>;
+}
+
+/** Starts everything; `say` receives the readable progress lines. */
+export async function startLocalStack(
+  config: LocalStackConfig,
+  say: (line: string) => void,
+): Promise<LocalStack> {
+  const cleanups: Array<() => Promise<void>> = [];
+  const stop = async () => {
+    for (const cleanup of cleanups.reverse()) await cleanup().catch((error) => say(`stop: ${String(error)}`));
+  };
+  try {
+    return await start(config, say, cleanups, stop);
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
+
+async function start(
+  config: LocalStackConfig,
+  say: (line: string) => void,
+  cleanups: Array<() => Promise<void>>,
+  stop: () => Promise<void>,
+): Promise<LocalStack> {
+  await mkdir(config.localDir, { recursive: true });
+
+  // PostgreSQL and the schema.
+  let databaseUrl = config.databaseUrl;
+  if (databaseUrl) {
+    say("postgres   using DATABASE_URL");
+  } else {
+    const dataDir = join(config.localDir, "pg", "data");
+    await stopOrphanedPostgres(dataDir, say);
+    const embedded: RunningPostgres = await startEmbeddedPostgres({ dataDir, port: config.ports.postgres });
+    cleanups.push(() => embedded.stop());
+    databaseUrl = embedded.url;
+    say(`postgres   embedded PostgreSQL, data in ${dataDir}`);
+  }
+  const report = await runMigrations({ connectionString: databaseUrl, sets: deploymentMigrationSets() });
+  say(`migrate    schema up to date (${report.applied.length} applied now, ${report.alreadyApplied} before)`);
+
+  // SQS and the ops bus.
+  let sqsEndpoint = config.sqsEndpoint;
+  if (sqsEndpoint) {
+    say(`sqs        using SQS_ENDPOINT ${sqsEndpoint}`);
+  } else {
+    const emulator: SqsEmulator = await startSqsEmulator({
+      port: config.ports.sqs,
+      dataDir: join(config.localDir, "sqs"),
+    });
+    cleanups.push(() => emulator.stop());
+    sqsEndpoint = emulator.endpoint;
+    say(`sqs        fauxqs emulator at ${sqsEndpoint}, messages kept in ${join(config.localDir, "sqs")}`);
+  }
+  const sqs = localSqsClient(sqsEndpoint);
+  const sink: EventBridgeSink = await startEventBridgeSink();
+  cleanups.push(() => sink.stop());
+  sink.onEvent = (event) => {
+    if (event.detailType === "DeadLettersEscalated") {
+      const d = event.detail as { total: number; threshold_days: number };
+      say(`ESCALATE   ${d.total} dead letter(s) pending longer than ${d.threshold_days} days`);
+    }
+  };
+  const eventBridge = localEventBridgeClient(sink.endpoint);
+
+  // Per-function pools, each logged in as its least-privileged role.
+  const pools: pg.Pool[] = [];
+  cleanups.push(async () => {
+    await Promise.all(pools.map((p) => p.end()));
+  });
+  const pool = (role: string, max: number) => {
+    const created = createPool({
+      connectionString: databaseUrl as string,
+      role,
+      max,
+      applicationName: `jobfence-local:${role}`,
+    });
+    pools.push(created);
+    return created;
+  };
+
+  const stats: StackStats = {};
+  const logger = new Logger({ serviceName: "jobfence-local", logLevel: config.jsonLogs ? "INFO" : "SILENT" });
+  const observe =
+    (consumer: string): OutcomeObserver =>
+    (outcome, rc) => {
+      const counts = (stats[consumer] ??= {});
+      const key = outcome.status === "dead-lettered" ? `dead-lettered:${outcome.kind}` : outcome.status;
+      counts[key] = (counts[key] ?? 0) + 1;
+      const job = rc.identity?.jobId ?? rc.record.messageId;
+      if (outcome.status === "retry") {
+        say(
+          `retry      ${consumer} job ${job}: attempt ${rc.attempt} failed (${describeError(outcome.error).message}); again in ${outcome.delaySeconds}s`,
+        );
+      } else if (outcome.status === "dead-lettered") {
+        say(
+          `DEAD       ${consumer} job ${job}: ${outcome.kind} after ${rc.attempt} attempt(s), dead letter ${outcome.deadLetterId}${outcome.created ? "" : " (already recorded)"} — ${describeError(outcome.error, { unwrapCause: outcome.kind === "exhausted" }).message}`,
+        );
+      } else if (outcome.status === "dead-letter-failed" || outcome.status === "failed") {
+        say(
+          `ERROR      ${consumer} job ${job}: could not be recorded, left in the queue — ${describeError("writeError" in outcome ? outcome.writeError : outcome.error).message}`,
+        );
+      }
+    };
+
+  // Queues, consumers, drains, pollers.
+  const queues: StackInfo["queues"] = {};
+  const pollers: Poller[] = [];
+  cleanups.push(async () => {
+    await Promise.all(pollers.map((p) => p.stop()));
+  });
+  for (const deployment of CONSUMERS) {
+    const name = deployment.definition.name;
+    const maxAttempts = deployment.definition.retry?.maxAttempts ?? config.retryPolicy.maxAttempts;
+    const created = await createQueues(sqs, sqsEndpoint, deployment, maxAttempts + BACKSTOP_EXTRA_RECEIVES);
+    queues[name] = { url: created.source.url, backstopUrl: created.backstop.url };
+
+    const consumer = createConsumer(deployment.definition, {
+      config: {
+        databaseUrl,
+        opsBusName: LOCAL_OPS_BUS,
+        queueUrl: created.source.url,
+        lockTimeoutMs: config.lockTimeoutMs,
+        functionTimeoutSeconds: deployment.functionTimeoutSeconds,
+        queueRetentionSeconds: deployment.queueRetentionSeconds,
+      },
+      pool: pool("jobfence_consumer", deployment.maxConcurrency + 1),
+      sqs,
+      eventBridge,
+      logger,
+      retryPolicy: config.retryPolicy,
+      onOutcome: observe(name),
+    });
+    const drain = createBackstopDrain(
+      {
+        consumer: name,
+        sourceQueueUrl: created.source.url,
+        sourceMaxReceiveCount: maxAttempts + BACKSTOP_EXTRA_RECEIVES,
+        databaseUrl,
+        opsBusName: LOCAL_OPS_BUS,
+      },
+      { pool: pool("jobfence_consumer", 2), eventBridge, logger, onOutcome: observe(`${name}-backstop`) },
+    );
+    const onError = (error: unknown) => say(`poller     ${name}: ${describeError(error).message}`);
+    pollers.push(
+      startPoller({
+        source: {
+          sqs,
+          queueUrl: created.source.url,
+          queueArn: created.source.arn,
+          batchSize: deployment.batchSize,
+          waitSeconds: config.pollWaitSeconds,
+        },
+        handler: consumer,
+        functionName: name,
+        concurrency: deployment.maxConcurrency,
+        timeoutSeconds: deployment.functionTimeoutSeconds,
+        onError,
+      }),
+      startPoller({
+        source: {
+          sqs,
+          queueUrl: created.backstop.url,
+          queueArn: created.backstop.arn,
+          batchSize: 10,
+          waitSeconds: config.pollWaitSeconds,
+        },
+        handler: drain,
+        functionName: `${name}-backstop-drain`,
+        concurrency: 1,
+        timeoutSeconds: 30,
+        onError,
+      }),
+    );
+    say(
+      `consumer   ${name}: ${created.source.url} (backstop after ${maxAttempts + BACKSTOP_EXTRA_RECEIVES} receives: ${created.backstop.url})`,
+    );
+  }
+
+  // The dead-letter API.
+  const issuer = await createLocalIssuer();
+  const opsPool = pool("jobfence_ops", 4);
+  const api = createDeadLetterApi({
+    pool: opsPool,
+    sqs,
+    verifier: createTokenVerifier({ issuer: issuer.issuer, audience: issuer.audience, jwks: issuer.jwks }),
+    logger,
+  });
+  const server = await serveHttpApi(api, { port: config.ports.api });
+  cleanups.push(() => server.close());
+  say(`api        ${server.url}/v1/core/dead-letters`);
+
+  // Schedules.
+  const cleanupPool = pool("jobfence_cleanup", 1);
+  const timers = [
+    setInterval(() => {
+      runFenceCleanup({ db: cleanupPool, budgetMs: 10_000 })
+        .then(
+          (r) => r.deleted > 0 && say(`cleanup    deleted ${r.deleted} expired fence(s), ${r.backlog} left`),
+        )
+        .catch((error) => say(`cleanup    failed: ${describeError(error).message}`));
+    }, config.cleanupIntervalMs),
+    setInterval(() => {
+      escalateStaleDeadLetters({ db: opsPool, eventBridge, opsBusName: LOCAL_OPS_BUS }).catch((error) =>
+        say(`escalate   failed: ${describeError(error).message}`),
+      );
+    }, config.escalationIntervalMs),
+  ];
+  cleanups.push(async () => {
+    for (const timer of timers) clearInterval(timer);
+  });
+
+  const info: StackInfo = {
+    apiUrl: server.url,
+    sqsEndpoint,
+    region: LOCAL_REGION,
+    databaseUrl,
+    queues,
+    tokens: await issuer.standardTokens(),
+  };
+  await writeFile(join(config.localDir, "stack.json"), `${JSON.stringify(info, null, 2)}\n`);
+
+  // Progress: a summary line when counts change, and stats.json for the demo.
+  let last = "";
+  const progress = setInterval(() => {
+    const now = JSON.stringify(stats);
+    if (now === last) return;
+    last = now;
+    writeFile(join(config.localDir, "stats.json"), `${now}\n`).catch(() => {});
+    for (const [consumer, counts] of Object.entries(stats)) {
+      say(
+        `progress   ${consumer}: ${Object.entries(counts)
+          .map(([k, v]) => `${v} ${k}`)
+          .join(", ")}`,
+      );
+    }
+  }, 2000);
+  cleanups.push(async () => clearInterval(progress));
+
+  return { info, stats, stop };
+}
+
+/** Creates (or updates) a consumer's backstop and source queues; returns their URLs and ARNs. */
+async function createQueues(
+  sqs: SQSClient,
+  endpoint: string,
+  deployment: ConsumerDeployment,
+  maxReceiveCount: number,
+): Promise<{ source: { url: string; arn: string }; backstop: { url: string; arn: string } }> {
+  const names = queueNames(deployment);
+  const fifo = deployment.fifo ? { FifoQueue: "true" } : undefined;
+  const backstop = await ensureQueue(sqs, endpoint, names.backstop, fifo, {
+    MessageRetentionPeriod: String(BACKSTOP_RETENTION_SECONDS),
+  });
+  const source = await ensureQueue(sqs, endpoint, names.source, fifo, {
+    VisibilityTimeout: String(deployment.functionTimeoutSeconds * VISIBILITY_TO_TIMEOUT_RATIO),
+    MessageRetentionPeriod: String(deployment.queueRetentionSeconds),
+    RedrivePolicy: JSON.stringify({ deadLetterTargetArn: backstop.arn, maxReceiveCount }),
+  });
+  return { source, backstop };
+}
+
+/**
+ * Creates a queue if missing and sets its attributes either way: CreateQueue refuses an existing
+ * queue whose attributes differ, and a restart with other settings must still come up.
+ */
+async function ensureQueue(
+  sqs: SQSClient,
+  endpoint: string,
+  name: string,
+  creationAttributes: Record<string, string> | undefined,
+  attributes: Record<string, string>,
+): Promise<{ url: string; arn: string }> {
+  await sqs.send(
+    new CreateQueueCommand({
+      QueueName: name,
+      ...(creationAttributes ? { Attributes: creationAttributes } : {}),
+    }),
+  );
+  // The emulator's own URLs name a host that does not resolve: address it path-style.
+  const url = `${endpoint}/${LOCAL_ACCOUNT}/${name}`;
+  await sqs.send(new SetQueueAttributesCommand({ QueueUrl: url, Attributes: attributes }));
+  const described = await sqs.send(
+    new GetQueueAttributesCommand({ QueueUrl: url, AttributeNames: ["QueueArn"] }),
+  );
+  return { url, arn: described.Attributes?.QueueArn as string };
+}
+
+/**
+ * A stack killed without a chance to stop (SIGKILL) leaves its embedded PostgreSQL running, which
+ * would keep the data directory locked. Stop that orphan so this start can use the directory.
+ */
+async function stopOrphanedPostgres(dataDir: string, say: (line: string) => void): Promise<void> {
+  let pid: number;
+  try {
+    pid = Number((await readFile(join(dataDir, "postmaster.pid"), "utf8")).split("\n")[0]);
+  } catch {
+    return;
+  }
+  if (!Number.isInteger(pid) || pid <= 0 || !alive(pid)) return;
+  say(`postgres   stopping PostgreSQL ${pid} left running by an earlier stack`);
+  process.kill(pid, "SIGINT"); // fast shutdown: rolls back open transactions, keeps committed data
+  for (let i = 0; i < 100 && alive(pid); i++) await new Promise((r) => setTimeout(r, 100));
+  if (alive(pid)) throw new Error(`PostgreSQL ${pid} on ${dataDir} did not stop; stop it and start again`);
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
