@@ -24,7 +24,8 @@ export function toHttpApiEvent(request: IncomingMessage, body: Buffer): APIGatew
   for (const [name, value] of Object.entries(request.headers)) {
     if (value !== undefined) headers[name.toLowerCase()] = Array.isArray(value) ? value.join(",") : value;
   }
-  const query: Record<string, string> = {};
+  // No prototype: a parameter named __proto__ must stay a parameter (and be refused as unknown).
+  const query: Record<string, string> = Object.create(null);
   for (const [name, value] of url.searchParams)
     query[name] = name in query ? `${query[name]},${value}` : value;
   const method = request.method ?? "GET";

@@ -6,6 +6,7 @@ import { z } from "zod";
 import { JOB_ID_MAX_LENGTH, storableText } from "../envelope/envelope.ts";
 import { ERROR_KINDS } from "./error-kind.ts";
 import { DEAD_LETTER_STATUSES } from "./status.ts";
+import { timestampSchema } from "./timestamp.ts";
 
 /** Named bounds of the API. */
 export const API_LIMITS = Object.freeze({
@@ -24,7 +25,7 @@ export const API_LIMITS = Object.freeze({
 /** A string filter: text PostgreSQL can compare as sent, bounded. */
 const filterText = (max: number) => storableText.pipe(z.string().min(1).max(max));
 
-const timestamp = z.iso.datetime({ offset: true, local: false });
+const timestamp = timestampSchema;
 
 /** A dead letter's id. */
 export const deadLetterIdSchema = z.uuid().describe("The dead letter's id (a UUID).");
@@ -98,6 +99,8 @@ export const discardBodySchema = z
       .trim()
       .min(1, "a reason is required")
       .max(API_LIMITS.maxReasonLength)
+      // Only invisible characters (zero-width spaces and the like) are no reason either.
+      .regex(/[\p{L}\p{N}\p{P}\p{S}]/u, "a reason must say something")
       .pipe(storableText)
       .describe("Why the dead letter will never be replayed (recorded as discard_reason)."),
   })

@@ -6,6 +6,7 @@
  */
 import { createHash } from "node:crypto";
 import { z } from "zod";
+import { timestampSchema } from "./timestamp.ts";
 
 /** A position in (created_at, id) order. `createdAt` is PostgreSQL's text, microseconds kept. */
 export interface KeysetPosition {
@@ -27,7 +28,7 @@ export class InvalidCursorError extends Error {
 const payloadSchema = z
   .object({
     v: z.literal(1),
-    t: z.iso.datetime({ offset: true }),
+    t: timestampSchema,
     i: z.uuid(),
     f: z.string().regex(/^[0-9a-f]{16}$/),
   })

@@ -5,6 +5,7 @@
  * `permissions` array; the actor recorded in `resolved_by` is the token's `sub`.
  */
 import { createLocalJWKSet, createRemoteJWKSet, type JWK, type JWTPayload, jwtVerify } from "jose";
+import { storableText } from "../envelope/envelope.ts";
 import { HttpProblem } from "./problem.ts";
 
 /** The permissions of the dead-letter API. */
@@ -53,7 +54,8 @@ export function permissionsOf(claims: JWTPayload): Set<string> {
   return granted;
 }
 
-const BEARER = /^Bearer ([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*)$/;
+// The scheme name is case-insensitive (RFC 9110 §11.1).
+const BEARER = /^Bearer ([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*)$/i;
 
 export function createTokenVerifier(options: TokenVerifierOptions): TokenVerifier {
   if (!options.jwksUrl === !options.jwks) throw new Error("give exactly one of jwksUrl and jwks");
@@ -81,7 +83,13 @@ export function createTokenVerifier(options: TokenVerifierOptions): TokenVerifie
         cause: error,
       });
     }
-    if (typeof claims.sub !== "string" || !/\S/.test(claims.sub) || claims.sub.length > 255) {
+    // The subject is recorded in resolved_by: it must be text the database can store.
+    if (
+      typeof claims.sub !== "string" ||
+      !storableText.safeParse(claims.sub).success ||
+      !/\S/.test(claims.sub) ||
+      claims.sub.length > 255
+    ) {
       throw new HttpProblem("unauthenticated", "the bearer token has no subject to record as the actor", {
         headers: challenge,
       });

@@ -32,6 +32,14 @@ export function problemOf(error: unknown): HttpProblem {
   const status = (error as { statusCode?: unknown })?.statusCode;
   if (status === 404) return new HttpProblem("notFound", "no such route");
   if (status === 405) return new HttpProblem("methodNotAllowed", "this route does not take that method");
+  // Validation should refuse everything the database would; if a value slips through, the client
+  // still gets a 400 naming the refusal, not a 500 (22: data exception, 23514: a CHECK).
+  if (typeof code === "string" && (code.startsWith("22") || code === "23514")) {
+    return new HttpProblem("invalidRequest", "the database refused a value of this request", {
+      extensions: { sqlstate: code },
+      cause: error,
+    });
+  }
   if (typeof code === "string" && (UNAVAILABLE_SQLSTATE.test(code) || UNAVAILABLE_ERRNO.has(code))) {
     return new HttpProblem("unavailable", "the database is unavailable or busy; try again shortly", {
       headers: { "retry-after": "5" },
