@@ -1,4 +1,4 @@
 /** Lambda entry point of a consumer's backstop drain; configured from the environment at init. */
-import { createBackstopDrain, parseDrainConfig } from "../../shared/backstop/drain.ts";
+import { createBackstopDrain, drainConfigFromEnv } from "../../shared/backstop/drain.ts";
 
-export const handler = createBackstopDrain(parseDrainConfig(process.env, true));
+export const handler = createBackstopDrain(drainConfigFromEnv());

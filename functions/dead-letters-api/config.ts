@@ -1,6 +1,6 @@
 /** The API Lambda's configuration, from its environment; refused at start-up with every problem listed. */
 import { z } from "zod";
-import { ConfigurationError } from "../../shared/errors.ts";
+import { configFromEnv } from "../../shared/config/parse.ts";
 
 export const API_ENV = Object.freeze({
   databaseUrl: "DATABASE_URL",
@@ -47,20 +47,5 @@ const schema = z
 export type ApiConfig = z.output<typeof schema>;
 
 export function apiConfigFromEnv(env: NodeJS.ProcessEnv = process.env): ApiConfig {
-  const input: Record<string, string> = {};
-  for (const [key, variable] of Object.entries(API_ENV)) {
-    const value = env[variable];
-    if (value !== undefined && value !== "") input[key] = value;
-  }
-  const result = schema.safeParse(input);
-  if (!result.success) {
-    throw new ConfigurationError(
-      "dead-letter API environment",
-      result.error.issues.map((issue) => {
-        const key = String(issue.path[0] ?? "");
-        return `${API_ENV[key as keyof typeof API_ENV] ?? "configuration"}: ${issue.message}`;
-      }),
-    );
-  }
-  return result.data;
+  return configFromEnv(schema, API_ENV, env, "dead-letter API environment");
 }

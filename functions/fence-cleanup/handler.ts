@@ -5,46 +5,37 @@ import { logMetrics } from "@aws-lambda-powertools/metrics/middleware";
 import middy from "@middy/core";
 import type { Context } from "aws-lambda";
 import { z } from "zod";
+import { configFromEnv } from "../../shared/config/parse.ts";
 import { createPool } from "../../shared/db/pool.ts";
-import { ConfigurationError } from "../../shared/errors.ts";
 import { METRICS_NAMESPACE } from "../../shared/metrics/names.ts";
 import { cleanupInvocation } from "./cleanup.ts";
 
-const parsed = z
-  .object({
-    DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, "must be a postgres:// connection string"),
-    JOBFENCE_DB_ROLE: z
+const config = configFromEnv(
+  z.object({
+    databaseUrl: z.string().regex(/^postgres(ql)?:\/\//, "must be a postgres:// connection string"),
+    dbRole: z
       .string()
       .regex(/^[a-z_][a-z0-9_]{0,62}$/)
       .optional(),
-    JOBFENCE_CLEANUP_BATCH_SIZE: z.coerce.number().int().min(1).max(100_000).optional(),
-  })
-  .safeParse(Object.fromEntries(Object.entries(process.env).filter(([, v]) => v !== "")));
-if (!parsed.success) {
-  throw new ConfigurationError(
-    "fence cleanup environment",
-    parsed.error.issues.map((i) => `${String(i.path[0])}: ${i.message}`),
-  );
-}
-const env = parsed.data;
+    batchSize: z.coerce.number().int().min(1).max(100_000).optional(),
+  }),
+  { databaseUrl: "DATABASE_URL", dbRole: "JOBFENCE_DB_ROLE", batchSize: "JOBFENCE_CLEANUP_BATCH_SIZE" },
+  process.env,
+  "fence cleanup environment",
+);
 
 const logger = new Logger({ serviceName: "fence-cleanup" });
 const metrics = new Metrics({ namespace: METRICS_NAMESPACE, serviceName: "fence-cleanup" });
 const pool = createPool({
-  connectionString: env.DATABASE_URL,
+  connectionString: config.databaseUrl,
   max: 1,
   applicationName: "jobfence:fence-cleanup",
-  ...(env.JOBFENCE_DB_ROLE ? { role: env.JOBFENCE_DB_ROLE } : {}),
+  ...(config.dbRole ? { role: config.dbRole } : {}),
 });
 
 export const handler = middy(async (_event: unknown, context: Context) =>
   cleanupInvocation(
-    {
-      db: pool,
-      metrics,
-      logger,
-      ...(env.JOBFENCE_CLEANUP_BATCH_SIZE ? { batchSize: env.JOBFENCE_CLEANUP_BATCH_SIZE } : {}),
-    },
+    { db: pool, metrics, logger, ...(config.batchSize ? { batchSize: config.batchSize } : {}) },
     context,
   ),
 ).use(logMetrics(metrics));

@@ -16,9 +16,10 @@ import middy, { type MiddlewareObj, type MiddyfiedHandler } from "@middy/core";
 import type { Context, SQSBatchResponse, SQSEvent } from "aws-lambda";
 import type pg from "pg";
 import { z } from "zod";
+import { configFromEnv, parseConfig } from "../config/parse.ts";
 import { createPool } from "../db/pool.ts";
 import { parseMessage } from "../envelope/envelope.ts";
-import { ConfigurationError, UnrecordedMessageError } from "../errors.ts";
+import { UnrecordedMessageError } from "../errors.ts";
 import { METRICS_NAMESPACE } from "../metrics/names.ts";
 import { type OutcomeObserver, observeOutcome } from "../middleware/observe-outcome.ts";
 import type { RecordContext, RecordOutcome } from "../middleware/record-context.ts";
@@ -55,31 +56,14 @@ export const DRAIN_ENV = Object.freeze({
   dbRole: "JOBFENCE_DB_ROLE",
 } satisfies Record<keyof BackstopDrainConfig, string>);
 
-/** Validates the drain's configuration, from an object or the environment; every problem at once. */
-export function parseDrainConfig(
-  input: Record<string, unknown> | NodeJS.ProcessEnv,
-  fromEnv = false,
-): BackstopDrainConfig {
-  let candidate: Record<string, unknown> = input;
-  if (fromEnv) {
-    candidate = {};
-    for (const [key, variable] of Object.entries(DRAIN_ENV)) {
-      const value = input[variable];
-      if (value !== undefined && value !== "") candidate[key] = value;
-    }
-  }
-  const result = drainConfigSchema.safeParse(candidate);
-  if (!result.success) {
-    throw new ConfigurationError(
-      "backstop drain",
-      result.error.issues.map((issue) => {
-        const key = String(issue.path[0] ?? "");
-        const name = fromEnv ? (DRAIN_ENV[key as keyof BackstopDrainConfig] ?? key) : key;
-        return `${name}: ${issue.message}`;
-      }),
-    );
-  }
-  return result.data;
+/** Validates the drain's configuration object; every problem at once. */
+export function parseDrainConfig(input: Record<string, unknown>): BackstopDrainConfig {
+  return parseConfig(drainConfigSchema, input, "backstop drain");
+}
+
+/** Reads the drain's configuration from its environment (see {@link DRAIN_ENV}). */
+export function drainConfigFromEnv(env: NodeJS.ProcessEnv = process.env): BackstopDrainConfig {
+  return configFromEnv(drainConfigSchema, DRAIN_ENV, env, "backstop drain environment");
 }
 
 /** What the environment provides; the rest is built from the configuration. */

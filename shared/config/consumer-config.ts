@@ -4,8 +4,8 @@
  * problem listed when anything is wrong.
  */
 import { z } from "zod";
-import { ConfigurationError } from "../errors.ts";
 import { TTL_DEFAULTS } from "../fence/ttl.ts";
+import { configFromEnv, parseConfig } from "./parse.ts";
 
 /** Named defaults of {@link ConsumerConfig}. */
 export const CONSUMER_DEFAULTS = Object.freeze({
@@ -65,33 +65,10 @@ export const CONSUMER_ENV = Object.freeze({
 
 /** Validates a configuration object; unknown keys are refused. */
 export function parseConsumerConfig(input: ConsumerConfigInput, source = "consumer"): ConsumerConfig {
-  const result = configSchema.safeParse(input);
-  if (!result.success) {
-    throw new ConfigurationError(
-      source,
-      result.error.issues.map((issue) => `${issue.path.join(".") || "(root)"}: ${issue.message}`),
-    );
-  }
-  return result.data;
+  return parseConfig(configSchema, input, source);
 }
 
 /** Reads the configuration from environment variables (see {@link CONSUMER_ENV}). */
 export function consumerConfigFromEnv(env: NodeJS.ProcessEnv = process.env): ConsumerConfig {
-  const input: Record<string, string> = {};
-  for (const [key, variable] of Object.entries(CONSUMER_ENV)) {
-    const value = env[variable];
-    if (value !== undefined && value !== "") input[key] = value;
-  }
-  const result = configSchema.safeParse(input);
-  if (!result.success) {
-    throw new ConfigurationError(
-      "consumer environment",
-      result.error.issues.map((issue) => {
-        const key = String(issue.path[0] ?? "");
-        const variable = CONSUMER_ENV[key as keyof ConsumerConfig] ?? key;
-        return `${variable}: ${issue.message}`;
-      }),
-    );
-  }
-  return result.data;
+  return configFromEnv(configSchema, CONSUMER_ENV, env, "consumer environment");
 }

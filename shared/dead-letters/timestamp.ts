@@ -16,8 +16,6 @@ export function isPostgresTimestamp(text: string): boolean {
 }
 
 /** An RFC 3339 timestamp with an offset (or Z), within PostgreSQL's range. */
-export const timestampSchema = z.iso
-  .datetime({ offset: true, local: false })
-  .refine(isPostgresTimestamp, {
-    message: "must be a timestamp from year 0001 with a UTC offset of at most ±15:59",
-  });
+export const timestampSchema = z.iso.datetime({ offset: true, local: false }).refine(isPostgresTimestamp, {
+  message: "must be a timestamp from year 0001 with a UTC offset of at most ±15:59",
+});
