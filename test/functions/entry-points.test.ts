@@ -4,7 +4,7 @@
  * configuration loads (connections open only when first used).
  */
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { ConfigurationError } from "../../shared/errors.ts";
+import type { ConfigurationError } from "../../shared/errors.ts";
 
 const DATABASE_URL = "postgres://jobfence@127.0.0.1:5432/jobfence";
 const ENTRY_POINTS: Array<{ module: string; env: Record<string, string>; required: string[] }> = [
