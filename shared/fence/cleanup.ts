@@ -9,8 +9,14 @@ import type { Queryable } from "../db/queryable.ts";
 
 /** Named defaults of {@link runFenceCleanup}. */
 export const CLEANUP_DEFAULTS = Object.freeze({
-  /** Rows per batch: large enough to amortise the round trip, small enough to keep locks brief. */
-  batchSize: 5000,
+  /**
+   * Rows per batch. Measured on this project's 2-core machine deleting 1,000,000 expired fences
+   * under concurrent fence inserts (bench/cleanup.ts): 20,000 deleted ~300,000 rows/s and kept
+   * the inserts' p99 within 1.25× of their baseline; 5,000 sat at 1.52× (more, shorter commits
+   * competing for the WAL), 1,000 at ~60,000 rows/s. A batch holds its row locks for 50–110 ms,
+   * and nothing normally waits on an expired fence.
+   */
+  batchSize: 20_000,
   /** The backlog is counted up to this many rows. */
   backlogCap: 1_000_000,
 });
