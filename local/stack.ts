@@ -140,6 +140,7 @@ async function start(
       connectionString: databaseUrl as string,
       role,
       max,
+      lockTimeoutMs: config.lockTimeoutMs,
       applicationName: `jobfence-local:${role}`,
     });
     pools.push(created);

