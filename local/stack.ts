@@ -152,7 +152,8 @@ async function start(
   const observe =
     (consumer: string): OutcomeObserver =>
     (outcome, rc) => {
-      const counts = (stats[consumer] ??= {});
+      stats[consumer] ??= {};
+      const counts = stats[consumer];
       const key = outcome.status === "dead-lettered" ? `dead-lettered:${outcome.kind}` : outcome.status;
       counts[key] = (counts[key] ?? 0) + 1;
       const job = rc.identity?.jobId ?? rc.record.messageId;
