@@ -1,8 +1,20 @@
 /**
- * The CDK app (`cdk synth`, `cdk deploy`). The constructs and the reference stack are built by the
- * CDK issue; until then the app synthesizes no stacks.
+ * The CDK app (`cdk synth`, `cdk deploy`): the reference stack, configured through context
+ * (`-c jobfence:jwtIssuer=…`, see docs/deploy.md), checked by cdk-nag's AwsSolutions pack on
+ * synthesis: an unacknowledged finding fails the synth.
  */
-import { App } from "aws-cdk-lib";
+import { App, Validations } from "aws-cdk-lib";
+import { AwsSolutionsChecks } from "cdk-nag";
+import { JobfenceStack, stackPropsFromContext } from "./reference-stack.ts";
 
 const app = new App();
+Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
+
+const stackName = (app.node.tryGetContext("jobfence:stackName") as string | undefined) ?? "Jobfence";
+new JobfenceStack(app, stackName, {
+  ...stackPropsFromContext((key) => app.node.tryGetContext(key)),
+  env: { account: process.env.CDK_DEFAULT_ACCOUNT, region: process.env.CDK_DEFAULT_REGION },
+  description: "jobfence: SQS consumers with an idempotency fence, dead letters and their API",
+});
+
 app.synth();

@@ -1,0 +1,66 @@
+/**
+ * Bundles an entry point whose modules find files next to themselves through
+ * `new URL("./migrations/", import.meta.url)` (the migration sets). In a single-file bundle every
+ * module shares one `import.meta.url`, so the core set and a consumer's set would both read
+ * `./migrations/` beside the bundle. This esbuild run (esbuild's plugin API, which NodejsFunction
+ * does not expose) rewrites `import.meta.url` in each repository module to the URL of that module's
+ * own directory inside the bundle, and copies every `migrations/*.sql` to the same relative place.
+ *
+ * Usage (run by the construct at synth, on Node 24): node infra/bundling/bundle-with-files.ts <entry> <outdir>
+ */
+import { cpSync, existsSync, readdirSync, readFileSync } from "node:fs";
+import { dirname, join, relative } from "node:path";
+import { fileURLToPath } from "node:url";
+import { build } from "esbuild";
+
+const ROOT = fileURLToPath(new URL("../..", import.meta.url)).replace(/\/$/, "");
+const BANNER = "import { createRequire } from 'module'; const require = createRequire(import.meta.url);";
+
+/** Folders whose `migrations/` directories ship with the bundle. */
+const MIGRATION_PARENTS = ["shared/db", ...readdirSync(join(ROOT, "functions")).map((f) => `functions/${f}`)];
+
+async function main(entry: string, outdir: string): Promise<void> {
+  await build({
+    entryPoints: [join(ROOT, entry)],
+    outfile: join(outdir, "index.mjs"),
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    target: "node24",
+    mainFields: ["module", "main"],
+    banner: { js: BANNER },
+    external: ["pg-native"],
+    minify: true,
+    sourcemap: true,
+    sourcesContent: false,
+    logLevel: "warning",
+    plugins: [
+      {
+        name: "module-relative-import-meta-url",
+        setup(b) {
+          b.onLoad({ filter: /\.ts$/ }, (args) => {
+            if (!args.path.startsWith(`${ROOT}/`) || args.path.includes("/node_modules/")) return undefined;
+            const text = readFileSync(args.path, "utf8");
+            if (!text.includes("import.meta.url")) return undefined;
+            const dir = `./${relative(ROOT, dirname(args.path))}/`;
+            return {
+              contents: text.replaceAll(
+                "import.meta.url",
+                `new URL(${JSON.stringify(dir)}, import.meta.url).href`,
+              ),
+              loader: "ts",
+            };
+          });
+        },
+      },
+    ],
+  });
+  for (const parent of MIGRATION_PARENTS) {
+    const source = join(ROOT, parent, "migrations");
+    if (existsSync(source)) cpSync(source, join(outdir, parent, "migrations"), { recursive: true });
+  }
+}
+
+const [entry, outdir] = process.argv.slice(2);
+if (!entry || !outdir) throw new Error("usage: bundle-with-files.ts <entry> <outdir>");
+await main(entry, outdir);

@@ -1,0 +1,123 @@
+/**
+ * The dead-letter API (SPEC §6): an HTTP API whose JWT authorizer checks the issuer and audience
+ * and requires, on each route of `ROUTES`, exactly that route's permission as a scope; the
+ * handler checks the token and the permission again. Access logging and throttling are on the
+ * stage. The handler logs in as the ops login, and may `SendMessage` only to the consumer queues
+ * it was given (a replay republishes to the stored queue).
+ */
+import * as apigwv2 from "aws-cdk-lib/aws-apigatewayv2";
+import { HttpJwtAuthorizer } from "aws-cdk-lib/aws-apigatewayv2-authorizers";
+import { HttpLambdaIntegration } from "aws-cdk-lib/aws-apigatewayv2-integrations";
+import * as iam from "aws-cdk-lib/aws-iam";
+import * as logs from "aws-cdk-lib/aws-logs";
+import type * as sqs from "aws-cdk-lib/aws-sqs";
+import { Construct } from "constructs";
+import { API_ENV } from "../../functions/dead-letters-api/config.ts";
+import { ROUTES } from "../../functions/dead-letters-api/routes.ts";
+import { ConfigurationError } from "../../shared/errors.ts";
+import { API_DEFAULTS } from "../defaults.ts";
+import type { DatabaseAccess } from "./database.ts";
+import { JobfenceFunction } from "./jobfence-function.ts";
+
+/** Props of {@link DeadLetterApi}. */
+export interface DeadLetterApiProps {
+  readonly database: DatabaseAccess;
+  /** The token issuer (`iss`), an https URL. */
+  readonly jwtIssuer: string;
+  /** The required audience (`aud`). */
+  readonly jwtAudience: string;
+  /**
+   * The issuer's JWKS endpoint, which the handler uses to verify tokens again.
+   * @default `${jwtIssuer}/.well-known/jwks.json`
+   */
+  readonly jwksUrl?: string;
+  /** The consumers' source queues: the only queues a replay may send to. */
+  readonly consumerQueues: readonly sqs.IQueue[];
+  /** @default API_DEFAULTS.throttlingRateLimit */
+  readonly throttlingRateLimit?: number;
+  /** @default API_DEFAULTS.throttlingBurstLimit */
+  readonly throttlingBurstLimit?: number;
+}
+
+/** The HTTP API, its authorizer, stage, access log and handler. */
+export class DeadLetterApi extends Construct {
+  readonly api: apigwv2.HttpApi;
+  readonly stage: apigwv2.HttpStage;
+  readonly authorizer: HttpJwtAuthorizer;
+  readonly handler: JobfenceFunction;
+  readonly accessLog: logs.LogGroup;
+
+  constructor(scope: Construct, id: string, props: DeadLetterApiProps) {
+    super(scope, id);
+    const problems: string[] = [];
+    if (!/^https:\/\/\S+$/.test(props.jwtIssuer)) {
+      problems.push(`jwtIssuer must be an https:// URL, got "${props.jwtIssuer}"`);
+    }
+    if (!/\S/.test(props.jwtAudience)) problems.push("jwtAudience must not be blank");
+    if (props.jwksUrl !== undefined && !/^https:\/\/\S+$/.test(props.jwksUrl)) {
+      problems.push(`jwksUrl must be an https:// URL, got "${props.jwksUrl}"`);
+    }
+    if (props.consumerQueues.length === 0) {
+      problems.push("consumerQueues must name at least one queue (replays send only to these)");
+    }
+    const rate = props.throttlingRateLimit ?? API_DEFAULTS.throttlingRateLimit;
+    const burst = props.throttlingBurstLimit ?? API_DEFAULTS.throttlingBurstLimit;
+    if (!(rate > 0) || !Number.isInteger(burst) || burst < 1) {
+      problems.push(`throttling needs a positive rate and burst, got ${rate}/s and ${burst}`);
+    }
+    if (problems.length > 0) throw new ConfigurationError("DeadLetterApi", problems);
+
+    this.handler = new JobfenceFunction(this, "Handler", {
+      entry: "functions/dead-letters-api/handler.ts",
+      description: "jobfence dead-letter API",
+      timeout: API_DEFAULTS.timeout,
+      database: props.database,
+      login: "ops",
+      environment: {
+        [API_ENV.issuer]: props.jwtIssuer,
+        [API_ENV.audience]: props.jwtAudience,
+        [API_ENV.jwksUrl]: props.jwksUrl ?? `${props.jwtIssuer.replace(/\/$/, "")}/.well-known/jwks.json`,
+      },
+    });
+    this.handler.function.addToRolePolicy(
+      new iam.PolicyStatement({
+        actions: ["sqs:SendMessage"],
+        resources: props.consumerQueues.map((q) => q.queueArn),
+      }),
+    );
+    for (const queue of props.consumerQueues)
+      queue.encryptionMasterKey?.grantEncryptDecrypt(this.handler.function);
+
+    this.api = new apigwv2.HttpApi(this, "Api", {
+      description: "jobfence dead-letter API",
+      createDefaultStage: false,
+    });
+    this.accessLog = new logs.LogGroup(this, "AccessLog", { retention: API_DEFAULTS.accessLogRetention });
+    this.stage = new apigwv2.HttpStage(this, "Stage", {
+      httpApi: this.api,
+      stageName: "$default",
+      autoDeploy: true,
+      throttle: { rateLimit: rate, burstLimit: burst },
+      accessLogSettings: { destination: new apigwv2.LogGroupLogDestination(this.accessLog) },
+    });
+    this.authorizer = new HttpJwtAuthorizer("Jwt", props.jwtIssuer, {
+      jwtAudience: [props.jwtAudience],
+      identitySource: ["$request.header.Authorization"],
+    });
+    const integration = new HttpLambdaIntegration("Handler", this.handler.function);
+    for (const route of ROUTES) {
+      this.api.addRoutes({
+        path: route.path,
+        methods: [apigwv2.HttpMethod[route.method]],
+        integration,
+        authorizer: this.authorizer,
+        authorizationScopes: [route.permission],
+      });
+    }
+  }
+
+  /** The API's base URL. */
+  get url(): string {
+    return this.stage.url;
+  }
+}

@@ -1,0 +1,117 @@
+/**
+ * The reference stack's database: Aurora PostgreSQL Serverless v2 behind an RDS Proxy that
+ * requires TLS, in the given VPC, with one generated secret per login (SPEC §9). Production
+ * deployments that already have a database use {@link DatabaseAccess.fromAttributes} instead.
+ *
+ * The cluster's master user is the migrator: it applies the migrations and owns every object.
+ * The other logins' secrets are generated here and registered with the proxy; the PostgreSQL
+ * users themselves are created once by an operator (docs/deploy.md, "Database logins").
+ */
+import { Duration, RemovalPolicy } from "aws-cdk-lib";
+import * as ec2 from "aws-cdk-lib/aws-ec2";
+import * as rds from "aws-cdk-lib/aws-rds";
+import { Construct } from "constructs";
+import { DATABASE_DEFAULTS } from "../defaults.ts";
+import { DATABASE_LOGINS, DatabaseAccess, type DatabaseAccessProps, type DatabaseLogin } from "./database.ts";
+
+/** Props of {@link ReferenceDatabase}. */
+export interface ReferenceDatabaseProps {
+  readonly vpc: ec2.IVpc;
+  /** @default "jobfence" */
+  readonly databaseName?: string;
+  /** Aurora capacity units. @default 0.5 */
+  readonly minCapacity?: number;
+  /** @default 4 */
+  readonly maxCapacity?: number;
+  /**
+   * Keep the cluster (snapshot) when the stack is deleted, and refuse deletion.
+   * @default true
+   */
+  readonly retain?: boolean;
+  /** See {@link DatabaseAccessProps.credentialsRevision}. @default none */
+  readonly credentialsRevision?: string;
+}
+
+/** Aurora Serverless v2, its proxy and the per-login secrets. */
+export class ReferenceDatabase extends Construct {
+  readonly cluster: rds.DatabaseCluster;
+  readonly proxy: rds.DatabaseProxy;
+  /** Allows the functions in; the proxy's group. */
+  readonly securityGroup: ec2.SecurityGroup;
+  readonly secrets: Readonly<Record<DatabaseLogin, rds.DatabaseSecret>>;
+  /** What the other constructs connect through (the proxy endpoint). */
+  readonly access: DatabaseAccess;
+
+  constructor(scope: Construct, id: string, props: ReferenceDatabaseProps) {
+    super(scope, id);
+    const databaseName = props.databaseName ?? DATABASE_DEFAULTS.databaseName;
+    const retain = props.retain ?? true;
+    const secret = (login: DatabaseLogin) =>
+      // DatabaseSecret's generated passwords exclude every character a URL would need escaped.
+      new rds.DatabaseSecret(this, `${login[0]?.toUpperCase()}${login.slice(1)}Secret`, {
+        username: DATABASE_LOGINS[login],
+        secretName: `jobfence/db/${login}`,
+      });
+    const migrator = secret("migrator");
+
+    const clusterSecurityGroup = new ec2.SecurityGroup(this, "ClusterSg", {
+      vpc: props.vpc,
+      description: "jobfence Aurora cluster: reachable from its proxy only",
+      allowAllOutbound: false,
+    });
+    this.cluster = new rds.DatabaseCluster(this, "Cluster", {
+      engine: rds.DatabaseClusterEngine.auroraPostgres({ version: rds.AuroraPostgresEngineVersion.VER_17_7 }),
+      credentials: rds.Credentials.fromSecret(migrator),
+      defaultDatabaseName: databaseName,
+      writer: rds.ClusterInstance.serverlessV2("Writer"),
+      serverlessV2MinCapacity: props.minCapacity ?? 0.5,
+      serverlessV2MaxCapacity: props.maxCapacity ?? 4,
+      vpc: props.vpc,
+      vpcSubnets: { subnetType: ec2.SubnetType.PRIVATE_ISOLATED },
+      securityGroups: [clusterSecurityGroup],
+      storageEncrypted: true,
+      iamAuthentication: true,
+      deletionProtection: retain,
+      removalPolicy: retain ? RemovalPolicy.SNAPSHOT : RemovalPolicy.DESTROY,
+      backup: { retention: Duration.days(7) },
+      cloudwatchLogsExports: ["postgresql"],
+      port: DATABASE_DEFAULTS.port,
+    });
+    this.secrets = {
+      migrator,
+      consumer: secret("consumer"),
+      ops: secret("ops"),
+      cleanup: secret("cleanup"),
+    };
+
+    this.securityGroup = new ec2.SecurityGroup(this, "ProxySg", {
+      vpc: props.vpc,
+      description: "jobfence RDS Proxy: the functions connect here",
+      // The proxy reads its login secrets from Secrets Manager over HTTPS.
+      allowAllOutbound: true,
+    });
+    this.proxy = this.cluster.addProxy("Proxy", {
+      vpc: props.vpc,
+      vpcSubnets: { subnetType: ec2.SubnetType.PRIVATE_WITH_EGRESS },
+      securityGroups: [this.securityGroup],
+      secrets: Object.values(this.secrets),
+      requireTLS: true,
+      clientPasswordAuthType: rds.ClientPasswordAuthType.POSTGRES_SCRAM_SHA_256,
+    });
+    clusterSecurityGroup.addIngressRule(
+      this.securityGroup,
+      ec2.Port.tcp(DATABASE_DEFAULTS.port),
+      "proxy to Aurora",
+    );
+
+    this.access = DatabaseAccess.fromAttributes({
+      vpc: props.vpc,
+      securityGroup: this.securityGroup,
+      endpoint: this.proxy.endpoint,
+      port: DATABASE_DEFAULTS.port,
+      databaseName,
+      secrets: this.secrets,
+      ...(props.credentialsRevision !== undefined ? { credentialsRevision: props.credentialsRevision } : {}),
+    });
+  }
+}

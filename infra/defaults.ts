@@ -1,0 +1,102 @@
+/**
+ * Every default the CDK constructs apply, in one place (the AWS Solutions Constructs habit): a
+ * construct reads its defaults from here, and the tests assert them on the synthesized template.
+ */
+import { fileURLToPath } from "node:url";
+import { Duration } from "aws-cdk-lib";
+import { Architecture, Runtime } from "aws-cdk-lib/aws-lambda";
+import { type BundlingOptions, OutputFormat } from "aws-cdk-lib/aws-lambda-nodejs";
+import { RetentionDays } from "aws-cdk-lib/aws-logs";
+
+/** The repository root: NodejsFunction entries and the lock file are resolved from it. */
+export const PROJECT_ROOT = fileURLToPath(new URL("..", import.meta.url)).replace(/\/$/, "");
+
+/** Every jobfence Lambda function. */
+export const FUNCTION_DEFAULTS = Object.freeze({
+  /** The runtime the code is written for (TypeScript, ESM, Node 24). */
+  runtime: Runtime.NODEJS_24_X,
+  /** Graviton: cheaper per GB-second, and nothing in the bundles is native. */
+  architecture: Architecture.ARM_64,
+  /** @default 256 MB: the functions hold one small pool and do no heavy computation. */
+  memorySize: 256,
+  /** CloudWatch Logs retention of every function's log group. */
+  logRetention: RetentionDays.ONE_MONTH,
+});
+
+/**
+ * How every function is bundled: esbuild (local, no Docker), ESM output (`.mjs`) for Node 24, with
+ * a `require` for the CommonJS dependencies ESM bundles still carry.
+ */
+export const BUNDLING_DEFAULTS: BundlingOptions = Object.freeze({
+  format: OutputFormat.ESM,
+  target: "node24",
+  mainFields: ["module", "main"],
+  banner: "import { createRequire } from 'module'; const require = createRequire(import.meta.url);",
+  // Bundle the AWS SDK too (only pg's optional native binding stays out): the versions in
+  // package-lock.json are the ones the tests ran, not whatever the runtime ships.
+  externalModules: ["pg-native"],
+  minify: true,
+  sourceMap: true,
+  sourcesContent: false,
+  // With format ESM, NodejsFunction writes `index.mjs`: Node loads it as ESM without a package.json.
+});
+
+/** A consumer's queues and event source (SPEC §4, §5, §10). */
+export const CONSUMER_DEFAULTS = Object.freeze({
+  /** Alarm when a message has waited this long in the source queue. */
+  oldestMessageAlarmSeconds: 15 * 60,
+});
+
+/** The backstop drain: it only records dead letters, one batch at a time. */
+export const BACKSTOP_DRAIN_DEFAULTS = Object.freeze({
+  timeout: Duration.seconds(60),
+  batchSize: 10,
+  maxConcurrency: 2,
+});
+
+/** TTL cleanup and escalation (SPEC §7). */
+export const SCHEDULE_DEFAULTS = Object.freeze({
+  /** SPEC §7: cleanup every 15 minutes. */
+  cleanupRate: Duration.minutes(15),
+  /** Long enough for many 5,000-row batches; the handler stops at 80 % of it. */
+  cleanupTimeout: Duration.minutes(5),
+  /** SPEC §7: escalation once a day, at 08:00 UTC so a person sees it during the day. */
+  escalationHourUtc: 8,
+  escalationTimeout: Duration.minutes(1),
+  /** SPEC §7: a dead letter pending longer than this is escalated. */
+  escalationThresholdDays: 3,
+});
+
+/** The dead-letter API (SPEC §6). */
+export const API_DEFAULTS = Object.freeze({
+  /** Steady-state requests per second across the API. */
+  throttlingRateLimit: 50,
+  throttlingBurstLimit: 100,
+  timeout: Duration.seconds(29),
+  /** Retention of the API's access log. */
+  accessLogRetention: RetentionDays.THREE_MONTHS,
+});
+
+/** The ops alerting (SPEC §8). */
+export const ALERTING_DEFAULTS = Object.freeze({
+  /** BetterStack's API key header for incoming webhooks. */
+  apiKeyHeader: "Authorization",
+  /** Invocations per second to the API destination. */
+  rateLimitPerSecond: 10,
+  /** An alert that could not be delivered for a day is stale. */
+  retryMaxEventAge: Duration.hours(24),
+  retryAttempts: 185,
+});
+
+/** The PostgreSQL connection the functions receive. */
+export const DATABASE_DEFAULTS = Object.freeze({
+  port: 5432,
+  databaseName: "jobfence",
+  /**
+   * RDS Proxy and RDS present certificates that must be verified (pg treats `require` as
+   * `verify-full` and warns); `verify-full` says so explicitly.
+   */
+  sslMode: "verify-full",
+  /** Lambda's Node.js runtimes ship the RDS certificate authorities here. */
+  extraCaCertsPath: "/var/runtime/ca-cert.pem",
+});

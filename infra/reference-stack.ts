@@ -1,0 +1,282 @@
+/**
+ * The reference stack: award-points (and every consumer of `functions/consumers.ts`), the
+ * dead-letter API, TTL cleanup and escalation, ops alerting to BetterStack, and a database —
+ * created (Aurora Serverless v2 behind an RDS Proxy in a new VPC) or imported — migrated on deploy
+ * before any consumer starts. Every cdk-nag AwsSolutions finding it leaves is acknowledged here,
+ * on the one resource it concerns, with the reason.
+ */
+import { CfnOutput, Stack, type StackProps, Validations } from "aws-cdk-lib";
+import * as ec2 from "aws-cdk-lib/aws-ec2";
+import type * as iam from "aws-cdk-lib/aws-iam";
+import * as lambda from "aws-cdk-lib/aws-lambda";
+import * as logs from "aws-cdk-lib/aws-logs";
+import * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
+import type { Construct, IConstruct } from "constructs";
+import { CONSUMERS, type ConsumerDeployment } from "../functions/consumers.ts";
+import { ConfigurationError } from "../shared/errors.ts";
+import { DatabaseAccess, type DatabaseAccessProps, type DatabaseLogin } from "./constructs/database.ts";
+import { DeadLetterApi } from "./constructs/dead-letter-api.ts";
+import { FenceCleanup } from "./constructs/fence-cleanup.ts";
+import { JobConsumer } from "./constructs/job-consumer.ts";
+import type { JobfenceFunction } from "./constructs/jobfence-function.ts";
+import { DatabaseMigrations } from "./constructs/migrations.ts";
+import { OpsAlerting } from "./constructs/ops-alerting.ts";
+import { ReferenceDatabase } from "./constructs/reference-database.ts";
+
+/** An existing database, by identifiers (what CDK context can carry). */
+export interface ExistingDatabase {
+  readonly vpcId: string;
+  readonly securityGroupId: string;
+  /** The RDS Proxy or cluster endpoint. */
+  readonly endpoint: string;
+  /** @default 5432 */
+  readonly port?: number;
+  /** @default "jobfence" */
+  readonly databaseName?: string;
+  /** Secret name or ARN per login. */
+  readonly secrets: Readonly<Record<DatabaseLogin, string>>;
+}
+
+/** Props of {@link JobfenceStack}. */
+export interface JobfenceStackProps extends StackProps {
+  /** JWT issuer of the dead-letter API's tokens (https). */
+  readonly jwtIssuer: string;
+  /** JWT audience of the dead-letter API's tokens. */
+  readonly jwtAudience: string;
+  /** @default `${jwtIssuer}/.well-known/jwks.json` */
+  readonly jwksUrl?: string;
+  /** BetterStack's HTTPS endpoint for alerts. */
+  readonly betterStackEndpoint: string;
+  /** Name of the existing Secrets Manager secret holding BetterStack's header value. */
+  readonly betterStackSecretName: string;
+  /** @default CONSUMERS (functions/consumers.ts) */
+  readonly consumers?: readonly ConsumerDeployment[];
+  /** An existing database to use. @default a new VPC with Aurora Serverless v2 and an RDS Proxy */
+  readonly existingDatabase?: ExistingDatabase;
+  /**
+   * Change after changing a database password, so the deploy refreshes the functions' credentials.
+   * @default none
+   */
+  readonly databaseCredentialsRevision?: string;
+}
+
+/** The whole deployment. */
+export class JobfenceStack extends Stack {
+  readonly database: DatabaseAccess;
+  readonly referenceDatabase?: ReferenceDatabase;
+  readonly alerting: OpsAlerting;
+  readonly consumers: readonly JobConsumer[];
+  readonly api: DeadLetterApi;
+  readonly cleanup: FenceCleanup;
+  readonly migrations: DatabaseMigrations;
+
+  constructor(scope: Construct, id: string, props: JobfenceStackProps) {
+    super(scope, id, props);
+
+    const revision =
+      props.databaseCredentialsRevision !== undefined
+        ? { credentialsRevision: props.databaseCredentialsRevision }
+        : {};
+    if (props.existingDatabase) {
+      this.database = importDatabase(this, props.existingDatabase, revision);
+    } else {
+      const vpc = new ec2.Vpc(this, "Vpc", {
+        maxAzs: 2,
+        natGateways: 1,
+        subnetConfiguration: [
+          { name: "public", subnetType: ec2.SubnetType.PUBLIC },
+          { name: "functions", subnetType: ec2.SubnetType.PRIVATE_WITH_EGRESS },
+          { name: "database", subnetType: ec2.SubnetType.PRIVATE_ISOLATED },
+        ],
+        flowLogs: {
+          all: {
+            destination: ec2.FlowLogDestination.toCloudWatchLogs(
+              new logs.LogGroup(this, "VpcFlowLogs", { retention: logs.RetentionDays.ONE_MONTH }),
+            ),
+            trafficType: ec2.FlowLogTrafficType.REJECT,
+          },
+        },
+      });
+      this.referenceDatabase = new ReferenceDatabase(this, "Database", { vpc, ...revision });
+      this.database = this.referenceDatabase.access;
+    }
+
+    this.alerting = new OpsAlerting(this, "Alerting", {
+      betterStackEndpoint: props.betterStackEndpoint,
+      betterStackSecret: secretsmanager.Secret.fromSecretNameV2(
+        this,
+        "BetterStackSecret",
+        props.betterStackSecretName,
+      ),
+    });
+    this.consumers = (props.consumers ?? CONSUMERS).map(
+      (deployment) =>
+        new JobConsumer(this, `Consumer-${deployment.definition.name}`, {
+          deployment,
+          database: this.database,
+          opsBus: this.alerting.bus,
+        }),
+    );
+    this.api = new DeadLetterApi(this, "DeadLetterApi", {
+      database: this.database,
+      jwtIssuer: props.jwtIssuer,
+      jwtAudience: props.jwtAudience,
+      ...(props.jwksUrl ? { jwksUrl: props.jwksUrl } : {}),
+      consumerQueues: this.consumers.map((c) => c.queue),
+    });
+    this.cleanup = new FenceCleanup(this, "Cleanup", { database: this.database, opsBus: this.alerting.bus });
+    this.migrations = new DatabaseMigrations(this, "Migrations", {
+      database: this.database,
+      executeAfter: this.referenceDatabase ? [this.referenceDatabase] : [],
+      // Only what starts work waits for the schema: the event source mappings, the schedules and
+      // the API's stage. (Waiting with whole constructs would cycle through the security groups.)
+      executeBefore: [
+        ...[...this.consumers.flatMap((c) => [c.consumerFunction, c.drainFunction])].flatMap((fn) =>
+          fn.function.node.children.filter((c) => c instanceof lambda.EventSourceMapping),
+        ),
+        this.cleanup.cleanupSchedule,
+        this.cleanup.escalationSchedule,
+        this.api.stage,
+      ],
+    });
+
+    new CfnOutput(this, "ApiUrl", { value: this.api.url, description: "JOBFENCE_API_URL for the ops CLI" });
+    new CfnOutput(this, "OpsBusName", { value: this.alerting.bus.eventBusName });
+    for (const consumer of this.consumers) {
+      new CfnOutput(this, `QueueUrl-${consumer.node.id}`, {
+        value: consumer.queue.queueUrl,
+        description: `producers send ${consumer.node.id.replace(/^Consumer-/, "")} jobs here`,
+      });
+    }
+
+    this.acknowledgeFindings();
+  }
+
+  /** Every function this stack deploys. */
+  get functions(): JobfenceFunction[] {
+    return [
+      ...this.consumers.flatMap((c) => [c.consumerFunction, c.drainFunction]),
+      this.api.handler,
+      this.cleanup.cleanupFunction,
+      this.cleanup.escalationFunction,
+      this.migrations.migrateFunction,
+    ];
+  }
+
+  /** cdk-nag AwsSolutions findings that are deliberate, each on its one resource. */
+  private acknowledgeFindings(): void {
+    for (const fn of this.functions) {
+      const role = fn.function.role as iam.Role;
+      acknowledge(
+        role,
+        "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
+        "AWS's managed policy for writing the function's own logs; it grants nothing beyond CloudWatch Logs.",
+      );
+      acknowledge(
+        role,
+        "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole]",
+        "AWS's managed policy for a function in a VPC: creating and deleting its network interfaces.",
+      );
+      const policy = role.node.tryFindChild("DefaultPolicy");
+      if (policy) {
+        acknowledge(
+          policy,
+          "AwsSolutions-IAM5[Resource::*]",
+          "X-Ray's PutTraceSegments and PutTelemetryRecords have no resource-level permissions; every other statement names its resource.",
+        );
+      }
+    }
+    if (this.referenceDatabase) {
+      for (const secret of Object.values(this.referenceDatabase.secrets)) {
+        acknowledge(
+          secret,
+          "AwsSolutions-SMG4",
+          "The functions receive the password through a CloudFormation dynamic reference at deploy time, so rotation would break them until the next deploy; rotate by updating the secret and the PostgreSQL login together, then deploying (docs/deploy.md).",
+        );
+      }
+    }
+    acknowledge(
+      this.alerting.undeliveredAlerts,
+      "AwsSolutions-SQS3",
+      "This queue is itself the dead-letter queue of the alert rule's target.",
+    );
+  }
+}
+
+/** Acknowledges one cdk-nag finding on one construct. */
+function acknowledge(scope: IConstruct, id: string, reason: string): void {
+  Validations.of(scope).acknowledge({ id, reason });
+}
+
+function importDatabase(
+  scope: Construct,
+  existing: ExistingDatabase,
+  revision: Pick<DatabaseAccessProps, "credentialsRevision">,
+): DatabaseAccess {
+  const secret = (login: DatabaseLogin) => {
+    const ref = existing.secrets[login];
+    return ref.startsWith("arn:")
+      ? secretsmanager.Secret.fromSecretCompleteArn(scope, `${login}DbSecret`, ref)
+      : secretsmanager.Secret.fromSecretNameV2(scope, `${login}DbSecret`, ref);
+  };
+  const props: DatabaseAccessProps = {
+    vpc: ec2.Vpc.fromLookup(scope, "Vpc", { vpcId: existing.vpcId }),
+    securityGroup: ec2.SecurityGroup.fromSecurityGroupId(scope, "DbSg", existing.securityGroupId),
+    endpoint: existing.endpoint,
+    ...(existing.port ? { port: existing.port } : {}),
+    ...(existing.databaseName ? { databaseName: existing.databaseName } : {}),
+    secrets: {
+      consumer: secret("consumer"),
+      ops: secret("ops"),
+      cleanup: secret("cleanup"),
+      migrator: secret("migrator"),
+    },
+    ...revision,
+  };
+  return DatabaseAccess.fromAttributes(props);
+}
+
+/** Reads the stack's props from CDK context (`-c jobfence:…`); every missing value is reported. */
+export function stackPropsFromContext(
+  get: (key: string) => unknown,
+): Omit<JobfenceStackProps, keyof StackProps> {
+  const problems: string[] = [];
+  const text = (key: string, required: boolean): string | undefined => {
+    const value = get(`jobfence:${key}`);
+    if (value === undefined || value === "") {
+      if (required) problems.push(`context jobfence:${key} is required`);
+      return undefined;
+    }
+    if (typeof value !== "string") problems.push(`context jobfence:${key} must be a string`);
+    return String(value);
+  };
+  const jwtIssuer = text("jwtIssuer", true);
+  const jwtAudience = text("jwtAudience", true);
+  const jwksUrl = text("jwksUrl", false);
+  const databaseCredentialsRevision = text("dbCredentialsRevision", false);
+  const betterStackEndpoint = text("betterStackEndpoint", true);
+  const betterStackSecretName = text("betterStackSecretName", true);
+  const existing = get("jobfence:existingDatabase");
+  let existingDatabase: ExistingDatabase | undefined;
+  if (existing !== undefined) {
+    const parsed = typeof existing === "string" ? (JSON.parse(existing) as unknown) : existing;
+    if (typeof parsed !== "object" || parsed === null) {
+      problems.push("context jobfence:existingDatabase must be an object (docs/deploy.md)");
+    } else {
+      existingDatabase = parsed as ExistingDatabase;
+      for (const key of ["vpcId", "securityGroupId", "endpoint", "secrets"] as const) {
+        if (!existingDatabase[key]) problems.push(`context jobfence:existingDatabase.${key} is required`);
+      }
+    }
+  }
+  if (problems.length > 0) throw new ConfigurationError("jobfence CDK context", problems);
+  return {
+    jwtIssuer: jwtIssuer as string,
+    jwtAudience: jwtAudience as string,
+    ...(jwksUrl ? { jwksUrl } : {}),
+    betterStackEndpoint: betterStackEndpoint as string,
+    betterStackSecretName: betterStackSecretName as string,
+    ...(existingDatabase ? { existingDatabase } : {}),
+    ...(databaseCredentialsRevision ? { databaseCredentialsRevision } : {}),
+  };
+}

@@ -1,0 +1,176 @@
+/**
+ * The reference stack, synthesized once with real esbuild bundling: cdk-nag AwsSolutions leaves
+ * zero unacknowledged findings, each acknowledgement is scoped to one resource and finding with a
+ * reason, the bundles are ESM `.mjs`, and migrations run before the consumers start.
+ */
+import { existsSync, readdirSync } from "node:fs";
+import { join } from "node:path";
+import { type App, Stack } from "aws-cdk-lib";
+import { Template } from "aws-cdk-lib/assertions";
+import { AwsSolutionsChecks } from "cdk-nag";
+import type { IConstruct } from "constructs";
+import { beforeAll, describe, expect, it } from "vitest";
+import { JobfenceStack, stackPropsFromContext } from "../../infra/reference-stack.ts";
+import { ConfigurationError } from "../../shared/errors.ts";
+import { logicalId, testApp } from "./support.ts";
+
+let app: App;
+let stack: JobfenceStack;
+let template: Template;
+
+beforeAll(() => {
+  // Synthesized once, with real esbuild bundling: every other infra test skips it.
+  app = testApp({ bundle: true });
+  stack = new JobfenceStack(app, "Jobfence", {
+    jwtIssuer: "https://auth.example.com",
+    jwtAudience: "jobfence-ops",
+    betterStackEndpoint: "https://in.logs.betterstack.com",
+    betterStackSecretName: "jobfence/betterstack",
+  });
+  template = Template.fromStack(stack);
+});
+
+describe("reference stack", () => {
+  it("has zero unacknowledged cdk-nag AwsSolutions findings", () => {
+    const report = new AwsSolutionsChecks().validateScope(stack);
+    expect(
+      report.violations.map(
+        (v) => `${v.ruleName}: ${v.violatingResources.map((r) => r.constructPath).join(", ")}`,
+      ),
+    ).toEqual([]);
+    expect(report.success).toBe(true);
+  });
+
+  it("scopes every acknowledgement to one resource, one finding and a reason", () => {
+    const acknowledgements: Array<{ path: string; id: string; reason: string }> = [];
+    const visit = (node: IConstruct) => {
+      for (const entry of node.node.metadata) {
+        if (entry.type === "aws:cdk:acknowledged-rules") {
+          for (const [id, reason] of Object.entries(entry.data as Record<string, string>)) {
+            // aws-cdk-lib acknowledges its own CloudFormation-Validate warnings; only ours are checked.
+            if (!id.includes("AwsSolutions-")) continue;
+            acknowledgements.push({ path: node.node.path, id, reason });
+          }
+        }
+      }
+      for (const child of node.node.children) visit(child);
+    };
+    visit(stack);
+    expect(acknowledgements.length).toBeGreaterThan(0);
+    if (process.env.JOBFENCE_PRINT_ACKS) console.log(acknowledgements);
+    for (const ack of acknowledgements) {
+      expect(ack.path, ack.id).not.toBe(stack.node.path);
+      expect(ack.id).toMatch(/^(Annotation::)?AwsSolutions-[A-Z]+\d+(\[.+\])?$/);
+      expect(ack.reason.length, `${ack.path} ${ack.id}`).toBeGreaterThan(30);
+    }
+  });
+
+  it("grants a wildcard resource only for X-Ray (the acknowledged IAM5 finding hides nothing else)", () => {
+    const statements = Object.values(template.findResources("AWS::IAM::Policy")).flatMap(
+      (p) => p.Properties.PolicyDocument.Statement,
+    );
+    const wildcard = statements.filter((s) => [s.Resource].flat().includes("*"));
+    expect(wildcard.length).toBeGreaterThan(0);
+    for (const s of wildcard) {
+      for (const action of [s.Action].flat()) expect(action, JSON.stringify(s)).toMatch(/^xray:/);
+    }
+  });
+
+  it("deploys award-points with its queue, backstop and drain", () => {
+    template.hasResourceProperties("AWS::SQS::Queue", { QueueName: "award-points", VisibilityTimeout: 180 });
+    template.hasResourceProperties("AWS::SQS::Queue", {
+      QueueName: "award-points-backstop",
+      MessageRetentionPeriod: 1_209_600,
+    });
+  });
+
+  it("creates Aurora Serverless v2 behind an RDS Proxy that requires TLS; functions connect through the proxy", () => {
+    template.hasResourceProperties("AWS::RDS::DBCluster", {
+      Engine: "aurora-postgresql",
+      StorageEncrypted: true,
+      ServerlessV2ScalingConfiguration: { MinCapacity: 0.5, MaxCapacity: 4 },
+    });
+    template.hasResourceProperties("AWS::RDS::DBInstance", { DBInstanceClass: "db.serverless" });
+    template.hasResourceProperties("AWS::RDS::DBProxy", { RequireTLS: true, EngineFamily: "POSTGRESQL" });
+    const proxy = stack.referenceDatabase?.proxy as IConstruct;
+    const fn = Object.values(
+      template.findResources("AWS::Lambda::Function", {
+        Properties: { Description: "jobfence consumer award-points" },
+      }),
+    )[0];
+    expect(JSON.stringify(fn?.Properties.Environment.Variables.DATABASE_URL)).toContain(
+      JSON.stringify({ "Fn::GetAtt": [logicalId(stack, proxy), "Endpoint"] }),
+    );
+  });
+
+  it("migrates on deploy before any consumer's event source exists", () => {
+    const triggers = template.findResources("Custom::Trigger");
+    const [triggerId] = Object.keys(triggers);
+    expect(triggerId).toBeDefined();
+    const mappings = template.findResources("AWS::Lambda::EventSourceMapping");
+    expect(Object.keys(mappings).length).toBeGreaterThan(0);
+    for (const mapping of Object.values(mappings)) expect(mapping.DependsOn).toContain(triggerId);
+  });
+});
+
+describe("bundles", () => {
+  function assetOf(description: string): string {
+    const fn = Object.values(
+      template.findResources("AWS::Lambda::Function", { Properties: { Description: description } }),
+    )[0];
+    const key = String(fn?.Properties.Code.S3Key);
+    return join(app.synth().directory, `asset.${key.replace(/\.zip$/, "")}`);
+  }
+
+  it("are ESM .mjs files with a source map, for every function", () => {
+    for (const description of [
+      "jobfence consumer award-points",
+      "jobfence backstop drain of award-points",
+      "jobfence dead-letter API",
+      "jobfence TTL cleanup of expired fences",
+      "jobfence daily escalation of stale pending dead letters",
+      "jobfence database migrations (run on deploy)",
+    ]) {
+      const dir = assetOf(description);
+      expect(readdirSync(dir), description).toEqual(expect.arrayContaining(["index.mjs", "index.mjs.map"]));
+    }
+  });
+
+  it("ship the migrate function with every migration set beside the module that reads it", () => {
+    const dir = assetOf("jobfence database migrations (run on deploy)");
+    expect(existsSync(join(dir, "shared/db/migrations/0001_processed_jobs.sql"))).toBe(true);
+    expect(existsSync(join(dir, "functions/award-points/migrations/0001_ledger.sql"))).toBe(true);
+  });
+});
+
+describe("stack props from CDK context", () => {
+  it("names every missing value at once", () => {
+    expect(() => stackPropsFromContext(() => undefined)).toThrow(ConfigurationError);
+    try {
+      stackPropsFromContext(() => undefined);
+    } catch (error) {
+      expect((error as ConfigurationError).problems).toEqual([
+        "context jobfence:jwtIssuer is required",
+        "context jobfence:jwtAudience is required",
+        "context jobfence:betterStackEndpoint is required",
+        "context jobfence:betterStackSecretName is required",
+      ]);
+    }
+  });
+
+  it("reads them when present", () => {
+    const context: Record<string, string> = {
+      "jobfence:jwtIssuer": "https://auth.example.com",
+      "jobfence:jwtAudience": "jobfence-ops",
+      "jobfence:betterStackEndpoint": "https://in.logs.betterstack.com",
+      "jobfence:betterStackSecretName": "jobfence/betterstack",
+    };
+    expect(stackPropsFromContext((k) => context[k])).toEqual({
+      jwtIssuer: "https://auth.example.com",
+      jwtAudience: "jobfence-ops",
+      betterStackEndpoint: "https://in.logs.betterstack.com",
+      betterStackSecretName: "jobfence/betterstack",
+    });
+    expect(Stack).toBeDefined();
+  });
+});

@@ -1,0 +1,48 @@
+/** Shared set-up of the infra tests: a stack with a VPC, an ops bus and a database to connect to. */
+import { App, type CfnElement, CfnResource, Stack } from "aws-cdk-lib";
+import * as ec2 from "aws-cdk-lib/aws-ec2";
+import * as events from "aws-cdk-lib/aws-events";
+import * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
+import type { IConstruct } from "constructs";
+import { DATABASE_LOGINS, DatabaseAccess, type DatabaseLogin } from "../../infra/constructs/database.ts";
+
+/** An app; bundling is skipped unless asked for (it is tested once, in the reference stack). */
+export function testApp(options: { bundle?: boolean } = {}): App {
+  return new App({ context: options.bundle ? {} : { "aws:cdk:bundling-stacks": [] } });
+}
+
+/** What a construct under test needs around it. */
+export interface TestEnvironment {
+  readonly stack: Stack;
+  readonly vpc: ec2.Vpc;
+  readonly opsBus: events.EventBus;
+  readonly database: DatabaseAccess;
+  readonly databaseSecurityGroup: ec2.SecurityGroup;
+  readonly secrets: Record<DatabaseLogin, secretsmanager.Secret>;
+}
+
+export function testEnvironment(app: App = testApp()): TestEnvironment {
+  const stack = new Stack(app, "Test", { env: { account: "123456789012", region: "eu-west-1" } });
+  const vpc = new ec2.Vpc(stack, "Vpc", { natGateways: 1, maxAzs: 2 });
+  const databaseSecurityGroup = new ec2.SecurityGroup(stack, "DbSg", { vpc });
+  const opsBus = new events.EventBus(stack, "Ops", { eventBusName: "jobfence-ops" });
+  const secrets = Object.fromEntries(
+    Object.keys(DATABASE_LOGINS).map((login) => [login, new secretsmanager.Secret(stack, `${login}Secret`)]),
+  ) as Record<DatabaseLogin, secretsmanager.Secret>;
+  const database = DatabaseAccess.fromAttributes({
+    vpc,
+    securityGroup: databaseSecurityGroup,
+    endpoint: "db.example.internal",
+    secrets,
+  });
+  return { stack, vpc, opsBus, database, databaseSecurityGroup, secrets };
+}
+
+/** The logical id of a construct's CloudFormation resource (its default child, or its only CfnResource). */
+export function logicalId(stack: Stack, resource: IConstruct): string {
+  const child =
+    resource.node.defaultChild ??
+    (CfnResource.isCfnResource(resource) ? resource : resource.node.children.find(CfnResource.isCfnResource));
+  if (!child) throw new Error(`${resource.node.path} has no CloudFormation resource`);
+  return stack.getLogicalId(child as CfnElement);
+}
