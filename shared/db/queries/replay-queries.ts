@@ -47,7 +47,7 @@ export async function lockReplayBatch(
   );
   const { rows } = await tx.query<ReplayRow>(
     `SELECT ${REPLAY_COLUMNS} FROM core.dead_letters ${sqlWhere(where)}
-      ORDER BY created_at, id LIMIT ${Number(limit)} FOR UPDATE SKIP LOCKED`,
+      ORDER BY dead_letters.created_at, dead_letters.id LIMIT ${Number(limit)} FOR UPDATE SKIP LOCKED`,
     where.params,
   );
   return rows;
@@ -72,7 +72,7 @@ export async function countReplayMatches(
     where.params,
   );
   const sample = await db.query<DeadLetterSummaryRow>(
-    `SELECT ${SUMMARY_COLUMNS} FROM core.dead_letters ${sqlWhere(where)} ORDER BY created_at, id LIMIT ${Number(sampleSize)}`,
+    `SELECT ${SUMMARY_COLUMNS} FROM core.dead_letters ${sqlWhere(where)} ORDER BY dead_letters.created_at, dead_letters.id LIMIT ${Number(sampleSize)}`,
     where.params,
   );
   return {

@@ -1,0 +1,82 @@
+/**
+ * The API's reads use their indexes: with enough dead letters that a sequential scan would be
+ * the planner's last choice, the list (with and without filters) and the replay batch are index
+ * scans with no Sort node. A regression here (ordering by the select list's text rendering of
+ * created_at) once made the first page a full sort of the table.
+ */
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { listDeadLetters } from "../../shared/db/queries/list-dead-letters.ts";
+import { lockReplayBatch } from "../../shared/db/queries/replay-queries.ts";
+import type { Queryable } from "../../shared/db/queryable.ts";
+import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+
+let db: TestDatabase;
+let client: pg.Client;
+beforeAll(async () => {
+  db = await createTestDatabase();
+  client = new pg.Client({ connectionString: db.url });
+  await client.connect();
+  await client.query(`
+    INSERT INTO core.dead_letters (job_id, consumer, queue, tenant_id, payload, attempts, error_kind, last_error, correlation_id, created_at)
+    SELECT 'job-' || n, 'consumer-' || (n % 8), 'queue-' || (n % 3), 't_' || (n % 50), '{}', 1,
+           (ARRAY['poison','hard','exhausted','unrecorded'])[1 + n % 4], '{"class":"E","message":"m"}', 'corr-' || n,
+           now() - make_interval(secs => n)
+      FROM generate_series(1, 50000) AS n;
+    ANALYZE core.dead_letters;`);
+});
+afterAll(async () => {
+  await client?.end();
+  await db?.drop();
+});
+
+/** Runs `query` with a client that EXPLAINs instead of executing; returns the plan's node types. */
+async function planOf(query: (db: Queryable) => Promise<unknown>): Promise<string[]> {
+  const nodes: string[] = [];
+  const explaining: Queryable = {
+    query: (async (text: string, values?: unknown[]) => {
+      const { rows } = await client.query(`EXPLAIN (FORMAT JSON) ${text}`, values);
+      const walk = (node: { "Node Type": string; Plans?: unknown[] }) => {
+        nodes.push(node["Node Type"]);
+        for (const child of node.Plans ?? []) walk(child as { "Node Type": string });
+      };
+      walk(rows[0]["QUERY PLAN"][0].Plan);
+      return { rows: [], rowCount: 0 };
+    }) as Queryable["query"],
+  };
+  await query(explaining);
+  return nodes;
+}
+
+describe("query plans", () => {
+  it.each([
+    ["no filter", {}],
+    ["status", { status: "pending_review" as const }],
+    ["consumer", { consumer: "consumer-3" }],
+    ["queue", { queue: "queue-1" }],
+    ["error_kind", { error_kind: "hard" as const }],
+    ["tenant_id", { tenant_id: "t_7" }],
+  ])("the list page with %s is an index scan without a sort", async (_, filter) => {
+    const nodes = await planOf((q) => listDeadLetters(q, filter, 50));
+    expect(nodes).not.toContain("Sort");
+    expect(nodes).not.toContain("Seq Scan");
+    expect(nodes.some((n) => n.startsWith("Index"))).toBe(true);
+  });
+
+  it("a deep page after a cursor is an index scan without a sort", async () => {
+    const nodes = await planOf((q) =>
+      listDeadLetters(q, {}, 50, {
+        createdAt: new Date(Date.now() - 20_000_000).toISOString(),
+        id: "00000000-0000-4000-8000-000000000000",
+      }),
+    );
+    expect(nodes).not.toContain("Sort");
+    expect(nodes).not.toContain("Seq Scan");
+  });
+
+  it("the bulk replay batch is an index scan without a sort", async () => {
+    const nodes = await planOf((q) => lockReplayBatch(q, { consumer: "consumer-2" }, 500));
+    expect(nodes).not.toContain("Sort");
+    expect(nodes).not.toContain("Seq Scan");
+  });
+});
