@@ -11,6 +11,7 @@ import httpRouterHandler from "@middy/http-router";
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2, Context } from "aws-lambda";
 import type pg from "pg";
 import { requirePermission, type TokenVerifier } from "../../shared/http/auth.ts";
+import { HttpProblem } from "../../shared/http/problem.ts";
 import { problemDetails } from "../../shared/http/problem-details.ts";
 import { headerOf } from "../../shared/http/request.ts";
 import { ROUTES, type RouteSpec } from "./routes.ts";
@@ -31,6 +32,12 @@ export type DeadLetterApiHandler = (
   context: Context,
 ) => Promise<APIGatewayProxyStructuredResultV2>;
 
+/** A route template (`/v1/core/dead-letters/{id}`) as a pattern for one concrete path. */
+function pathPattern(template: string): RegExp {
+  const escaped = template.replace(/[.*+?^$()|[\]\\]/g, "\\$&").replace(/\{[^/]+\}/g, "[^/]+");
+  return new RegExp(`^${escaped}/?$`);
+}
+
 export function createDeadLetterApi(deps: DeadLetterApiDeps): DeadLetterApiHandler {
   const logger = deps.logger ?? new Logger({ serviceName: "dead-letters-api" });
 
@@ -50,6 +57,15 @@ export function createDeadLetterApi(deps: DeadLetterApiDeps): DeadLetterApiHandl
 
   const router = httpRouterHandler({
     routes: ROUTES.map((route) => ({ method: route.method, path: route.path, handler: routeHandler(route) })),
+    notFoundResponse: ({ method, path }) => {
+      const allowed = ROUTES.filter((route) => pathPattern(route.path).test(path)).map(
+        (route) => route.method,
+      );
+      if (allowed.length === 0) throw new HttpProblem("notFound", `no route ${path}`);
+      throw new HttpProblem("methodNotAllowed", `${path} does not take ${method}`, {
+        headers: { allow: [...new Set(allowed)].join(", ") },
+      });
+    },
   });
   return middy<APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2>(router).use(
     problemDetails({ logger }),

@@ -91,3 +91,23 @@ describe("inputs", () => {
     expect(response.status).toBe(400);
   });
 });
+
+describe("routing", () => {
+  it.each([
+    ["DELETE", "/v1/core/dead-letters", "GET"],
+    ["PUT", "/v1/core/dead-letters/00000000-0000-4000-8000-000000000000/discard", "POST"],
+    // GET reaches /{id} (and is refused there as not a UUID), so both methods are allowed.
+    ["PATCH", "/v1/core/dead-letters/replay", "GET, POST"],
+  ])("%s %s is 405 with Allow: %s", async (method, path, allow) => {
+    const response = await bed.call(method, path, { token: bed.tokens.admin });
+    expect(response.status).toBe(405);
+    expect(response.contentType).toBe("application/problem+json");
+    expect(response.headers.get("allow")).toBe(allow);
+  });
+
+  it("an unknown path is 404", async () => {
+    const response = await bed.call("GET", "/v1/core/nothing-here", { token: bed.tokens.admin });
+    expect(response.status).toBe(404);
+    expect(response.contentType).toBe("application/problem+json");
+  });
+});

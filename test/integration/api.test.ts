@@ -711,8 +711,8 @@ describe("malformed requests are refused with 4xx, never 5xx, and change nothing
         }),
         404,
       );
-      // Unknown routes and methods are 404 problems too.
-      expectProblem(await bed.call("DELETE", `${BASE}/${robustIds[0]}`, { token: bed.tokens.admin }), 404);
+      // A route that does not take the method is a 405 problem; an unknown route a 404 one.
+      expectProblem(await bed.call("DELETE", `${BASE}/${robustIds[0]}`, { token: bed.tokens.admin }), 405);
       expectProblem(
         await bed.call("POST", `${BASE}/${robustIds[0]}/delete`, { token: bed.tokens.admin }),
         404,
