@@ -4,6 +4,7 @@
  */
 import { join } from "node:path";
 import { z } from "zod";
+import { databaseUrlField } from "../shared/config/fields.ts";
 import { retryPolicyFromEnv } from "../shared/config/retry-env.ts";
 import { ConfigurationError } from "../shared/errors.ts";
 import type { RetryPolicy } from "../shared/retry/policy.ts";
@@ -23,10 +24,7 @@ const port = z.coerce.number().int().min(0).max(65_535);
 const schema = z.object({
   /** Where state lives: stack.json, the embedded PostgreSQL's data, the emulator's SQLite. */
   JOBFENCE_LOCAL_DIR: z.string().min(1).optional(),
-  DATABASE_URL: z
-    .string()
-    .regex(/^postgres(ql)?:\/\//, "must be a postgres:// connection string")
-    .optional(),
+  DATABASE_URL: databaseUrlField.optional(),
   SQS_ENDPOINT: z.url({ protocol: /^https?$/ }).optional(),
   JOBFENCE_PG_PORT: port.default(LOCAL_PORTS.postgres),
   JOBFENCE_SQS_PORT: port.default(LOCAL_PORTS.sqs),

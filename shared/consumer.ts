@@ -37,6 +37,7 @@ import {
   consumerConfigFromEnv,
   parseConsumerConfig,
 } from "./config/consumer-config.ts";
+import { CONSUMER_NAME } from "./config/fields.ts";
 import { createPool } from "./db/pool.ts";
 import type { Queryable } from "./db/queryable.ts";
 import type { Job } from "./envelope/envelope.ts";
@@ -127,8 +128,6 @@ export type ConsumerHandler = MiddyfiedHandler<SQSEvent, SQSBatchResponse, Error
   /** The container's pool. */
   readonly pool: pg.Pool;
 };
-
-const CONSUMER_NAME = /^[a-z][a-z0-9-]{0,62}$/;
 
 /**
  * Builds the handler. Everything is validated here, at start-up (a Lambda's init), so a

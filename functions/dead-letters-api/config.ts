@@ -1,5 +1,6 @@
 /** The API Lambda's configuration, from its environment; refused at start-up with every problem listed. */
 import { z } from "zod";
+import { databaseUrlField, dbRoleField } from "../../shared/config/fields.ts";
 import { configFromEnv } from "../../shared/config/parse.ts";
 
 export const API_ENV = Object.freeze({
@@ -15,11 +16,8 @@ export const API_ENV = Object.freeze({
 
 const schema = z
   .object({
-    databaseUrl: z.string().regex(/^postgres(ql)?:\/\//, "must be a postgres:// connection string"),
-    dbRole: z
-      .string()
-      .regex(/^[a-z_][a-z0-9_]{0,62}$/)
-      .optional(),
+    databaseUrl: databaseUrlField,
+    dbRole: dbRoleField.optional(),
     issuer: z.string().min(1),
     audience: z.string().min(1),
     jwksUrl: z.url({ protocol: /^https?$/ }).optional(),

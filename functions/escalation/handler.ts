@@ -3,18 +3,16 @@
 import { Logger } from "@aws-lambda-powertools/logger";
 import { EventBridgeClient } from "@aws-sdk/client-eventbridge";
 import { z } from "zod";
+import { databaseUrlField, dbRoleField, opsBusNameField } from "../../shared/config/fields.ts";
 import { configFromEnv } from "../../shared/config/parse.ts";
 import { createPool } from "../../shared/db/pool.ts";
 import { ESCALATION_DEFAULTS, escalateStaleDeadLetters } from "../../shared/dead-letters/escalation.ts";
 
 const config = configFromEnv(
   z.object({
-    databaseUrl: z.string().regex(/^postgres(ql)?:\/\//, "must be a postgres:// connection string"),
-    dbRole: z
-      .string()
-      .regex(/^[a-z_][a-z0-9_]{0,62}$/)
-      .optional(),
-    opsBusName: z.string().regex(/^[A-Za-z0-9._\-/]{1,256}$/, "must be an EventBridge bus name"),
+    databaseUrl: databaseUrlField,
+    dbRole: dbRoleField.optional(),
+    opsBusName: opsBusNameField,
     thresholdDays: z.coerce.number().positive().max(365).default(ESCALATION_DEFAULTS.thresholdDays),
   }),
   {

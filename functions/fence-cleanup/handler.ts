@@ -5,6 +5,7 @@ import { logMetrics } from "@aws-lambda-powertools/metrics/middleware";
 import middy from "@middy/core";
 import type { Context } from "aws-lambda";
 import { z } from "zod";
+import { databaseUrlField, dbRoleField } from "../../shared/config/fields.ts";
 import { configFromEnv } from "../../shared/config/parse.ts";
 import { createPool } from "../../shared/db/pool.ts";
 import { METRICS_NAMESPACE } from "../../shared/metrics/names.ts";
@@ -12,11 +13,8 @@ import { cleanupInvocation } from "./cleanup.ts";
 
 const config = configFromEnv(
   z.object({
-    databaseUrl: z.string().regex(/^postgres(ql)?:\/\//, "must be a postgres:// connection string"),
-    dbRole: z
-      .string()
-      .regex(/^[a-z_][a-z0-9_]{0,62}$/)
-      .optional(),
+    databaseUrl: databaseUrlField,
+    dbRole: dbRoleField.optional(),
     batchSize: z.coerce.number().int().min(1).max(100_000).optional(),
   }),
   { databaseUrl: "DATABASE_URL", dbRole: "JOBFENCE_DB_ROLE", batchSize: "JOBFENCE_CLEANUP_BATCH_SIZE" },

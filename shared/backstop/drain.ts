@@ -16,6 +16,7 @@ import middy, { type MiddlewareObj, type MiddyfiedHandler } from "@middy/core";
 import type { Context, SQSBatchResponse, SQSEvent } from "aws-lambda";
 import type pg from "pg";
 import { z } from "zod";
+import { CONSUMER_NAME, databaseUrlField, dbRoleField, opsBusNameField } from "../config/fields.ts";
 import { configFromEnv, parseConfig } from "../config/parse.ts";
 import { createPool } from "../db/pool.ts";
 import { parseMessage } from "../envelope/envelope.ts";
@@ -30,17 +31,14 @@ import { sqsBatchProcessor } from "../middleware/sqs-batch.ts";
 const drainConfigSchema = z
   .object({
     /** The consumer whose backstop this is: the dead letters' `consumer`. */
-    consumer: z.string().regex(/^[a-z][a-z0-9-]{0,62}$/, "must be a consumer name"),
+    consumer: z.string().regex(CONSUMER_NAME, "must be a consumer name"),
     /** Where a replay sends the message: the source queue, not the backstop. */
     sourceQueueUrl: z.url(),
     /** The source queue's redrive maxReceiveCount: how many receives the message had there. */
     sourceMaxReceiveCount: z.coerce.number().int().min(1).max(1000),
-    databaseUrl: z.string().regex(/^postgres(ql)?:\/\//, "must be a postgres:// connection string"),
-    opsBusName: z.string().regex(/^[A-Za-z0-9._\-/]{1,256}$/, "must be an EventBridge bus name"),
-    dbRole: z
-      .string()
-      .regex(/^[a-z_][a-z0-9_]{0,62}$/)
-      .optional(),
+    databaseUrl: databaseUrlField,
+    opsBusName: opsBusNameField,
+    dbRole: dbRoleField.optional(),
   })
   .strict();
 

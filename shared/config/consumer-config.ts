@@ -5,6 +5,7 @@
  */
 import { z } from "zod";
 import { TTL_DEFAULTS } from "../fence/ttl.ts";
+import { databaseUrlField, dbRoleField, opsBusNameField } from "./fields.ts";
 import { configFromEnv, parseConfig } from "./parse.ts";
 
 /** Named defaults of {@link ConsumerConfig}. */
@@ -26,9 +27,9 @@ const positiveInt = z.coerce.number().int().positive();
 const configSchema = z
   .object({
     /** PostgreSQL connection string of the consumer's login (granted jobfence_consumer). */
-    databaseUrl: z.string().regex(/^postgres(ql)?:\/\//, "must be a postgres:// connection string"),
+    databaseUrl: databaseUrlField,
     /** Name of the ops EventBridge bus that receives DeadLetterRecorded (never a domain bus). */
-    opsBusName: z.string().regex(/^[A-Za-z0-9._\-/]{1,256}$/, "must be an EventBridge bus name"),
+    opsBusName: opsBusNameField,
     /** URL of the source queue; derived from the record's queue ARN when absent. */
     queueUrl: z.url().optional(),
     fenceTtlSeconds: positiveInt.default(CONSUMER_DEFAULTS.fenceTtlSeconds),
@@ -38,10 +39,7 @@ const configSchema = z
     lockTimeoutMs: positiveInt.default(CONSUMER_DEFAULTS.lockTimeoutMs),
     poolMax: positiveInt.max(100).default(CONSUMER_DEFAULTS.poolMax),
     /** A role to SET on each connection, for a login that does not inherit its jobfence role. */
-    dbRole: z
-      .string()
-      .regex(/^[a-z_][a-z0-9_]{0,62}$/, "must be a plain PostgreSQL role name")
-      .optional(),
+    dbRole: dbRoleField.optional(),
   })
   .strict();
 
