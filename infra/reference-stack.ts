@@ -35,6 +35,12 @@ export interface ExistingDatabase {
   readonly databaseName?: string;
   /** Secret name or ARN per login. */
   readonly secrets: Readonly<Record<DatabaseLogin, string>>;
+  /**
+   * Create or update the function logins from their secrets on deploy (the migrator needs
+   * CREATEROLE). Set false where a DBA manages the users.
+   * @default true
+   */
+  readonly provisionLogins?: boolean;
 }
 
 /** Props of {@link JobfenceStack}. */
@@ -127,6 +133,7 @@ export class JobfenceStack extends Stack {
     this.cleanup = new FenceCleanup(this, "Cleanup", { database: this.database, opsBus: this.alerting.bus });
     this.migrations = new DatabaseMigrations(this, "Migrations", {
       database: this.database,
+      provisionLogins: props.existingDatabase?.provisionLogins ?? true,
       executeAfter: this.referenceDatabase ? [this.referenceDatabase] : [],
       // Only what starts work waits for the schema: the event source mappings, the schedules and
       // the API's stage. (Waiting with whole constructs would cycle through the security groups.)
@@ -191,7 +198,7 @@ export class JobfenceStack extends Stack {
         acknowledge(
           secret,
           "AwsSolutions-SMG4",
-          "The functions receive the password through a CloudFormation dynamic reference at deploy time, so rotation would break them until the next deploy; rotate by updating the secret and the PostgreSQL login together, then deploying (docs/deploy.md).",
+          "The functions receive the password through a CloudFormation dynamic reference at deploy time, so automatic rotation would break them until the next deploy; rotate by putting the new password in the secret and deploying with a new dbCredentialsRevision, which re-resolves the references and lets the migrate trigger update the login (docs/deploy.md).",
         );
       }
     }
@@ -266,6 +273,10 @@ export function stackPropsFromContext(
       existingDatabase = parsed as ExistingDatabase;
       for (const key of ["vpcId", "securityGroupId", "endpoint", "secrets"] as const) {
         if (!existingDatabase[key]) problems.push(`context jobfence:existingDatabase.${key} is required`);
+      }
+      const provision: unknown = existingDatabase.provisionLogins;
+      if (provision !== undefined && typeof provision !== "boolean") {
+        problems.push("context jobfence:existingDatabase.provisionLogins must be true or false");
       }
     }
   }

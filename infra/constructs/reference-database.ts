@@ -4,8 +4,8 @@
  * deployments that already have a database use {@link DatabaseAccess.fromAttributes} instead.
  *
  * The cluster's master user is the migrator: it applies the migrations and owns every object.
- * The other logins' secrets are generated here and registered with the proxy; the PostgreSQL
- * users themselves are created once by an operator (docs/deploy.md, "Database logins").
+ * The other logins' secrets are generated here and registered with the proxy; the migrate
+ * trigger creates the PostgreSQL users from them (docs/deploy.md, "Database logins").
  */
 import { Duration, RemovalPolicy } from "aws-cdk-lib";
 import * as ec2 from "aws-cdk-lib/aws-ec2";

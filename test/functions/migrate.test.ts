@@ -1,21 +1,77 @@
+import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { handler } from "../../functions/migrate/handler.ts";
+import { createMigrateHandler, handler } from "../../functions/migrate/handler.ts";
+import { LoginSecretError } from "../../functions/migrate/logins.ts";
 import { deploymentMigrationSets } from "../../functions/migrate/sets.ts";
+import { ConfigurationError } from "../../shared/errors.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { type LocalSecretsManager, localSecretsManager } from "../support/secrets-manager.ts";
+
+const suffix = randomBytes(4).toString("hex");
+const users = { consumer: `jft_c_${suffix}`, ops: `jft_o_${suffix}`, cleanup: `jft_x_${suffix}` };
+const ARN = (name: string) =>
+  `arn:aws:secretsmanager:eu-west-1:123456789012:secret:jobfence/db/${name}-AbCdEf`;
+const LOGIN_SECRETS = JSON.stringify([
+  { secretArn: ARN("consumer"), memberOf: "jobfence_consumer" },
+  { secretArn: ARN("ops"), memberOf: "jobfence_ops" },
+  { secretArn: ARN("cleanup"), memberOf: "jobfence_cleanup" },
+]);
 
 let db: TestDatabase;
+let secrets: LocalSecretsManager;
 beforeAll(async () => {
   db = await createTestDatabase({ empty: true });
+  secrets = await localSecretsManager({
+    [ARN("consumer")]: JSON.stringify({
+      username: users.consumer,
+      password: "consumer-pw",
+      engine: "postgres",
+    }),
+    [ARN("ops")]: JSON.stringify({ username: users.ops, password: "ops-pw" }),
+    [ARN("cleanup")]: JSON.stringify({ username: users.cleanup, password: "cleanup-pw" }),
+    [ARN("broken")]: JSON.stringify({ username: "someone" }),
+  });
 });
 afterAll(async () => {
   vi.unstubAllEnvs();
+  await db?.withClient(async (client) => {
+    for (const user of Object.values(users)) await client.query(`DROP ROLE IF EXISTS ${user}`);
+  });
+  await secrets?.close();
   await db?.drop();
 });
+
+const quiet = () => {};
 
 describe("migrate function", () => {
   it("refuses to run without DATABASE_URL", async () => {
     vi.stubEnv("DATABASE_URL", "");
     await expect(handler()).rejects.toThrow(/DATABASE_URL/);
+  });
+
+  it("refuses login secrets that are not a JSON list of {secretArn, memberOf}", async () => {
+    vi.stubEnv("DATABASE_URL", db.url);
+    for (const bad of ["not json", '{"secretArn":"x"}', '[{"secretArn":"x","memberOf":"postgres"}]']) {
+      vi.stubEnv("JOBFENCE_LOGIN_SECRETS", bad);
+      await expect(createMigrateHandler({ log: quiet })()).rejects.toThrow(ConfigurationError);
+    }
+    vi.stubEnv("JOBFENCE_LOGIN_SECRETS", "");
+  });
+
+  it("with a secret lacking its password, fails before touching the database", async () => {
+    vi.stubEnv("DATABASE_URL", db.url);
+    vi.stubEnv(
+      "JOBFENCE_LOGIN_SECRETS",
+      JSON.stringify([{ secretArn: ARN("broken"), memberOf: "jobfence_ops" }]),
+    );
+    const error = await createMigrateHandler({ secretsManager: secrets.client, log: quiet })().catch(
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(LoginSecretError);
+    expect(String(error)).toMatch(/password/);
+    const tables = await db.withClient((c) => c.query("SELECT 1 FROM pg_namespace WHERE nspname = 'core'"));
+    expect(tables.rowCount).toBe(0);
+    vi.stubEnv("JOBFENCE_LOGIN_SECRETS", "");
   });
 
   it("migrates the database DATABASE_URL names, and a second invocation is a no-op", async () => {
@@ -24,7 +80,39 @@ describe("migrate function", () => {
       set.migrations.map((m) => ({ set: set.name, version: m.version, name: m.name })),
     );
     expect(expected.map((m) => m.set)).toEqual(expect.arrayContaining(["core", "award-points"]));
-    expect(await handler()).toEqual({ applied: expected, alreadyApplied: 0 });
-    expect(await handler()).toEqual({ applied: [], alreadyApplied: expected.length });
+    expect(await handler()).toEqual({ applied: expected, alreadyApplied: 0, logins: [] });
+    expect(await handler()).toEqual({ applied: [], alreadyApplied: expected.length, logins: [] });
+  });
+
+  it("creates each function's login from its secret, and updates them on the next deploy", async () => {
+    vi.stubEnv("DATABASE_URL", db.url);
+    vi.stubEnv("JOBFENCE_LOGIN_SECRETS", LOGIN_SECRETS);
+    const lines: string[] = [];
+    const migrate = createMigrateHandler({ secretsManager: secrets.client, log: (line) => lines.push(line) });
+    const first = await migrate();
+    expect(first.logins).toEqual([
+      { username: users.consumer, memberOf: "jobfence_consumer", outcome: "created" },
+      { username: users.ops, memberOf: "jobfence_ops", outcome: "created" },
+      { username: users.cleanup, memberOf: "jobfence_cleanup", outcome: "created" },
+    ]);
+    expect(secrets.requests).toEqual(expect.arrayContaining([ARN("consumer"), ARN("ops"), ARN("cleanup")]));
+    expect(lines.join("\n")).not.toMatch(/-pw/);
+    const second = await migrate();
+    expect(second.logins.map((l) => l.outcome)).toEqual(["updated", "updated", "updated"]);
+    const { rows } = await db.withClient((c) =>
+      c.query<{ rolname: string; role: string }>(
+        `SELECT u.rolname, g.rolname AS role FROM pg_auth_members m
+           JOIN pg_roles g ON g.oid = m.roleid JOIN pg_roles u ON u.oid = m.member
+          WHERE u.rolname = ANY ($1) ORDER BY 1`,
+        [Object.values(users)],
+      ),
+    );
+    expect(rows).toEqual(
+      [
+        { rolname: users.consumer, role: "jobfence_consumer" },
+        { rolname: users.ops, role: "jobfence_ops" },
+        { rolname: users.cleanup, role: "jobfence_cleanup" },
+      ].sort((a, b) => a.rolname.localeCompare(b.rolname)),
+    );
   });
 });

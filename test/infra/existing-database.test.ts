@@ -10,8 +10,8 @@ const SECRET = (login: string) =>
 let stack: JobfenceStack;
 let template: Template;
 
-beforeAll(() => {
-  stack = new JobfenceStack(testApp(), "Imported", {
+const importedProps = (provisionLogins?: boolean) =>
+  ({
     env: { account: "123456789012", region: "eu-west-1" },
     jwtIssuer: "https://auth.example.com",
     jwtAudience: "jobfence-ops",
@@ -29,8 +29,12 @@ beforeAll(() => {
         ops: SECRET("ops"),
         cleanup: SECRET("cleanup"),
       },
+      ...(provisionLogins === undefined ? {} : { provisionLogins }),
     },
-  });
+  }) as const;
+
+beforeAll(() => {
+  stack = new JobfenceStack(testApp(), "Imported", importedProps());
   template = Template.fromStack(stack);
 });
 
@@ -94,5 +98,21 @@ describe("reference stack on an existing database", () => {
     expect(rules).toHaveLength(6);
     for (const rule of rules)
       expect(rule.Properties).toMatchObject({ FromPort: 5432, ToPort: 5432, IpProtocol: "tcp" });
+  });
+
+  it("creates the function logins from the given secrets on deploy, unless told a DBA manages them", () => {
+    const variables = (t: Template) =>
+      Object.values(
+        t.findResources("AWS::Lambda::Function", {
+          Properties: { Description: "jobfence database migrations (run on deploy)" },
+        }),
+      )[0]?.Properties.Environment.Variables;
+    expect(JSON.parse(variables(template).JOBFENCE_LOGIN_SECRETS)).toEqual([
+      { secretArn: SECRET("consumer"), memberOf: "jobfence_consumer" },
+      { secretArn: SECRET("ops"), memberOf: "jobfence_ops" },
+      { secretArn: SECRET("cleanup"), memberOf: "jobfence_cleanup" },
+    ]);
+    const managed = new JobfenceStack(testApp(), "Managed", importedProps(false));
+    expect(variables(Template.fromStack(managed)).JOBFENCE_LOGIN_SECRETS).toBeUndefined();
   });
 });

@@ -111,6 +111,43 @@ describe("reference stack", () => {
     expect(Object.keys(mappings).length).toBeGreaterThan(0);
     for (const mapping of Object.values(mappings)) expect(mapping.DependsOn).toContain(triggerId);
   });
+  it("creates each function's login from its secret on deploy: the migrate function reads those secrets only", () => {
+    const database = stack.referenceDatabase;
+    expect(database).toBeDefined();
+    const secrets = database?.secrets;
+    if (!secrets) return;
+    const fnId = logicalId(stack, stack.migrations.migrateFunction.function);
+    const fn = template.toJSON().Resources[fnId];
+    const logins = fn.Properties.Environment.Variables.JOBFENCE_LOGIN_SECRETS;
+    // Stack.toJsonString renders as an Fn::Join; the parts name each secret by Ref, role by text.
+    const rendered = JSON.stringify(logins);
+    for (const [login, role] of [
+      ["consumer", "jobfence_consumer"],
+      ["ops", "jobfence_ops"],
+      ["cleanup", "jobfence_cleanup"],
+    ] as const) {
+      expect(rendered).toContain(JSON.stringify({ Ref: logicalId(stack, secrets[login]) }));
+      expect(rendered).toContain(role);
+    }
+    // Its role may read the three login secrets and its own, and no other secret.
+    const readable = new Set<string>();
+    for (const policy of Object.values(template.findResources("AWS::IAM::Policy"))) {
+      if (
+        !JSON.stringify(policy.Properties.Roles).includes(JSON.stringify(fn.Properties.Role["Fn::GetAtt"][0]))
+      )
+        continue;
+      for (const statement of policy.Properties.PolicyDocument.Statement) {
+        if ([statement.Action].flat().includes("secretsmanager:GetSecretValue")) {
+          readable.add(JSON.stringify(statement.Resource));
+        }
+      }
+    }
+    expect([...readable].sort()).toEqual(
+      (["migrator", "consumer", "ops", "cleanup"] as const)
+        .map((login) => JSON.stringify({ Ref: logicalId(stack, secrets[login]) }))
+        .sort(),
+    );
+  });
 });
 
 describe("bundles", () => {
