@@ -7,6 +7,7 @@
  */
 import { CfnOutput, Stack, type StackProps, Validations } from "aws-cdk-lib";
 import * as ec2 from "aws-cdk-lib/aws-ec2";
+import type * as events from "aws-cdk-lib/aws-events";
 import type * as iam from "aws-cdk-lib/aws-iam";
 import * as lambda from "aws-cdk-lib/aws-lambda";
 import * as logs from "aws-cdk-lib/aws-logs";
@@ -75,6 +76,8 @@ export class JobfenceStack extends Stack {
   readonly api: DeadLetterApi;
   readonly cleanup: FenceCleanup;
   readonly migrations: DatabaseMigrations;
+  /** Routes the state changes of every consumer and cleanup alarm to BetterStack. */
+  readonly alarmForwarding: events.Rule;
 
   constructor(scope: Construct, id: string, props: JobfenceStackProps) {
     super(scope, id, props);
@@ -131,6 +134,10 @@ export class JobfenceStack extends Stack {
       consumerQueues: this.consumers.map((c) => c.queue),
     });
     this.cleanup = new FenceCleanup(this, "Cleanup", { database: this.database, opsBus: this.alerting.bus });
+    this.alarmForwarding = this.alerting.forwardAlarms("Alarms", [
+      ...this.consumers.flatMap((c) => Object.values(c.alarms)),
+      ...Object.values(this.cleanup.alarms),
+    ]);
     this.migrations = new DatabaseMigrations(this, "Migrations", {
       database: this.database,
       provisionLogins: props.existingDatabase?.provisionLogins ?? true,

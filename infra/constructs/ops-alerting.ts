@@ -6,6 +6,10 @@
  * secret, the Connection reads it by dynamic reference, and EventBridge keeps its own copy in a
  * Secrets Manager secret of the connection. Undeliverable alerts go to an encrypted queue; the
  * dead letters themselves are rows, so a lost alert never loses a failure.
+ *
+ * CloudWatch alarms (a backstop filling, a queue falling behind, function errors) reach BetterStack
+ * the same way: {@link OpsAlerting.forwardAlarms} routes their state changes, which CloudWatch
+ * publishes on the account's default bus, to the same destination.
  */
 import { Duration, SecretValue } from "aws-cdk-lib";
 import * as cloudwatch from "aws-cdk-lib/aws-cloudwatch";
@@ -99,13 +103,7 @@ export class OpsAlerting extends Construct {
       eventBus: this.bus,
       description: "jobfence dead-letter alerts to BetterStack",
       eventPattern: { source: [EVENT_SOURCE], detailType: [DEAD_LETTER_RECORDED, DEAD_LETTERS_ESCALATED] },
-      targets: [
-        new targets.ApiDestination(this.destination, {
-          deadLetterQueue: this.undeliveredAlerts,
-          maxEventAge: ALERTING_DEFAULTS.retryMaxEventAge,
-          retryAttempts: ALERTING_DEFAULTS.retryAttempts,
-        }),
-      ],
+      targets: [this.betterStackTarget()],
     });
     this.undeliveredAlarm = new cloudwatch.Alarm(this, "UndeliveredAlarm", {
       metric: this.undeliveredAlerts.metricApproximateNumberOfMessagesVisible({
@@ -118,6 +116,33 @@ export class OpsAlerting extends Construct {
       treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
       alarmDescription:
         "jobfence alerts could not be delivered to BetterStack (the dead letters are still recorded)",
+    });
+  }
+
+  /**
+   * Forwards every state change of `alarms` (into ALARM and back to OK) to BetterStack. CloudWatch
+   * publishes those on the default bus, so the rule lives there and names the alarms by ARN.
+   */
+  forwardAlarms(id: string, alarms: readonly cloudwatch.IAlarm[]): events.Rule {
+    if (alarms.length === 0)
+      throw new ConfigurationError("OpsAlerting.forwardAlarms", ["no alarms to forward"]);
+    return new events.Rule(this, id, {
+      description: "jobfence CloudWatch alarm state changes to BetterStack",
+      eventPattern: {
+        source: ["aws.cloudwatch"],
+        detailType: ["CloudWatch Alarm State Change"],
+        resources: alarms.map((alarm) => alarm.alarmArn),
+      },
+      targets: [this.betterStackTarget()],
+    });
+  }
+
+  /** The API destination as a rule target, with retries and the undelivered-alerts queue. */
+  private betterStackTarget(): targets.ApiDestination {
+    return new targets.ApiDestination(this.destination, {
+      deadLetterQueue: this.undeliveredAlerts,
+      maxEventAge: ALERTING_DEFAULTS.retryMaxEventAge,
+      retryAttempts: ALERTING_DEFAULTS.retryAttempts,
     });
   }
 }

@@ -1,6 +1,7 @@
 /** OpsAlerting (SPEC §8): the ops bus, the alert rule and the BetterStack API destination. */
 import { Stack } from "aws-cdk-lib";
 import { Match, Template } from "aws-cdk-lib/assertions";
+import * as cloudwatch from "aws-cdk-lib/aws-cloudwatch";
 import * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
 import { beforeAll, describe, expect, it } from "vitest";
 import { OpsAlerting } from "../../infra/constructs/ops-alerting.ts";
@@ -11,6 +12,7 @@ let stack: Stack;
 let alerting: OpsAlerting;
 let secret: secretsmanager.Secret;
 let template: Template;
+let alarms: cloudwatch.Alarm[];
 
 beforeAll(() => {
   stack = new Stack(testApp(), "Alerting");
@@ -19,6 +21,15 @@ beforeAll(() => {
     betterStackEndpoint: "https://in.logs.betterstack.com",
     betterStackSecret: secret,
   });
+  alarms = ["First", "Second"].map(
+    (id) =>
+      new cloudwatch.Alarm(stack, id, {
+        metric: new cloudwatch.Metric({ namespace: "Test", metricName: id }),
+        threshold: 0,
+        evaluationPeriods: 1,
+      }),
+  );
+  alerting.forwardAlarms("Forwarded", alarms);
   template = Template.fromStack(stack);
 });
 
@@ -67,6 +78,28 @@ describe("OpsAlerting", () => {
       MetricName: "ApproximateNumberOfMessagesVisible",
       Threshold: 0,
     });
+  });
+
+  it("forwards the given alarms' state changes from the default bus to the same destination", () => {
+    const rules = template.findResources("AWS::Events::Rule", {
+      Properties: { EventPattern: { source: ["aws.cloudwatch"] } },
+    });
+    const [rule] = Object.values(rules);
+    expect(Object.keys(rules)).toHaveLength(1);
+    // No EventBusName: CloudWatch publishes alarm state changes on the default bus.
+    expect(rule?.Properties.EventBusName).toBeUndefined();
+    expect(rule?.Properties.EventPattern).toEqual({
+      source: ["aws.cloudwatch"],
+      "detail-type": ["CloudWatch Alarm State Change"],
+      resources: alarms.map((alarm) => ({ "Fn::GetAtt": [logicalId(stack, alarm), "Arn"] })),
+    });
+    expect(rule?.Properties.Targets).toEqual([
+      expect.objectContaining({
+        Arn: { "Fn::GetAtt": [logicalId(stack, alerting.destination), "Arn"] },
+        DeadLetterConfig: { Arn: { "Fn::GetAtt": [logicalId(stack, alerting.undeliveredAlerts), "Arn"] } },
+      }),
+    ]);
+    expect(() => alerting.forwardAlarms("Nothing", [])).toThrow(ConfigurationError);
   });
 
   it("refuses a non-HTTPS endpoint and a bad rate together", () => {

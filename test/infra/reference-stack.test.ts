@@ -150,6 +150,22 @@ describe("reference stack", () => {
   });
 });
 
+describe("alarms", () => {
+  it("every consumer and cleanup alarm reaches BetterStack through the alerting destination", () => {
+    const forwarded = JSON.stringify(
+      template.toJSON().Resources[logicalId(stack, stack.alarmForwarding)].Properties.EventPattern.resources,
+    );
+    const alarms = [
+      ...stack.consumers.flatMap((c) => Object.values(c.alarms)),
+      ...Object.values(stack.cleanup.alarms),
+    ];
+    expect(alarms.length).toBe(4 * stack.consumers.length + 2);
+    for (const alarm of alarms) {
+      expect(forwarded).toContain(JSON.stringify({ "Fn::GetAtt": [logicalId(stack, alarm), "Arn"] }));
+    }
+  });
+});
+
 describe("bundles", () => {
   function assetOf(description: string): string {
     const fn = Object.values(
