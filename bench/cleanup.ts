@@ -15,7 +15,7 @@
  * - A round: phase A (baseline), then phase B on the same table. Both run the same closed-loop
  *   inserters (`--inserters`, default 4, each its own connection logged in as jobfence_consumer)
  *   that insert fresh live fences one transaction at a time as the consumer harness does: BEGIN;
- *   insertFence (INSERT … ON CONFLICT DO NOTHING RETURNING 1); COMMIT. Latency is the whole
+ *   beginWithFences (BEGIN; INSERT … ON CONFLICT DO NOTHING, one round trip); COMMIT. Latency is the whole
  *   transaction, timed with performance.now(); inserts started in the warm-up are left out.
  *   A runs for a fixed time. B runs runFenceCleanup (pool logged in as jobfence_cleanup, the role's
  *   only right being core.delete_expired_fences) with a 10-minute budget until it stops on a short
@@ -43,7 +43,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { parseArgs } from "node:util";
 import pg from "pg";
 import { createPool } from "../shared/db/pool.ts";
-import { insertFence } from "../shared/db/queries/insert-fence.ts";
+import { beginWithFences } from "../shared/db/queries/begin-with-fences.ts";
 import type { Queryable } from "../shared/db/queryable.ts";
 import { CLEANUP_DEFAULTS, type FenceCleanupReport, runFenceCleanup } from "../shared/fence/cleanup.ts";
 import { at, benchDatabase, createCleanups, percentile, positiveInt } from "./support.ts";
@@ -283,18 +283,17 @@ async function withInserters<T>(
       for (let n = 0; !stop; n++) {
         const start = performance.now();
         try {
-          await client.query("BEGIN");
           const before = performance.now();
-          const inserted = await insertFence(client, {
-            jobId: `live-${randomUUID()}`,
+          const jobId = `live-${randomUUID()}`;
+          const inserted = await beginWithFences(client, {
             consumer: at(CONSUMERS, (worker + n) % CONSUMERS.length),
-            tenantId: `tenant-${String((worker * 7 + n) % 50).padStart(3, "0")}`,
             ttlSeconds: LIVE_TTL_SECONDS,
+            jobs: [{ jobId, tenantId: `tenant-${String((worker * 7 + n) % 50).padStart(3, "0")}` }],
           });
           const committing = performance.now();
           await client.query("COMMIT");
           const end = performance.now();
-          if (!inserted) throw new Error("a fresh job id came back as a duplicate");
+          if (!inserted.has(jobId)) throw new Error("a fresh job id came back as a duplicate");
           liveInserted++;
           samples.push({
             start,
@@ -787,7 +786,7 @@ async function main(): Promise<void> {
         },
         method:
           "per round: seed N expired fences (INSERT … SELECT generate_series, expires_at rising with insertion order), " +
-          "VACUUM (ANALYZE), CHECKPOINT; phase A: closed-loop inserters (role jobfence_consumer, BEGIN; insertFence; COMMIT) " +
+          "VACUUM (ANALYZE), CHECKPOINT; phase A: closed-loop inserters (role jobfence_consumer, BEGIN + fence insert in one round trip; COMMIT) " +
           "measured for baseline_ms after settle_ms; phase B: the same inserters while runFenceCleanup (role jobfence_cleanup) deletes every expired " +
           "fence (a variant's pause follows each full batch, inside the elapsed time); latency = BEGIN … COMMIT timed with " +
           "performance.now(), warm-up excluded; rows/s = deleted / runFenceCleanup elapsedMs",

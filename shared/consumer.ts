@@ -15,7 +15,10 @@
  *   observe-outcome     one metric per outcome; a log line for anything but success or a duplicate
  *
  * Records run one after another, each through its own Middy chain, so one record's failure never
- * touches a batch-mate's committed work. A record is acked (left out of batchItemFailures) only
+ * touches a batch-mate's committed work. In batch-commit mode (`commitMode: "batch"`) the fence
+ * transaction step is taken for the whole batch first (shared/fence/batch-transaction.ts: one
+ * BEGIN + fence insert, every record's work, one COMMIT; a failing record is taken out and the
+ * batch redone), and each record's chain then starts from what the batch did with it. A record is acked (left out of batchItemFailures) only
  * when it was applied, was a duplicate, or its dead letter committed. On a FIFO queue, after a
  * record of a message group fails, the group's later records are not run and are reported too, so
  * ordering within a group holds.
@@ -23,7 +26,7 @@
 
 import { Logger } from "@aws-lambda-powertools/logger";
 import { injectLambdaContext } from "@aws-lambda-powertools/logger/middleware";
-import { Metrics } from "@aws-lambda-powertools/metrics";
+import { Metrics, MetricUnit } from "@aws-lambda-powertools/metrics";
 import { logMetrics } from "@aws-lambda-powertools/metrics/middleware";
 import { EventBridgeClient } from "@aws-sdk/client-eventbridge";
 import { SQSClient } from "@aws-sdk/client-sqs";
@@ -40,10 +43,13 @@ import {
 import { CONSUMER_NAME } from "./config/fields.ts";
 import { createPool } from "./db/pool.ts";
 import type { Queryable } from "./db/queryable.ts";
+import { describeError } from "./dead-letters/last-error.ts";
 import type { Job } from "./envelope/envelope.ts";
+import { parseMessage } from "./envelope/envelope.ts";
 import { ConfigurationError } from "./errors.ts";
+import { settleBatch } from "./fence/batch-transaction.ts";
 import { validateFenceTtl } from "./fence/ttl.ts";
-import { METRICS_NAMESPACE } from "./metrics/names.ts";
+import { METRIC, METRICS_NAMESPACE } from "./metrics/names.ts";
 import { fenceTransaction } from "./middleware/fence-transaction.ts";
 import { type OutcomeObserver, observeOutcome } from "./middleware/observe-outcome.ts";
 import { parseEnvelope } from "./middleware/parse-envelope.ts";
@@ -73,6 +79,13 @@ export interface WorkJob<P> extends Job<P> {
  */
 export type Transaction = Queryable;
 
+/**
+ * How the records of one SQS batch commit: `per-record` (the default) gives each record its own
+ * fence transaction; `batch` runs the batch's records in one transaction with one commit, and pays
+ * for isolation only when a record fails (see shared/fence/batch-transaction.ts).
+ */
+export type CommitMode = "per-record" | "batch";
+
 /** What a consumer author writes. */
 export interface ConsumerDefinition<S extends z.ZodType> {
   /** The consumer's name: half of the fence key and the `consumer` of its dead letters. Lowercase, digits, dashes. */
@@ -86,6 +99,8 @@ export interface ConsumerDefinition<S extends z.ZodType> {
   readonly work: (job: WorkJob<z.output<S>>, tx: Transaction) => Promise<void>;
   /** A change to the default retry policy, with its required rationale. */
   readonly retry?: RetryOverride;
+  /** @default "per-record" */
+  readonly commitMode?: CommitMode;
 }
 
 /** What the environment provides; everything left out is built from {@link ConsumerConfig}. */
@@ -123,6 +138,8 @@ export type ConsumerHandler = MiddyfiedHandler<SQSEvent, SQSBatchResponse, Error
   readonly consumer: string;
   /** The effective retry policy. */
   readonly retryPolicy: RetryPolicy;
+  /** How a batch's records commit. */
+  readonly commitMode: CommitMode;
   /** The validated configuration. */
   readonly config: ConsumerConfig;
   /** The container's pool. */
@@ -182,14 +199,49 @@ export function createConsumer<S extends z.ZodType>(
   const sqs = runtime.sqs ?? new SQSClient({});
   const eventBridge = runtime.eventBridge ?? new EventBridgeClient({});
 
-  const runWork = async (rc: RecordContext<z.output<S>>): Promise<RecordOutcome> => {
-    if (rc.duplicate) return { status: "duplicate" };
-    const job = rc.job as Job<z.output<S>>;
-    await definition.work(
-      { ...job, attempt: rc.attempt, messageId: rc.record.messageId },
-      rc.tx as pg.PoolClient,
+  const commitMode = definition.commitMode ?? "per-record";
+  const work = (rc: RecordContext<z.output<S>>, tx: pg.PoolClient) =>
+    definition.work(
+      { ...(rc.job as Job<z.output<S>>), attempt: rc.attempt, messageId: rc.record.messageId },
+      tx,
     );
+
+  const runWork = async (rc: RecordContext<z.output<S>>): Promise<RecordOutcome> => {
+    if (rc.settled) {
+      // Batch-commit mode: the batch's transaction already ran this record.
+      if (rc.settled.status === "failed") throw rc.settled.error;
+      return { status: rc.settled.status };
+    }
+    if (rc.duplicate) return { status: "duplicate" };
+    await work(rc, rc.tx as pg.PoolClient);
     return { status: "applied" };
+  };
+
+  const prepareBatch = async (contexts: RecordContext<z.output<S>>[]): Promise<void> => {
+    for (const rc of contexts) {
+      const parsed = parseMessage(rc.record.body ?? "", definition.payload, rc.record.messageId);
+      rc.identity = parsed.identity;
+      if (parsed.ok) rc.job = parsed.job;
+    }
+    try {
+      const report = await settleBatch(
+        { pool, consumer: definition.name, ttlSeconds: config.fenceTtlSeconds, work, keepGroupOrder: true },
+        contexts,
+      );
+      if (report.redos > 0) metrics.addMetric(METRIC.batchRedone, MetricUnit.Count, report.redos);
+      if (report.redos > 0 || report.deferred > 0) {
+        logger.info("batch transaction redone without failed records", {
+          ...report,
+          records: contexts.length,
+        });
+      }
+    } catch (error) {
+      // A bug, not a database or work error (those are settlements): the records the batch did
+      // not settle run one transaction each; their fences keep that safe.
+      logger.error("batch transaction failed unexpectedly; records run one by one", {
+        error: describeError(error),
+      });
+    }
   };
 
   // Middy runs `before` in `use` order and `after`/`onError` in reverse, so this order gives:
@@ -209,6 +261,7 @@ export function createConsumer<S extends z.ZodType>(
       queueUrl: config.queueUrl ?? queueUrlFromArn(record.eventSourceARN),
     }),
     processRecord,
+    ...(commitMode === "batch" ? { prepareBatch } : {}),
     keepGroupOrder: true,
     metrics,
     logger,
@@ -217,7 +270,7 @@ export function createConsumer<S extends z.ZodType>(
   const handler = middy<SQSEvent, SQSBatchResponse, Error, Context>(processBatch)
     .use(injectLambdaContext(logger))
     .use(logMetrics(metrics));
-  return Object.assign(handler, { consumer: definition.name, retryPolicy, config, pool });
+  return Object.assign(handler, { consumer: definition.name, retryPolicy, commitMode, config, pool });
 }
 
 function collect<T>(problems: string[], build: () => T): T | undefined {

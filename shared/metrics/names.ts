@@ -23,6 +23,8 @@ export const METRIC = {
   recordFailed: "RecordFailed",
   /** BEGIN to COMMIT of a committed fence transaction, milliseconds. */
   fenceLatency: "FenceLatency",
+  /** Batch-commit mode: a batch transaction rolled back and ran again without a failed record. */
+  batchRedone: "BatchRedone",
 } as const;
 
 /** `DeadLetteredPoison`, `DeadLetteredHard`, …: one metric per kind, each alarmable on its own. */

@@ -3,10 +3,12 @@
  * inserts the fence before the work runs on that same connection; commits after the work; rolls
  * back on any error. A duplicate rolls back at once and the work is skipped.
  *
- *   BEGIN
- *   INSERT fence … ON CONFLICT DO NOTHING RETURNING 1   -- no row: duplicate → ROLLBACK, ack
+ *   BEGIN; INSERT fence … ON CONFLICT DO NOTHING   -- one round trip; no row: duplicate → ROLLBACK, ack
  *   work(job, tx)
- *   COMMIT                                             -- then ack
+ *   COMMIT                                          -- then ack
+ *
+ * In batch-commit mode the batch's transaction has already settled the record (rc.settled) and
+ * this middleware stands aside; records it left for a transaction of their own come through here.
  *
  * Every path releases the connection exactly once; a connection whose ROLLBACK or COMMIT failed is
  * destroyed rather than returned to the pool in an unknown state.
@@ -14,7 +16,7 @@
 import { performance } from "node:perf_hooks";
 import type { MiddlewareObj } from "@middy/core";
 import type pg from "pg";
-import { insertFence } from "../db/queries/insert-fence.ts";
+import { beginWithFences } from "../db/queries/begin-with-fences.ts";
 import { TransactionRolledBackError } from "../errors.ts";
 import type { RecordContext, RecordOutcome } from "./record-context.ts";
 
@@ -36,17 +38,16 @@ export function fenceTransaction(
     const rc = request.event;
     const job = rc.job;
     if (!job) return; // nothing parsed: the parser threw before us
+    if (rc.settled) return; // the batch's transaction decided this record
     const tx = await options.pool.connect();
     rc.fenceStartedAt = performance.now();
     try {
-      await tx.query("BEGIN");
-      const fresh = await insertFence(tx, {
-        jobId: job.jobId,
+      const fresh = await beginWithFences(tx, {
         consumer: options.consumer,
-        tenantId: job.tenantId,
         ttlSeconds: options.ttlSeconds,
+        jobs: [{ jobId: job.jobId, tenantId: job.tenantId }],
       });
-      if (fresh) {
+      if (fresh.has(job.jobId)) {
         rc.tx = tx;
         return;
       }
@@ -95,7 +96,7 @@ export function fenceTransaction(
 }
 
 /** Rolls back and releases; destroys the connection if even the rollback fails. */
-async function abandon(tx: pg.PoolClient): Promise<void> {
+export async function abandon(tx: pg.PoolClient): Promise<void> {
   try {
     await tx.query("ROLLBACK");
     tx.release();
@@ -104,6 +105,6 @@ async function abandon(tx: pg.PoolClient): Promise<void> {
   }
 }
 
-function asError(value: unknown): Error {
+export function asError(value: unknown): Error {
   return value instanceof Error ? value : new Error(String(value));
 }

@@ -18,6 +18,7 @@ export function parseEnvelope<S extends z.ZodType>(
 ): MiddlewareObj<RecordContext<z.output<S>>, RecordOutcome> {
   const parseEnvelopeBefore = (request: { event: RecordContext<z.output<S>> }): void => {
     const rc = request.event;
+    if (rc.job) return; // batch-commit mode parsed it before the batch transaction
     const parsed = parseMessage(rc.record.body ?? "", options.payload, rc.record.messageId);
     rc.identity = parsed.identity;
     if (!parsed.ok) throw parsed.error;

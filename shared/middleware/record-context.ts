@@ -26,7 +26,18 @@ export interface RecordContext<P = unknown> {
   fenceStartedAt?: number;
   /** Milliseconds from BEGIN to COMMIT of a committed fence transaction. */
   fenceMs?: number;
+  /** Batch-commit mode: what the batch's shared transaction did with this record. */
+  settled?: BatchSettlement;
 }
+
+/** A record's part in a batch transaction (set only for records the batch decided). */
+export type BatchSettlement =
+  /** Its work committed with the batch. */
+  | { readonly status: "applied" }
+  /** Its fence existed, or an earlier record of the batch carried the same job. */
+  | { readonly status: "duplicate" }
+  /** Its work threw (the batch was redone without it), or the batch's commit failed. */
+  | { readonly status: "failed"; readonly error: unknown };
 
 /** What became of a record. Acked outcomes leave the queue; every other one stays for SQS to redeliver. */
 export type RecordOutcome =

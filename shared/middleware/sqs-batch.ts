@@ -18,6 +18,11 @@ export interface SqsBatchOptions<P> {
   readonly contextOf: (record: SQSRecord) => RecordContext<P>;
   /** The per-record Middy chain. */
   readonly processRecord: (rc: RecordContext<P>, context: Context) => Promise<RecordOutcome>;
+  /**
+   * Runs once per batch before any record's chain, with the contexts of every usable record in
+   * batch order (batch-commit mode settles them in one transaction here). @default none
+   */
+  readonly prepareBatch?: (contexts: RecordContext<P>[]) => Promise<void>;
   readonly keepGroupOrder: boolean;
   readonly metrics: Metrics;
   readonly logger: Logger;
@@ -34,26 +39,41 @@ export function sqsBatchProcessor<P>(
 ): (event: SQSEvent, context: Context) => Promise<SQSBatchResponse> {
   const { metrics, logger } = options;
 
-  const runRecord = async (record: SQSRecord, context: Context): Promise<RecordOutcome> => {
+  const unprocessable = (record: SQSRecord, error: unknown): RecordOutcome => {
+    // Only an unusable event (no queue ARN) or a bug in a middleware gets here; the record
+    // stays in the queue and, if it never gets through, reaches the backstop queue.
+    metrics.addMetric(METRIC.recordFailed, MetricUnit.Count, 1);
+    logger.error("record could not be processed; the message stays in the queue", {
+      message_id: record.messageId,
+      attempt: attemptOf(record),
+      error: describeError(error),
+    });
+    return { status: "failed", error };
+  };
+
+  const runRecord = async (rc: RecordContext<P>, context: Context): Promise<RecordOutcome> => {
     try {
-      return await options.processRecord(options.contextOf(record), context);
+      return await options.processRecord(rc, context);
     } catch (error) {
-      // Only an unusable event (no queue ARN) or a bug in a middleware gets here; the record
-      // stays in the queue and, if it never gets through, reaches the backstop queue.
-      metrics.addMetric(METRIC.recordFailed, MetricUnit.Count, 1);
-      logger.error("record could not be processed; the message stays in the queue", {
-        message_id: record.messageId,
-        attempt: attemptOf(record),
-        error: describeError(error),
-      });
-      return { status: "failed", error };
+      return unprocessable(rc.record, error);
     }
   };
 
   return async (event, context) => {
     const batchItemFailures: SQSBatchItemFailure[] = [];
     const failedGroups = new Set<string>();
-    for (const record of event.Records) {
+    const contexts = event.Records.map((record): RecordContext<P> | { error: unknown } => {
+      try {
+        return options.contextOf(record);
+      } catch (error) {
+        return { error };
+      }
+    });
+    const usable = contexts.filter((c): c is RecordContext<P> => !("error" in c));
+    // With an unusable record in the batch, its place in a message group is unknown to the batch
+    // transaction: every record then runs on its own, as in per-record mode.
+    if (options.prepareBatch && usable.length === contexts.length) await options.prepareBatch(usable);
+    for (const [index, record] of event.Records.entries()) {
       const group = options.keepGroupOrder ? record.attributes.MessageGroupId : undefined;
       if (group !== undefined && failedGroups.has(group)) {
         metrics.addMetric(METRIC.fifoSkipped, MetricUnit.Count, 1);
@@ -64,7 +84,9 @@ export function sqsBatchProcessor<P>(
         batchItemFailures.push({ itemIdentifier: record.messageId });
         continue;
       }
-      const outcome = await runRecord(record, context);
+      const rc = contexts[index];
+      const outcome =
+        rc === undefined || "error" in rc ? unprocessable(record, rc?.error) : await runRecord(rc, context);
       if (!isAcked(outcome)) {
         batchItemFailures.push({ itemIdentifier: record.messageId });
         if (group !== undefined) failedGroups.add(group);

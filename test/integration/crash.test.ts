@@ -48,14 +48,20 @@ function runChild(
   });
 }
 
-describe.each(["after-fence", "after-work"])("AC2 a process killed (SIGKILL) %s, before COMMIT", (point) => {
+describe.each([
+  ["after-fence", "per-record"],
+  ["after-work", "per-record"],
+  ["after-fence", "batch"],
+  ["after-work", "batch"],
+] as const)("AC2 a process killed (SIGKILL) %s, before COMMIT, in %s mode", (point, mode) => {
   it("leaves neither effect nor fence, and the redelivered message applies exactly once", async () => {
-    const jobId = `ac2-${point}`;
-    const queue = await bed.queue(`ac2-${point}`, { VisibilityTimeout: "1" });
+    const jobId = `ac2-${point}-${mode}`;
+    const queue = await bed.queue(`ac2-${point}-${mode}`, { VisibilityTimeout: "1" });
     await send(bed.sqs, queue.url, award(jobId, 11, `u-${jobId}`));
 
     const crashed = await runChild({
       CRASH_POINT: point,
+      COMMIT_MODE: mode,
       DATABASE_URL: bed.db.url,
       SQS_ENDPOINT: bed.emulator.endpoint,
       EVENTBRIDGE_ENDPOINT: bed.sink.endpoint,
@@ -69,7 +75,7 @@ describe.each(["after-fence", "after-work"])("AC2 a process killed (SIGKILL) %s,
     expect(await effectsOf(bed.db, jobId)).toEqual({ ledger: 0, fences: 0, deadLetters: 0 });
 
     // The message was never deleted; once its visibility lapses it comes back as attempt 2.
-    const handler = bed.consumer(awardPointsConsumer, { queueUrl: queue.url });
+    const handler = bed.consumer({ ...awardPointsConsumer, commitMode: mode }, { queueUrl: queue.url });
     const source = { sqs: bed.sqs, queueUrl: queue.url, queueArn: queue.arn, waitSeconds: 5 };
     const redelivery = await pollOnce(source, handler, lambdaContext("award-points"));
     expect(redelivery.received.map((r) => r.attributes.ApproximateReceiveCount)).toEqual(["2"]);

@@ -17,6 +17,7 @@ import { type EventBridgeSink, startEventBridgeSink } from "../../local/eventbri
 import { lambdaContext } from "../../local/lambda-context.ts";
 import { type SqsEmulator, startSqsEmulator } from "../../local/sqs-emulator.ts";
 import {
+  type CommitMode,
   type ConsumerDefinition,
   type ConsumerHandler,
   type ConsumerRuntime,
@@ -46,7 +47,13 @@ export interface ConsumerTestBed {
   close(): Promise<void>;
 }
 
-export async function consumerTestBed(): Promise<ConsumerTestBed> {
+/** Options of {@link consumerTestBed}. */
+export interface ConsumerTestBedOptions {
+  /** Applied to every consumer built, unless its definition chooses. @default the definition's */
+  readonly commitMode?: CommitMode;
+}
+
+export async function consumerTestBed(options: ConsumerTestBedOptions = {}): Promise<ConsumerTestBed> {
   const [db, emulator, sink] = await Promise.all([
     createTestDatabase(),
     startSqsEmulator(),
@@ -72,7 +79,11 @@ export async function consumerTestBed(): Promise<ConsumerTestBed> {
           lockTimeoutMs: lockTimeoutMs ?? 5000,
         });
       pools.push(pool);
-      return createConsumer(definition, {
+      const withMode =
+        options.commitMode && definition.commitMode === undefined
+          ? { ...definition, commitMode: options.commitMode }
+          : definition;
+      return createConsumer(withMode, {
         config: { databaseUrl: db.url, opsBusName: OPS_BUS, ...(queueUrl ? { queueUrl } : {}) },
         sqs,
         eventBridge,

@@ -1,0 +1,57 @@
+/**
+ * SPEC §3's `BEGIN` and fence insert, sent as one round trip. Round trips are what a fence costs
+ * (the insert itself is cheap), so the fence rides on the BEGIN the transaction needs anyway:
+ * with it, a per-record transaction makes exactly as many round trips as the same work with no
+ * fence (BEGIN, the work's statements, COMMIT).
+ *
+ * Two statements in one message need PostgreSQL's simple query protocol, which takes no bound
+ * parameters, so the values are rendered as literals with pg's `escapeLiteral` (quotes doubled;
+ * a backslash makes it an E'' literal, so the result is the same whatever
+ * `standard_conforming_strings` is). What reaches it is already a validated envelope: text with no
+ * U+0000 (the simple protocol's statement is a C string), a consumer name of `[a-z0-9-]`, and an
+ * integer TTL. `test/integration/begin-with-fences.test.ts` feeds it hostile ids.
+ *
+ * Several fences (batch commit) are inserted in job-id order, so two transactions whose batches
+ * share jobs take the fences' locks in the same order and queue behind each other instead of
+ * deadlocking.
+ */
+import pg from "pg";
+
+/** The fences of one transaction. */
+export interface FenceSet {
+  /** The consumer's name: the second half of every fence key. */
+  readonly consumer: string;
+  /** `expires_at = processed_at + ttl` (SPEC §7); a positive whole number. */
+  readonly ttlSeconds: number;
+  /** One entry per job; a job id given twice is inserted once. */
+  readonly jobs: ReadonlyArray<{ readonly jobId: string; readonly tenantId: string }>;
+}
+
+/**
+ * Opens a transaction on `client` and inserts the fences; returns the job ids whose fence this
+ * transaction now holds. An id not returned is a duplicate: another delivery of it committed
+ * (a concurrent holder makes this wait, bounded by lock_timeout, until it commits or rolls back).
+ * On an error the transaction is left open and aborted: the caller rolls back.
+ */
+export async function beginWithFences(client: pg.ClientBase, fences: FenceSet): Promise<Set<string>> {
+  if (!Number.isSafeInteger(fences.ttlSeconds) || fences.ttlSeconds < 1) {
+    throw new RangeError(`ttlSeconds must be a positive whole number, got ${fences.ttlSeconds}`);
+  }
+  const byId = new Map<string, string>();
+  for (const job of fences.jobs) if (!byId.has(job.jobId)) byId.set(job.jobId, job.tenantId);
+  if (byId.size === 0) throw new RangeError("a fence set needs at least one job");
+  const rows = [...byId]
+    .map(([jobId, tenantId]) => `(${pg.escapeLiteral(jobId)}, ${pg.escapeLiteral(tenantId)})`)
+    .join(", ");
+  const sql = `BEGIN;
+INSERT INTO core.processed_jobs (job_id, consumer, tenant_id, processed_at, expires_at)
+SELECT v.job_id, ${pg.escapeLiteral(fences.consumer)}, v.tenant_id, now(), now() + make_interval(secs => ${fences.ttlSeconds})
+  FROM (VALUES ${rows}) AS v (job_id, tenant_id)
+ ORDER BY v.job_id COLLATE "C"
+ON CONFLICT (job_id, consumer) DO NOTHING
+RETURNING job_id`;
+  const results = (await client.query(sql)) as unknown as pg.QueryResult<{ job_id: string }>[];
+  const inserted = results[1];
+  if (!Array.isArray(results) || !inserted) throw new Error("BEGIN and the fence insert returned no results");
+  return new Set(inserted.rows.map((row) => row.job_id));
+}

@@ -1,0 +1,104 @@
+/**
+ * The fence insert rides on BEGIN as literal SQL (shared/db/queries/begin-with-fences.ts): any job
+ * id a valid envelope can carry must come back exactly as sent, and nothing else may happen.
+ */
+import fc from "fast-check";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beginWithFences } from "../../shared/db/queries/begin-with-fences.ts";
+import { envelopeSchema } from "../../shared/envelope/envelope.ts";
+import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+
+let db: TestDatabase;
+beforeAll(async () => {
+  db = await createTestDatabase();
+});
+afterAll(async () => {
+  await db?.drop();
+});
+
+const HOSTILE = [
+  "'); DROP TABLE core.processed_jobs; --",
+  "\\'; SELECT pg_sleep(10); --",
+  "back\\slash",
+  "$$dollar$$",
+  "E'x'",
+  "quote''s",
+  "semi;colon",
+  "new\nline\r\ttab",
+  "😀 emoji and ünïcödé",
+  "  ",
+];
+
+/** Ids the envelope accepts (the only ones that can reach the fence). */
+const storableId = fc
+  .oneof(
+    fc.string({ unit: "binary", maxLength: 80 }),
+    fc.constantFrom(...HOSTILE),
+    fc.string({ maxLength: 255 }),
+  )
+  .filter((id) => envelopeSchema.shape.job_id.safeParse(id).success);
+
+describe("beginWithFences", () => {
+  it("inserts every id exactly as sent, hostile or not, and runs nothing else", async () => {
+    await db.withClient(async (client) => {
+      await fc.assert(
+        fc.asyncProperty(
+          fc.uniqueArray(storableId, { minLength: 1, maxLength: 12 }),
+          fc.string(),
+          async (ids, tenant) => {
+            const tenantId = tenant.replaceAll("\u0000", "") || "t";
+            if (!tenantId.isWellFormed()) return;
+            const fresh = await beginWithFences(client, {
+              consumer: "fence-literals",
+              ttlSeconds: 60,
+              jobs: ids.map((jobId) => ({ jobId, tenantId })),
+            });
+            try {
+              expect([...fresh].sort()).toEqual([...ids].sort());
+              const { rows } = await client.query<{ job_id: string; tenant_id: string }>(
+                "SELECT job_id, tenant_id FROM core.processed_jobs WHERE consumer = 'fence-literals'",
+              );
+              expect(rows.map((r) => r.job_id).sort()).toEqual([...ids].sort());
+              for (const row of rows) expect(row.tenant_id).toBe(tenantId);
+            } finally {
+              await client.query("ROLLBACK");
+            }
+          },
+        ),
+        { numRuns: 150 },
+      );
+      const { rows } = await client.query("SELECT to_regclass('core.processed_jobs') IS NOT NULL AS present");
+      expect(rows[0]).toEqual({ present: true });
+    });
+  });
+
+  it("reports a fence that exists as a duplicate, and a repeated id once", async () => {
+    await db.withClient(async (client) => {
+      const set = (jobs: string[]) => ({
+        consumer: "fence-dups",
+        ttlSeconds: 60,
+        jobs: jobs.map((jobId) => ({ jobId, tenantId: "t" })),
+      });
+      expect(await beginWithFences(client, set(["d-1"]))).toEqual(new Set(["d-1"]));
+      await client.query("COMMIT");
+      expect(await beginWithFences(client, set(["d-1", "d-2", "d-2"]))).toEqual(new Set(["d-2"]));
+      await client.query("ROLLBACK");
+    });
+  });
+
+  it("refuses an empty set and a TTL that is not a positive whole number", async () => {
+    await db.withClient(async (client) => {
+      const jobs = [{ jobId: "x", tenantId: "t" }];
+      await expect(beginWithFences(client, { consumer: "c", ttlSeconds: 60, jobs: [] })).rejects.toThrow(
+        RangeError,
+      );
+      for (const ttlSeconds of [0, -1, 1.5, Number.NaN, 2 ** 60]) {
+        await expect(beginWithFences(client, { consumer: "c", ttlSeconds, jobs })).rejects.toThrow(
+          RangeError,
+        );
+      }
+      const { rows } = await client.query("SELECT now() = statement_timestamp() AS outside");
+      expect(rows[0]).toEqual({ outside: true }); // no transaction was left open
+    });
+  });
+});
