@@ -12,14 +12,19 @@ import { randomUUID } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import { Logger } from "@aws-lambda-powertools/logger";
 import { Metrics } from "@aws-lambda-powertools/metrics";
-import { EventBridgeClient } from "@aws-sdk/client-eventbridge";
-import { SQSClient } from "@aws-sdk/client-sqs";
+import type { EventBridgeClient } from "@aws-sdk/client-eventbridge";
+import type { SQSClient } from "@aws-sdk/client-sqs";
 import type { SQSRecord } from "aws-lambda";
 import type pg from "pg";
 import { awardPoints } from "../functions/award-points/award.ts";
-import { awardPointsConsumer } from "../functions/award-points/consumer.ts";
+import { awardPointsConsumer, type awardPointsPayload } from "../functions/award-points/consumer.ts";
 import { lambdaContext } from "../local/lambda-context.ts";
-import { type CommitMode, type ConsumerHandler, createConsumer } from "../shared/consumer.ts";
+import {
+  type CommitMode,
+  type ConsumerDefinition,
+  type ConsumerHandler,
+  createConsumer,
+} from "../shared/consumer.ts";
 
 /** One award, as the benchmarks generate them. */
 export interface BenchJob {
@@ -67,22 +72,55 @@ export function recordOf(
   };
 }
 
-/** The award-points consumer on `pool`, quiet (no metrics, no logs), in `commitMode`. */
-export function benchConsumer(pool: pg.Pool, commitMode: CommitMode, databaseUrl: string): ConsumerHandler {
-  // Never called while nothing fails; pointed at a closed port so a call would fail fast.
-  const endpoint = "http://127.0.0.1:9";
-  const credentials = { accessKeyId: "bench", secretAccessKey: "bench" };
-  return createConsumer(
-    { ...awardPointsConsumer, commitMode },
-    {
-      config: { databaseUrl, opsBusName: "jobfence-ops-bench" },
-      pool,
-      sqs: new SQSClient({ endpoint, region: "eu-west-1", credentials, maxAttempts: 1 }),
-      eventBridge: new EventBridgeClient({ endpoint, region: "eu-west-1", credentials, maxAttempts: 1 }),
-      metrics: new Metrics({ namespace: "jobfence-bench", serviceName: "bench" }),
-      logger: new Logger({ serviceName: "bench", logLevel: "SILENT" }),
-    },
-  );
+/** Options of {@link benchConsumer}. */
+export interface BenchConsumerOptions {
+  /** Jobs whose work throws (a transient failure), to measure a batch that has to isolate one. */
+  readonly failWhen?: (job: BenchJob) => boolean;
+}
+
+// EMF metrics are printed to stdout once per invocation; in Lambda that line is handed to an
+// asynchronous log pipeline, here it would be a terminal write timed with the database work.
+process.env.POWERTOOLS_METRICS_DISABLED ??= "true";
+
+/**
+ * The award-points consumer on `pool`, quiet (no metrics, no logs), in `commitMode`. SQS and
+ * EventBridge are stand-ins that answer at once: a failed job's ChangeMessageVisibility costs no
+ * network time, so the figures are the database's and the harness's alone.
+ */
+export function benchConsumer(
+  pool: pg.Pool,
+  commitMode: CommitMode,
+  databaseUrl: string,
+  options: BenchConsumerOptions = {},
+): ConsumerHandler {
+  const answerAtOnce = { send: async () => ({}) };
+  const { failWhen } = options;
+  const definition: ConsumerDefinition<typeof awardPointsPayload> = {
+    ...awardPointsConsumer,
+    commitMode,
+    ...(failWhen
+      ? {
+          work: async (job, tx) => {
+            const award = {
+              jobId: job.jobId,
+              tenantId: job.tenantId,
+              userId: job.payload.user_id,
+              points: job.payload.points,
+            };
+            if (failWhen(award)) throw new Error("benchmark: this job fails");
+            await awardPoints(tx, award);
+          },
+        }
+      : {}),
+  };
+  return createConsumer(definition, {
+    config: { databaseUrl, opsBusName: "jobfence-ops-bench" },
+    pool,
+    sqs: answerAtOnce as unknown as SQSClient,
+    eventBridge: answerAtOnce as unknown as EventBridgeClient,
+    metrics: new Metrics({ namespace: "jobfence-bench", serviceName: "bench" }),
+    logger: new Logger({ serviceName: "bench", logLevel: "SILENT" }),
+  });
 }
 
 /** The effect with no fence: its own transaction, as a consumer without jobfence would run it. */
@@ -124,10 +162,99 @@ export function batchesOf(jobs: readonly BenchJob[], size: number): SQSRecord[][
   return batches;
 }
 
-/** Invokes the handler with one batch; throws when any record was reported as failed. */
-export async function invokeBatch(handler: ConsumerHandler, records: SQSRecord[]): Promise<void> {
+/**
+ * Invokes the handler with one batch; throws when the number of records reported as failed is not
+ * `expectedFailures` (a benchmark that loses jobs measures nothing).
+ */
+export async function invokeBatch(
+  handler: ConsumerHandler,
+  records: SQSRecord[],
+  expectedFailures = 0,
+): Promise<void> {
   const response = await handler({ Records: records }, lambdaContext(handler.consumer));
-  if (response.batchItemFailures.length > 0) {
-    throw new Error(`${response.batchItemFailures.length} of ${records.length} records failed`);
+  if (response.batchItemFailures.length !== expectedFailures) {
+    throw new Error(
+      `${response.batchItemFailures.length} of ${records.length} records failed (expected ${expectedFailures})`,
+    );
   }
+}
+
+/** One way of applying jobs, measured by {@link compareVariants}. */
+export interface Variant {
+  readonly label: string;
+  /** Applies `jobs`; returns elapsed ms and how many effects were applied. */
+  run(jobs: readonly BenchJob[]): Promise<{ ms: number; applied: number }>;
+}
+
+/** Effects per second of each variant, one figure per measured repetition. */
+export type VariantRates = Record<string, number[]>;
+
+/**
+ * A warm-up round, then `reps` rounds; each round runs every variant on fresh jobs, in an order
+ * rotated from round to round so a slow moment of the machine does not always hit the same one.
+ */
+export async function compareVariants(
+  variants: readonly Variant[],
+  options: { reps: number; jobs: number; users?: number; log?: (line: string) => void },
+): Promise<VariantRates> {
+  const rates: VariantRates = Object.fromEntries(variants.map((v) => [v.label, []]));
+  for (let round = 0; round <= options.reps; round++) {
+    const order = variants.map((_, i) => variants[(i + round) % variants.length] as Variant);
+    const line: string[] = [];
+    for (const variant of order) {
+      const { ms, applied } = await variant.run(makeJobs(options.jobs, options.users));
+      const rate = (applied / ms) * 1000;
+      if (round > 0) rates[variant.label]?.push(rate);
+      line.push(`${variant.label} ${Math.round(rate)}/s`);
+    }
+    options.log?.(`${round === 0 ? "warm-up" : `round ${round}`}: ${line.join(", ")}`);
+  }
+  return rates;
+}
+
+/** The bare effect, each job its own transaction, `concurrency` at a time. */
+export function bareVariant(label: string, pool: pg.Pool, concurrency: number): Variant {
+  return {
+    label,
+    run: async (jobs) => ({
+      ms: await runConcurrently(jobs, concurrency, (job) => bareEffect(pool, job)),
+      applied: jobs.length,
+    }),
+  };
+}
+
+/**
+ * The effect through the harness: SQS batches of `batchSize`, `concurrency` invocations at a
+ * time. With `failEvery`, every `failEvery`-th job fails (one per batch when equal to batchSize).
+ */
+export function harnessVariant(
+  label: string,
+  pool: pg.Pool,
+  databaseUrl: string,
+  options: { commitMode: CommitMode; batchSize: number; concurrency: number; failEvery?: number },
+): Variant {
+  const failing = new Set<string>();
+  const handler = benchConsumer(pool, options.commitMode, databaseUrl, {
+    failWhen: (job) => failing.has(job.jobId),
+  });
+  return {
+    label,
+    run: async (jobs) => {
+      failing.clear();
+      if (options.failEvery) {
+        for (let i = options.failEvery - 1; i < jobs.length; i += options.failEvery) {
+          failing.add((jobs[i] as BenchJob).jobId);
+        }
+      }
+      const batches = batchesOf(jobs, options.batchSize);
+      const ms = await runConcurrently(batches, options.concurrency, (records) =>
+        invokeBatch(handler, records, records.filter((r) => failing.has(jobIdOf(r))).length),
+      );
+      return { ms, applied: jobs.length - failing.size };
+    },
+  };
+}
+
+function jobIdOf(record: SQSRecord): string {
+  return (JSON.parse(record.body) as { job_id: string }).job_id;
 }

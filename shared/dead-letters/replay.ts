@@ -20,6 +20,7 @@ import {
   statusOf,
 } from "../db/queries/replay-queries.ts";
 import { DeadLetterConflictError, DeadLetterNotFoundError, ReplaySendError } from "../errors.ts";
+import { faultHook } from "../fault-points.ts";
 import { API_LIMITS, type BulkReplayRequest } from "./api-schemas.ts";
 import { decodeCursor, encodeCursor } from "./cursor.ts";
 import { replayMessage } from "./replay-message.ts";
@@ -78,6 +79,7 @@ export async function replayDeadLetter(
         cause: error,
       });
     }
+    if (faultHook) await faultHook("replay:after-send", { jobIds: [row.job_id] });
     await resolveDeadLetters(tx, [{ id, status: "replayed" }], actor);
     return { id, status: "replayed" as const, message_id: messageId ?? null };
   });
@@ -135,6 +137,7 @@ export async function bulkReplay(
     const superseded = rows.filter((r) => fenced.has(fenceKey(r)));
     const toSend = rows.filter((r) => !fenced.has(fenceKey(r)));
     const failures = await sendAll(deps.sqs, toSend);
+    if (faultHook) await faultHook("replay:after-send", { jobIds: toSend.map((r) => r.job_id) });
 
     const resolutions: Resolution[] = [
       ...superseded.map((r) => ({ id: r.id, status: "superseded" as const })),

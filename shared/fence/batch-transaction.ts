@@ -23,6 +23,7 @@ import { performance } from "node:perf_hooks";
 import type pg from "pg";
 import { beginWithFences } from "../db/queries/begin-with-fences.ts";
 import { TransactionRolledBackError } from "../errors.ts";
+import { faultHook } from "../fault-points.ts";
 import { abandon, asError } from "../middleware/fence-transaction.ts";
 import type { BatchSettlement, RecordContext } from "../middleware/record-context.ts";
 
@@ -121,12 +122,14 @@ async function runOnce<P>(
   options: BatchTransactionOptions<P>,
   pending: RecordContext<P>[],
 ): Promise<Attempt<P>> {
+  const jobIds = pending.map((rc) => jobOf(rc).jobId);
   const failAll = (error: unknown): Attempt<P> => ({
     kind: "aborted",
     settlements: new Map(pending.map((rc) => [rc, { status: "failed", error }])),
   });
   let tx: pg.PoolClient;
   try {
+    if (faultHook) await faultHook("fence:before", { jobIds });
     tx = await options.pool.connect();
   } catch (error) {
     return failAll(error);
@@ -139,6 +142,7 @@ async function runOnce<P>(
       ttlSeconds: options.ttlSeconds,
       jobs: pending.map((rc) => ({ jobId: jobOf(rc).jobId, tenantId: jobOf(rc).tenantId })),
     });
+    if (faultHook) await faultHook("fence:after-insert", { jobIds });
     const carried = new Set<string>();
     for (const rc of pending) {
       const { jobId } = jobOf(rc);
@@ -160,6 +164,7 @@ async function runOnce<P>(
     return failAll(error);
   }
   try {
+    if (faultHook) await faultHook("fence:after-work", { jobIds });
     const result = await tx.query("COMMIT");
     // As in per-record mode: a COMMIT answered with ROLLBACK applied nothing.
     if (result.command !== "COMMIT") throw new TransactionRolledBackError(result.command);
@@ -169,7 +174,9 @@ async function runOnce<P>(
     return failAll(error);
   }
   tx.release();
-  return { kind: "committed", settlements, elapsedMs: performance.now() - started };
+  const elapsedMs = performance.now() - started;
+  if (faultHook) await faultHook("fence:after-commit", { jobIds });
+  return { kind: "committed", settlements, elapsedMs };
 }
 
 function jobOf<P>(rc: RecordContext<P>): NonNullable<RecordContext<P>["job"]> {

@@ -6,6 +6,7 @@
 
 import { deleteExpiredFences, expiredFenceBacklog } from "../db/queries/delete-expired-fences.ts";
 import type { Queryable } from "../db/queryable.ts";
+import { faultHook } from "../fault-points.ts";
 
 /** Named defaults of {@link runFenceCleanup}. */
 export const CLEANUP_DEFAULTS = Object.freeze({
@@ -53,7 +54,9 @@ export async function runFenceCleanup(options: FenceCleanupOptions): Promise<Fen
   let batches = 0;
   let stoppedBy: FenceCleanupReport["stoppedBy"] = "budget";
   while (clock() - started < options.budgetMs) {
-    const count = await deleteExpiredFences(options.db, batchSize);
+    const deleting = deleteExpiredFences(options.db, batchSize);
+    if (faultHook) await faultHook("cleanup:in-flight", {});
+    const count = await deleting;
     batches++;
     deleted += count;
     if (count < batchSize) {

@@ -18,6 +18,7 @@ import type { MiddlewareObj } from "@middy/core";
 import type pg from "pg";
 import { beginWithFences } from "../db/queries/begin-with-fences.ts";
 import { TransactionRolledBackError } from "../errors.ts";
+import { faultHook } from "../fault-points.ts";
 import type { RecordContext, RecordOutcome } from "./record-context.ts";
 
 /** Options of {@link fenceTransaction}. */
@@ -39,6 +40,7 @@ export function fenceTransaction(
     const job = rc.job;
     if (!job) return; // nothing parsed: the parser threw before us
     if (rc.settled) return; // the batch's transaction decided this record
+    if (faultHook) await faultHook("fence:before", { jobIds: [job.jobId] });
     const tx = await options.pool.connect();
     rc.fenceStartedAt = performance.now();
     try {
@@ -48,6 +50,7 @@ export function fenceTransaction(
         jobs: [{ jobId: job.jobId, tenantId: job.tenantId }],
       });
       if (fresh.has(job.jobId)) {
+        if (faultHook) await faultHook("fence:after-insert", { jobIds: [job.jobId] });
         rc.tx = tx;
         return;
       }
@@ -66,6 +69,7 @@ export function fenceTransaction(
     if (!tx) return;
     rc.tx = undefined;
     try {
+      if (faultHook) await faultHook("fence:after-work", { jobIds: rc.job ? [rc.job.jobId] : [] });
       const result = await tx.query("COMMIT");
       // In a transaction that had an error, PostgreSQL answers COMMIT with ROLLBACK and no error:
       // work that caught a failed statement and returned normally must not count as applied.
@@ -77,6 +81,7 @@ export function fenceTransaction(
     }
     tx.release();
     if (rc.fenceStartedAt !== undefined) rc.fenceMs = performance.now() - rc.fenceStartedAt;
+    if (faultHook) await faultHook("fence:after-commit", { jobIds: rc.job ? [rc.job.jobId] : [] });
   };
 
   const fenceTransactionOnError = async (request: Req): Promise<void> => {

@@ -14,6 +14,7 @@ import { errorKindOf } from "../dead-letters/classify.ts";
 import { ERROR_KIND } from "../dead-letters/error-kind.ts";
 import { describeError } from "../dead-letters/last-error.ts";
 import { storablePayload } from "../envelope/storable-payload.ts";
+import { faultHook } from "../fault-points.ts";
 import type { RecordContext, RecordOutcome } from "./record-context.ts";
 
 /** Options of {@link recordDeadLetter}. */
@@ -66,7 +67,7 @@ export function recordDeadLetter(
 
     let recorded: Awaited<ReturnType<typeof insertDeadLetter>>;
     try {
-      recorded = await insertDeadLetter(options.pool, {
+      const inserting = insertDeadLetter(options.pool, {
         jobId: identity.jobId,
         consumer: options.consumer,
         queue: rc.queueUrl,
@@ -78,10 +79,13 @@ export function recordDeadLetter(
         lastError,
         correlationId: identity.correlationId,
       });
+      if (faultHook) await faultHook("dead-letter:in-flight", { jobIds: [identity.jobId] });
+      recorded = await inserting;
     } catch (writeError) {
       request.response = { status: "dead-letter-failed", kind, error: request.error, writeError };
       return;
     }
+    if (faultHook) await faultHook("dead-letter:after", { jobIds: [identity.jobId] });
 
     let alertError: unknown;
     try {

@@ -1,0 +1,176 @@
+/**
+ * `node bench/round-trips.ts`: what each job costs the database, by mode: round trips, statements,
+ * transactions, rows written and WAL bytes per job, for the bare effect (BEGIN; effect; COMMIT,
+ * no fence), the harness per-record, and batch-commit at 10 and 50. Target: the fence adds no
+ * round trip of its own in either mode (per-record = bare; batch < bare), measured, not assumed.
+ *
+ * Method, per mode and repetition: a fresh pool (jobfence_consumer, max = concurrency) whose
+ * connections count every query call they make (one call = one round trip: pg sends a query and
+ * waits for its answer) and every statement sent (a call is one statement, except the fence's
+ * `BEGIN; INSERT …`, sent as one simple-protocol message, which is two); the jobs are applied, the
+ * pool is ended, and the server's counters are read through bench/pg-counters.ts (transactions and
+ * rows written from pg_stat_database, WAL from the insert LSN). WAL per job varies with full-page
+ * images written after a checkpoint, so it is reported as the median and range of repetitions.
+ * That combining statements is injection-safe is tested, not benchmarked:
+ * test/integration/begin-with-fences.test.ts.
+ *
+ * Options: `--jobs N` per mode per repetition (default 2,000; 300 with --quick), `--reps N`
+ * (default 5), `--concurrency N` (default 8).
+ */
+import { parseArgs } from "node:util";
+import type pg from "pg";
+import { createPool } from "../shared/db/pool.ts";
+import { bareVariant, harnessVariant, makeJobs, type Variant } from "./harness-driver.ts";
+import { counterDelta, openObserver } from "./pg-counters.ts";
+import { describeEnvironment, showSpread, spread, table, writeResult } from "./report.ts";
+import { benchDatabase, createCleanups, positiveInt } from "./support.ts";
+
+const { values: argv } = parseArgs({
+  options: {
+    quick: { type: "boolean", default: false },
+    jobs: { type: "string" },
+    reps: { type: "string" },
+    concurrency: { type: "string" },
+  },
+});
+const QUICK = argv.quick;
+const JOBS = positiveInt(argv.jobs, QUICK ? 300 : 2000, "jobs");
+const REPS = positiveInt(argv.reps, 5, "reps");
+const CONCURRENCY = positiveInt(argv.concurrency, 8, "concurrency");
+
+/** Counts round trips and statements on every connection the pool hands out. */
+function countingPool(url: string): { pool: pg.Pool; counts: { roundTrips: number; statements: number } } {
+  const pool = createPool({ connectionString: url, role: "jobfence_consumer", max: CONCURRENCY });
+  const counts = { roundTrips: 0, statements: 0 };
+  const wrapped = new WeakSet<object>();
+  pool.on("acquire", (client) => {
+    if (wrapped.has(client)) return;
+    wrapped.add(client);
+    const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+    (client as { query: unknown }).query = (...args: unknown[]) => {
+      counts.roundTrips += 1;
+      const text = typeof args[0] === "string" ? args[0] : "";
+      counts.statements += text.startsWith("BEGIN;") ? 2 : 1;
+      return query(...args);
+    };
+  });
+  return { pool, counts };
+}
+
+const MODES: ReadonlyArray<{ label: string; make: (pool: pg.Pool, url: string) => Variant }> = [
+  { label: "bare", make: (pool) => bareVariant("bare", pool, CONCURRENCY) },
+  {
+    label: "per-record",
+    make: (pool, url) =>
+      harnessVariant("per-record", pool, url, {
+        commitMode: "per-record",
+        batchSize: 10,
+        concurrency: CONCURRENCY,
+      }),
+  },
+  {
+    label: "batch 10",
+    make: (pool, url) =>
+      harnessVariant("batch 10", pool, url, { commitMode: "batch", batchSize: 10, concurrency: CONCURRENCY }),
+  },
+  {
+    label: "batch 50",
+    make: (pool, url) =>
+      harnessVariant("batch 50", pool, url, { commitMode: "batch", batchSize: 50, concurrency: CONCURRENCY }),
+  },
+];
+
+type PerJob = {
+  roundTrips: number;
+  statements: number;
+  xacts: number;
+  rowsWritten: number;
+  walBytes: number;
+};
+
+const cleanups = createCleanups();
+try {
+  const database = await benchDatabase("durable", cleanups);
+  const observer = await openObserver(database.url);
+  cleanups.push(() => observer.close());
+  const environment = await describeEnvironment(
+    { query: observer.query } as unknown as pg.ClientBase,
+    database.serverKind,
+    ["fsync", "full_page_writes", "wal_level"],
+  );
+  console.log(
+    `round trips and WAL: ${JOBS} jobs per mode, ${REPS} repetitions after a warm-up, concurrency ${CONCURRENCY}`,
+  );
+  const samples: Record<string, PerJob[]> = Object.fromEntries(MODES.map((m) => [m.label, []]));
+  for (let rep = 0; rep <= REPS; rep++) {
+    for (const mode of MODES) {
+      const { pool, counts } = countingPool(database.url);
+      const before = await observer.settled();
+      await mode.make(pool, database.url).run(makeJobs(JOBS));
+      await pool.end();
+      const delta = counterDelta(before, await observer.settled());
+      if (rep === 0) continue; // warm-up
+      samples[mode.label]?.push({
+        roundTrips: counts.roundTrips / JOBS,
+        statements: counts.statements / JOBS,
+        xacts: delta.xacts / JOBS,
+        rowsWritten: delta.rowsWritten / JOBS,
+        walBytes: delta.walBytes / JOBS,
+      });
+    }
+  }
+  const fmt = (digits: number) => (v: number) => v.toFixed(digits);
+  const summary = Object.fromEntries(
+    Object.entries(samples).map(([label, list]) => [
+      label,
+      Object.fromEntries(
+        (["roundTrips", "statements", "xacts", "rowsWritten", "walBytes"] as const).map((k) => [
+          k,
+          spread(list.map((s) => s[k])),
+        ]),
+      ),
+    ]),
+  ) as Record<string, Record<keyof PerJob, ReturnType<typeof spread>>>;
+  console.log(
+    `\n${table(
+      ["per job", "round trips", "statements", "transactions", "rows written", "WAL bytes"],
+      Object.entries(summary).map(([label, s]) => [
+        label,
+        showSpread(s.roundTrips, fmt(2)),
+        showSpread(s.statements, fmt(2)),
+        showSpread(s.xacts, fmt(2)),
+        showSpread(s.rowsWritten, fmt(2)),
+        showSpread(s.walBytes, fmt(0)),
+      ]),
+    )}`,
+  );
+  const rt = (label: string) => summary[label]?.roundTrips.median ?? Number.NaN;
+  const met = {
+    perRecord: rt("per-record") <= rt("bare"),
+    batch: rt("batch 10") < rt("bare") && rt("batch 50") < rt("bare"),
+  };
+  const verdict =
+    `round trips per job: bare ${rt("bare").toFixed(2)}, per-record ${rt("per-record").toFixed(2)}, batch 10 ${rt("batch 10").toFixed(2)}, batch 50 ${rt("batch 50").toFixed(2)}; ` +
+    `the fence adds no round trip: ${met.perRecord && met.batch ? "met" : "MISSED"}`;
+  console.log(`\nVERDICT: ${verdict}`);
+  const path = await writeResult("round-trips", {
+    benchmark: "round trips, statements, transactions and WAL per job by commit mode",
+    options: {
+      jobs: JOBS,
+      reps: REPS,
+      concurrency: CONCURRENCY,
+      quick: QUICK,
+      observer_exact: observer.canForceFlush,
+    },
+    method:
+      "client instrumentation (query calls = round trips; statements, the fence's BEGIN; INSERT counted as two) and pg_stat_database / WAL insert LSN deltas read after the pool ended; a warm-up repetition discarded",
+    environment,
+    samples,
+    summary,
+    met,
+    verdict,
+  });
+  console.log(`wrote ${path}`);
+} finally {
+  await cleanups.run();
+}
