@@ -247,7 +247,9 @@ export function createConsumer<S extends z.ZodType>(
   // Middy runs `before` in `use` order and `after`/`onError` in reverse, so this order gives:
   // before: parse → fence; after: fence (commit) → observe;
   // onError: fence (rollback) → retry → dead letter → observe.
-  const processRecord = middy<RecordContext<z.output<S>>, RecordOutcome>(runWork)
+  // The early-timeout guard belongs to the invocation (the outer handler), not to each record: it
+  // would cost every record a timer and an AbortController.
+  const processRecord = middy<RecordContext<z.output<S>>, RecordOutcome>(runWork, { timeoutEarlyInMillis: 0 })
     .use(observeOutcome({ metrics, logger, ...(runtime.onOutcome ? { onOutcome: runtime.onOutcome } : {}) }))
     .use(recordDeadLetter({ pool, consumer: definition.name, eventBridge, opsBusName: config.opsBusName }))
     .use(scheduleRetry({ sqs, policy: retryPolicy, ...(runtime.random ? { random: runtime.random } : {}) }))
