@@ -22,7 +22,6 @@
  */
 
 import { randomBytes } from "node:crypto";
-import { mkdir, writeFile } from "node:fs/promises";
 import { availableParallelism, cpus, totalmem } from "node:os";
 import { performance } from "node:perf_hooks";
 import { parseArgs } from "node:util";
@@ -35,6 +34,7 @@ import { lambdaContext } from "../local/lambda-context.ts";
 import { createLocalIssuer } from "../local/tokens.ts";
 import { createPool } from "../shared/db/pool.ts";
 import { createTokenVerifier } from "../shared/http/auth.ts";
+import { ms, secs, writeResult } from "./report.ts";
 import { at, benchDatabase, createCleanups, percentile, positiveInt } from "./support.ts";
 
 // ---------------------------------------------------------------------------------------------
@@ -217,9 +217,7 @@ function prng(seed: number): () => number {
   };
 }
 
-const ms = (value: number) => (Number.isFinite(value) ? value.toFixed(2) : "–");
 const round3 = (value: number) => Math.round(value * 1000) / 1000;
-const seconds = (value: number) => `${(value / 1000).toFixed(1)} s`;
 const collapse = (sql: string) => sql.replace(/\s+/g, " ").trim();
 
 async function timed<T>(work: () => Promise<T>): Promise<{ result: T; ms: number }> {
@@ -444,7 +442,7 @@ async function main(): Promise<void> {
     resolved += resolve.rowCount ?? 0;
     console.log(
       `  seeded ${inserted.toLocaleString("en")} / ${ROWS.toLocaleString("en")} ` +
-        `(${resolved.toLocaleString("en")} resolved) — ${seconds(performance.now() - seedStart)}`,
+        `(${resolved.toLocaleString("en")} resolved) — ${secs(performance.now() - seedStart)}`,
     );
   }
   const insertMs = performance.now() - seedStart;
@@ -456,8 +454,8 @@ async function main(): Promise<void> {
   await admin.query("RESET maintenance_work_mem");
   await admin.query("RESET work_mem");
   console.log(
-    `seed: ${seconds(seedMs)} (insert + resolve + fences ${seconds(insertMs)}, ` +
-      `VACUUM (ANALYZE) ${seconds(vacuum.ms)})`,
+    `seed: ${secs(seedMs)} (insert + resolve + fences ${secs(insertMs)}, ` +
+      `VACUUM (ANALYZE) ${secs(vacuum.ms)})`,
   );
 
   const { rows: distribution } = await admin.query<{ status: string; error_kind: string; count: string }>(
@@ -870,37 +868,27 @@ async function main(): Promise<void> {
           .join("; ")}`;
   console.log(`\nVERDICT: ${verdict}`);
 
-  const output = new URL("./results/api.json", import.meta.url);
-  await mkdir(new URL("./results/", import.meta.url), { recursive: true });
-  await writeFile(
-    output,
-    `${JSON.stringify(
-      {
-        benchmark: "dead-letter API",
-        at: new Date().toISOString(),
-        options: { rows: ROWS, quick: QUICK, iterations: ITERATIONS, warmup: WARMUP, deep_pages: deepDepth },
-        method:
-          "server-side: createDeadLetterApi handler invoked in process with API Gateway v2 events, timed with performance.now(); pool role jobfence_ops; SQS send stubbed (excluded)",
-        environment,
-        seed: {
-          total_ms: Math.round(seedMs),
-          insert_resolve_fences_ms: Math.round(insertMs),
-          vacuum_analyze_ms: Math.round(vacuum.ms),
-          by_status: byStatus,
-          by_error_kind: byKind,
-        },
-        target_p95_ms: TARGET_MS,
-        seed_budget_p95_ms: BUDGET_MS,
-        operations: results,
-        plans,
-        verdict,
-        total_runtime_ms: Math.round(performance.now() - started),
-      },
-      null,
-      2,
-    )}\n`,
-  );
-  console.log(`wrote ${output.pathname} (total ${seconds(performance.now() - started)})`);
+  const output = await writeResult("api", {
+    benchmark: "dead-letter API",
+    options: { rows: ROWS, quick: QUICK, iterations: ITERATIONS, warmup: WARMUP, deep_pages: deepDepth },
+    method:
+      "server-side: createDeadLetterApi handler invoked in process with API Gateway v2 events, timed with performance.now(); pool role jobfence_ops; SQS send stubbed (excluded)",
+    environment,
+    seed: {
+      total_ms: Math.round(seedMs),
+      insert_resolve_fences_ms: Math.round(insertMs),
+      vacuum_analyze_ms: Math.round(vacuum.ms),
+      by_status: byStatus,
+      by_error_kind: byKind,
+    },
+    target_p95_ms: TARGET_MS,
+    seed_budget_p95_ms: BUDGET_MS,
+    operations: results,
+    plans,
+    verdict,
+    total_runtime_ms: Math.round(performance.now() - started),
+  });
+  console.log(`wrote ${output} (total ${secs(performance.now() - started)})`);
 }
 
 try {

@@ -36,7 +36,6 @@
  * bench/results/cleanup.json.
  */
 import { randomUUID } from "node:crypto";
-import { mkdir, writeFile } from "node:fs/promises";
 import { availableParallelism, cpus, totalmem } from "node:os";
 import { performance } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -46,6 +45,20 @@ import { createPool } from "../shared/db/pool.ts";
 import { beginWithFences } from "../shared/db/queries/begin-with-fences.ts";
 import type { Queryable } from "../shared/db/queryable.ts";
 import { CLEANUP_DEFAULTS, type FenceCleanupReport, runFenceCleanup } from "../shared/fence/cleanup.ts";
+import {
+  ascending,
+  int,
+  mb,
+  mean,
+  ms,
+  ratio,
+  round2,
+  secs,
+  showSpread,
+  spread,
+  table,
+  writeResult,
+} from "./report.ts";
 import { at, benchDatabase, createCleanups, percentile, positiveInt } from "./support.ts";
 
 // ---------------------------------------------------------------------------------------------
@@ -167,53 +180,6 @@ SELECT 'expired-' || $1::text || '-' || md5($1::text || ':' || i),
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
-
-function ascending(values: readonly number[]): number[] {
-  return [...values].sort((a, b) => a - b);
-}
-
-function median(values: readonly number[]): number {
-  const sorted = ascending(values);
-  if (sorted.length === 0) return Number.NaN;
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1 ? at(sorted, mid) : (at(sorted, mid - 1) + at(sorted, mid)) / 2;
-}
-
-function mean(values: readonly number[]): number {
-  return values.length === 0 ? Number.NaN : values.reduce((sum, v) => sum + v, 0) / values.length;
-}
-
-interface Spread {
-  readonly median: number;
-  readonly min: number;
-  readonly max: number;
-}
-
-function spread(values: readonly number[]): Spread {
-  return { median: median(values), min: Math.min(...values), max: Math.max(...values) };
-}
-
-const round2 = (value: number) => Math.round(value * 100) / 100;
-const int = (value: number) => (Number.isFinite(value) ? Math.round(value).toLocaleString("en") : "–");
-const ms = (value: number) => (Number.isFinite(value) ? value.toFixed(2) : "–");
-const ratio = (value: number) => (Number.isFinite(value) ? `${value.toFixed(2)}×` : "–");
-const secs = (valueMs: number) => `${(valueMs / 1000).toFixed(1)} s`;
-const mb = (bytes: number) => (bytes / 2 ** 20).toFixed(0);
-
-function showSpread(s: Spread, format: (value: number) => string): string {
-  return s.min === s.max ? format(s.median) : `${format(s.median)} (${format(s.min)}–${format(s.max)})`;
-}
-
-/** A plain-text table, numbers right-aligned. */
-function table(headers: readonly string[], rows: readonly (readonly string[])[]): string {
-  const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
-  const line = (cells: readonly string[]) =>
-    cells
-      .map((cell, i) => (i === 0 ? cell.padEnd(at(widths, i)) : cell.padStart(at(widths, i))))
-      .join("  ")
-      .trimEnd();
-  return [line(headers), widths.map((w) => "-".repeat(w)).join("  "), ...rows.map(line)].join("\n");
-}
 
 // ---------------------------------------------------------------------------------------------
 // Inserters
@@ -763,45 +729,35 @@ async function main(): Promise<void> {
     : "no round at the default batch size";
   console.log(`\nVERDICT: ${verdict}`);
 
-  const output = new URL("./results/cleanup.json", import.meta.url);
-  await mkdir(new URL("./results/", import.meta.url), { recursive: true });
-  await writeFile(
-    output,
-    `${JSON.stringify(
-      {
-        benchmark: "fence TTL cleanup under concurrent inserts",
-        at: new Date().toISOString(),
-        options: {
-          rows: ROWS,
-          quick: QUICK,
-          reps: REPS,
-          inserters: INSERTERS,
-          baseline_ms: BASELINE_MS,
-          settle_ms: SETTLE_MS,
-          warmup_ms: WARMUP_MS,
-          default_batch_size: DEFAULT_BATCH,
-          variants: VARIANTS.map(variantLabel),
-          side_reps: SIDE_REPS,
-          cleanup_budget_ms: CLEANUP_BUDGET_MS,
-        },
-        method:
-          "per round: seed N expired fences (INSERT … SELECT generate_series, expires_at rising with insertion order), " +
-          "VACUUM (ANALYZE), CHECKPOINT; phase A: closed-loop inserters (role jobfence_consumer, BEGIN + fence insert in one round trip; COMMIT) " +
-          "measured for baseline_ms after settle_ms; phase B: the same inserters while runFenceCleanup (role jobfence_cleanup) deletes every expired " +
-          "fence (a variant's pause follows each full batch, inside the elapsed time); latency = BEGIN … COMMIT timed with " +
-          "performance.now(), warm-up excluded; rows/s = deleted / runFenceCleanup elapsedMs",
-        environment,
-        targets: { rows_per_s: TARGET_ROWS_PER_S, p99_ratio: TARGET_P99_RATIO },
-        rounds: results,
-        summary,
-        verdict,
-        total_runtime_ms: Math.round(performance.now() - started),
-      },
-      null,
-      2,
-    )}\n`,
-  );
-  console.log(`wrote ${output.pathname} (total ${secs(performance.now() - started)})`);
+  const output = await writeResult("cleanup", {
+    benchmark: "fence TTL cleanup under concurrent inserts",
+    options: {
+      rows: ROWS,
+      quick: QUICK,
+      reps: REPS,
+      inserters: INSERTERS,
+      baseline_ms: BASELINE_MS,
+      settle_ms: SETTLE_MS,
+      warmup_ms: WARMUP_MS,
+      default_batch_size: DEFAULT_BATCH,
+      variants: VARIANTS.map(variantLabel),
+      side_reps: SIDE_REPS,
+      cleanup_budget_ms: CLEANUP_BUDGET_MS,
+    },
+    method:
+      "per round: seed N expired fences (INSERT … SELECT generate_series, expires_at rising with insertion order), " +
+      "VACUUM (ANALYZE), CHECKPOINT; phase A: closed-loop inserters (role jobfence_consumer, BEGIN + fence insert in one round trip; COMMIT) " +
+      "measured for baseline_ms after settle_ms; phase B: the same inserters while runFenceCleanup (role jobfence_cleanup) deletes every expired " +
+      "fence (a variant's pause follows each full batch, inside the elapsed time); latency = BEGIN … COMMIT timed with " +
+      "performance.now(), warm-up excluded; rows/s = deleted / runFenceCleanup elapsedMs",
+    environment,
+    targets: { rows_per_s: TARGET_ROWS_PER_S, p99_ratio: TARGET_P99_RATIO },
+    rounds: results,
+    summary,
+    verdict,
+    total_runtime_ms: Math.round(performance.now() - started),
+  });
+  console.log(`wrote ${output} (total ${secs(performance.now() - started)})`);
 }
 
 try {

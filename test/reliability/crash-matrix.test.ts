@@ -1,0 +1,612 @@
+/**
+ * Reliability 2: the crash matrix. For each named fault point (shared/fault-points.ts) a real child
+ * process (test/reliability/support/crash-child.ts) is killed with SIGKILL when it gets there:
+ *
+ *   fence:before, fence:after-insert, fence:after-work, fence:after-commit   (both commit modes)
+ *   dead-letter:in-flight, dead-letter:after                                 (both commit modes)
+ *   replay:after-send                                                        (single and bulk replay)
+ *   cleanup:in-flight                                                        (TTL cleanup)
+ *
+ * The consuming child gets one batch of award-points jobs built so that every consumer point is
+ * reached (several times: the kill may land on a later hit, after earlier jobs committed): plain
+ * awards, a duplicate delivery, an award the business rule refuses (PermanentJobError: a hard dead
+ * letter) and a body that is not JSON (poison). Then "restart and drain": a normal consumer in this
+ * process polls the queue until it holds nothing, the queue's 1 s visibility timeout bringing back
+ * what the dead child held; a crashed replay is retried by the operator, a crashed cleanup runs
+ * again. For every job: at most one effect (award_points.ledger rows), and either applied once or
+ * exactly one pending dead letter; the dead child leaves no session behind and the queue is empty.
+ */
+import { randomBytes } from "node:crypto";
+import { readdir, readFile } from "node:fs/promises";
+import { join, relative } from "node:path";
+import { fileURLToPath } from "node:url";
+import { SendMessageCommand } from "@aws-sdk/client-sqs";
+import type pg from "pg";
+import { afterAll, beforeAll, describe, type ExpectStatic, expect, it } from "vitest";
+import type { CommitMode } from "../../shared/consumer.ts";
+import { createPool } from "../../shared/db/pool.ts";
+import { bulkReplay, replayDeadLetter } from "../../shared/dead-letters/replay.ts";
+import { FAULT_POINTS, type FaultPoint } from "../../shared/fault-points.ts";
+import { runFenceCleanup } from "../../shared/fence/cleanup.ts";
+import { award, type ConsumerTestBed, consumerTestBed } from "../support/consumer-harness.ts";
+import { insertDeadLetter } from "../support/fixtures.ts";
+import { IN_FLIGHT_POINTS, REFUSED_USER_PREFIX } from "./support/crash-consumer.ts";
+import { bySize, FULL_RUN, publishFigures } from "./support/crash-figures.ts";
+import {
+  type CrashFate,
+  crashFates,
+  type DrainResult,
+  drainQueue,
+  holdsInvariant,
+  idleInTransaction,
+  queueDepth,
+  runCrashChild,
+  sessionsLeftBy,
+} from "./support/crash-support.ts";
+
+/** Tells this run's queues and sessions from those of a run sharing the server. */
+const RUN = randomBytes(3).toString("hex");
+const TENANT = "t_crash";
+
+type Scenario = "consume" | "replay-single" | "replay-bulk" | "cleanup";
+
+interface CrashCase {
+  /** Short and unique: prefixes the case's job ids, queue and session names. */
+  readonly id: string;
+  readonly label: string;
+  readonly scenario: Scenario;
+  readonly point: FaultPoint;
+  /** The child dies the nth time it reaches the point. */
+  readonly nth: number;
+  readonly mode: CommitMode;
+  /** Replays: retry the crashed replay before the drain, or after it (then it supersedes). */
+  readonly restart: "replay-first" | "drain-first";
+  /** In-flight points: ms between the statement's issue and the kill. */
+  readonly inFlightMs: number;
+}
+
+const CONSUMER_POINTS = [
+  "fence:before",
+  "fence:after-insert",
+  "fence:after-work",
+  "fence:after-commit",
+  "dead-letter:in-flight",
+  "dead-letter:after",
+] as const satisfies readonly FaultPoint[];
+type ConsumerPoint = (typeof CONSUMER_POINTS)[number];
+
+/**
+ * How many times the consuming child reaches each point with the batch {@link sendConsumeBatch}
+ * sends (one receive of seven messages). Per record: one fence transaction per parsed record (six,
+ * the duplicate's included), five fences new, four works committed, two dead letters (refused and
+ * poison). Batch: the shared transaction runs twice (the refused award's failure makes it redo
+ * without it), commits once; the same two dead letters.
+ */
+const REACH: Record<CommitMode, Record<ConsumerPoint, number>> = {
+  "per-record": {
+    "fence:before": 6,
+    "fence:after-insert": 5,
+    "fence:after-work": 4,
+    "fence:after-commit": 4,
+    "dead-letter:in-flight": 2,
+    "dead-letter:after": 2,
+  },
+  batch: {
+    "fence:before": 2,
+    "fence:after-insert": 2,
+    "fence:after-work": 1,
+    "fence:after-commit": 1,
+    "dead-letter:in-flight": 2,
+    "dead-letter:after": 2,
+  },
+};
+
+/**
+ * The bounded run's one kill per point and mode: a later hit where there is one, so jobs before it
+ * have committed (unacked) when the process dies; in batch mode the second fence:before and
+ * fence:after-insert are the redo after the refused award's failure.
+ */
+const BOUNDED_NTH: Record<CommitMode, Record<ConsumerPoint, number>> = {
+  "per-record": {
+    "fence:before": 2,
+    "fence:after-insert": 2,
+    "fence:after-work": 2,
+    "fence:after-commit": 2,
+    "dead-letter:in-flight": 1,
+    "dead-letter:after": 2,
+  },
+  batch: {
+    "fence:before": 2,
+    "fence:after-insert": 2,
+    "fence:after-work": 1,
+    "fence:after-commit": 1,
+    "dead-letter:in-flight": 2,
+    "dead-letter:after": 1,
+  },
+};
+
+/** Cleanup: expired and live fences seeded, deleted in batches of this size (so three batches). */
+const CLEANUP = { expired: 120, live: 40, batchSize: 50 } as const;
+const CLEANUP_BATCHES = Math.ceil(CLEANUP.expired / CLEANUP.batchSize);
+
+/**
+ * In-flight points: how long the statement runs before the kill. 0 kills at once, before the
+ * statement has left the process (it never runs); a few ms usually let it commit before the kill.
+ * The full run takes several, so both outcomes are met.
+ */
+const IN_FLIGHT_WAITS = bySize([5], [0, 1, 5, 25]);
+
+function buildCases(): CrashCase[] {
+  const cases: Array<Omit<CrashCase, "id" | "inFlightMs">> = [];
+  for (const mode of ["per-record", "batch"] as const) {
+    for (const point of CONSUMER_POINTS) {
+      // Full: every hit the batch reaches; bounded: one.
+      const hits = FULL_RUN
+        ? Array.from({ length: REACH[mode][point] }, (_, i) => i + 1)
+        : [BOUNDED_NTH[mode][point]];
+      for (const nth of hits) {
+        cases.push({
+          label: `${point} #${nth}, ${mode}`,
+          scenario: "consume",
+          point,
+          nth,
+          mode,
+          restart: "drain-first",
+        });
+      }
+    }
+  }
+  const replayRestarts = bySize(
+    [
+      ["replay-single", "replay-first"],
+      ["replay-bulk", "drain-first"],
+    ] as const,
+    [
+      ["replay-single", "replay-first"],
+      ["replay-single", "drain-first"],
+      ["replay-bulk", "replay-first"],
+      ["replay-bulk", "drain-first"],
+    ] as const,
+  );
+  for (const [scenario, restart] of replayRestarts) {
+    cases.push({
+      label: `replay:after-send, ${scenario === "replay-single" ? "single" : "bulk"}, restart ${restart}`,
+      scenario,
+      point: "replay:after-send",
+      nth: 1,
+      mode: "per-record",
+      restart,
+    });
+  }
+  const cleanupHits = FULL_RUN ? Array.from({ length: CLEANUP_BATCHES }, (_, i) => i + 1) : [2];
+  for (const nth of cleanupHits) {
+    cases.push({
+      label: `cleanup:in-flight #${nth}`,
+      scenario: "cleanup",
+      point: "cleanup:in-flight",
+      nth,
+      mode: "per-record",
+      restart: "drain-first",
+    });
+  }
+  const withWaits = cases.flatMap((c) =>
+    IN_FLIGHT_POINTS.has(c.point)
+      ? IN_FLIGHT_WAITS.map((inFlightMs) => ({
+          ...c,
+          label: FULL_RUN
+            ? `${c.label}, killed ${inFlightMs === 0 ? "at once" : `${inFlightMs} ms into the statement`}`
+            : c.label,
+          inFlightMs,
+        }))
+      : [{ ...c, inFlightMs: 0 }],
+  );
+  return withWaits.map((c, i) => ({ ...c, id: `c${String(i).padStart(3, "0")}` }));
+}
+
+const CASES = buildCases();
+
+/** The run's figures, filled in by every case (before its assertions, so a failure still counts). */
+const figures = {
+  cases: CASES.length,
+  kills: {} as Record<string, number>,
+  jobs: 0,
+  applied: 0,
+  deadLettered: 0,
+  doubles: 0,
+  lost: 0,
+  broken: [] as Array<{ case: string; fate: CrashFate }>,
+  /** Records the restart received again (what the dead child held, and replays sent twice). */
+  redelivered: 0,
+  /** Records the restart's consumer could not settle on first delivery. */
+  drainFailures: 0,
+  /** For the in-flight points: how often the statement had committed when the process died. */
+  inFlight: {} as Record<string, { kills: number; committed: number }>,
+  seconds: 0,
+};
+
+let bed: ConsumerTestBed;
+let opsPool: pg.Pool;
+let cleanupPool: pg.Pool;
+const started = Date.now();
+
+beforeAll(async () => {
+  bed = await consumerTestBed();
+  // The restart's replays and cleanups run as the roles the real functions use.
+  opsPool = createPool({ connectionString: bed.db.url, role: "jobfence_ops", max: 2 });
+  cleanupPool = createPool({ connectionString: bed.db.url, role: "jobfence_cleanup", max: 1 });
+});
+afterAll(async () => {
+  await opsPool?.end();
+  await cleanupPool?.end();
+  await bed?.close();
+});
+
+/** Cleanup cases delete every expired fence of the database: one at a time, or they would take each other's. */
+let cleanupTurn: Promise<void> = Promise.resolve();
+function exclusively<T>(work: () => Promise<T>): Promise<T> {
+  const run = cleanupTurn.then(work);
+  cleanupTurn = run.then(
+    () => {},
+    () => {},
+  );
+  return run;
+}
+
+function tallyInFlight(point: FaultPoint, committed: boolean): void {
+  const entry = figures.inFlight[point] ?? { kills: 0, committed: 0 };
+  figures.inFlight[point] = entry;
+  entry.kills++;
+  if (committed) entry.committed++;
+}
+
+/** What a case expects of each job after the restart. */
+type Expected = { readonly fate: "applied" } | { readonly fate: "dead-lettered"; readonly kind: string };
+
+/** Adds the jobs' fates to the figures and asserts the invariant and each job's expected end. */
+async function checkJobs(
+  expect: ExpectStatic,
+  c: CrashCase,
+  expected: ReadonlyMap<string, Expected>,
+): Promise<CrashFate[]> {
+  const fates = await bed.db.withClient((client) => crashFates(client, [...expected.keys()]));
+  for (const fate of fates) {
+    figures.jobs++;
+    if (fate.ledger > 1) figures.doubles++;
+    if (fate.ledger === 0 && fate.pending === 0) figures.lost++;
+    if (!holdsInvariant(fate)) figures.broken.push({ case: c.label, fate });
+    else if (fate.ledger === 1) figures.applied++;
+    else figures.deadLettered++;
+  }
+  for (const fate of fates) {
+    expect.soft(fate.ledger, `${fate.job_id}: effects`).toBeLessThanOrEqual(1);
+    expect.soft(holdsInvariant(fate), `${fate.job_id}: ${JSON.stringify(fate)}`).toBe(true);
+    const want = expected.get(fate.job_id);
+    if (want?.fate === "applied") {
+      expect.soft(fate, fate.job_id).toMatchObject({
+        ledger: 1,
+        fences: 1,
+        pending: 0,
+      });
+    } else if (want?.fate === "dead-lettered") {
+      // One dead letter, not two: a redelivery after the crash finds the pending row and reuses it.
+      expect.soft(fate, fate.job_id).toMatchObject({
+        ledger: 0,
+        fences: 0,
+        pending: 1,
+        dead_letters: 1,
+        kinds: [want.kind],
+      });
+    }
+  }
+  return fates;
+}
+
+/** Each user's balance equals the points of their ledger entries: the work's two writes are one. */
+async function checkBalances(expect: ExpectStatic, userPrefix: string): Promise<void> {
+  const mismatched = await bed.db.withClient(async (client) => {
+    const { rows } = await client.query(
+      `SELECT coalesce(b.user_id, l.user_id) AS user_id, b.balance::int AS balance, l.points::int AS points
+         FROM (SELECT user_id, balance FROM award_points.balances
+                WHERE tenant_id = $1 AND starts_with(user_id, $2)) b
+         FULL JOIN (SELECT user_id, sum(points) AS points FROM award_points.ledger
+                     WHERE tenant_id = $1 AND starts_with(user_id, $2) GROUP BY user_id) l USING (user_id)
+        WHERE b.balance IS DISTINCT FROM l.points`,
+      [TENANT, userPrefix],
+    );
+    return rows;
+  });
+  expect.soft(mismatched, "balances that differ from their ledger").toEqual([]);
+}
+
+/** Runs the child for a case and asserts it died by SIGKILL at the case's point and hit. */
+async function crash(
+  expect: ExpectStatic,
+  c: CrashCase,
+  role: Parameters<typeof runCrashChild>[0]["role"],
+): Promise<readonly string[]> {
+  const applicationName = `crash-${RUN}-${c.id}`;
+  const end = await runCrashChild({
+    role,
+    point: c.point,
+    nth: c.nth,
+    inFlightMs: c.inFlightMs,
+    databaseUrl: bed.db.url,
+    sqsEndpoint: bed.emulator.endpoint,
+    eventBridgeEndpoint: bed.sink.endpoint,
+    applicationName,
+  });
+  expect(end.signal, `child output:\n${end.output}`).toBe("SIGKILL");
+  expect(end.report, `child output:\n${end.output}`).toMatchObject({ point: c.point, hit: c.nth });
+  figures.kills[c.point] = (figures.kills[c.point] ?? 0) + 1;
+  // The dead child's sessions end by themselves: their transactions roll back, their locks go.
+  expect(await sessionsLeftBy(bed.db, applicationName), "sessions the dead child left").toEqual([]);
+  return end.report?.jobIds ?? [];
+}
+
+async function drain(c: CrashCase, queue: { url: string; arn: string }): Promise<DrainResult> {
+  const result = await drainQueue({
+    databaseUrl: bed.db.url,
+    sqs: bed.sqs,
+    eventBridgeEndpoint: bed.sink.endpoint,
+    queueUrl: queue.url,
+    queueArn: queue.arn,
+    commitMode: c.mode,
+    applicationName: `crash-drain-${RUN}-${c.id}`,
+  });
+  figures.redelivered += result.received;
+  figures.drainFailures += result.failed;
+  return result;
+}
+
+async function sendBody(queueUrl: string, body: unknown): Promise<string> {
+  const sent = await bed.sqs.send(
+    new SendMessageCommand({
+      QueueUrl: queueUrl,
+      MessageBody: typeof body === "string" ? body : JSON.stringify(body),
+    }),
+  );
+  return sent.MessageId as string;
+}
+
+function envelope(jobId: string, userId: string, points: number): Record<string, unknown> {
+  return award(jobId, points, userId, TENANT);
+}
+
+/**
+ * The consuming child's batch, in send order: awards ok-1, refused, ok-2, poison, ok-3, ok-2 again,
+ * ok-4. Returns what each job must end as.
+ */
+async function sendConsumeBatch(c: CrashCase, queueUrl: string): Promise<Map<string, Expected>> {
+  const expected = new Map<string, Expected>();
+  const ok = (n: number) => {
+    const jobId = `${c.id}-ok-${n}`;
+    expected.set(jobId, { fate: "applied" });
+    return envelope(jobId, `u-${c.id}-${n}`, 10 + n);
+  };
+  const refusedId = `${c.id}-refused`;
+  expected.set(refusedId, { fate: "dead-lettered", kind: "hard" });
+  await sendBody(queueUrl, ok(1));
+  await sendBody(queueUrl, envelope(refusedId, `${REFUSED_USER_PREFIX}${c.id}`, 5));
+  await sendBody(queueUrl, ok(2));
+  // Poison: no job_id can be read, so its dead letter carries the SQS MessageId as job_id.
+  const poisonId = await sendBody(queueUrl, `{"job_id": "${c.id}-poison", not json`);
+  expected.set(poisonId, { fate: "dead-lettered", kind: "poison" });
+  await sendBody(queueUrl, ok(3));
+  await sendBody(queueUrl, ok(2));
+  await sendBody(queueUrl, ok(4));
+  return expected;
+}
+
+async function consumeCase(expect: ExpectStatic, c: CrashCase): Promise<void> {
+  const queue = await bed.queue(`crash-${RUN}-${c.id}`, { VisibilityTimeout: "1" });
+  const expected = await sendConsumeBatch(c, queue.url);
+  const reportedJobs = await crash(expect, c, {
+    kind: "consume",
+    commitMode: c.mode,
+    queueUrl: queue.url,
+    queueArn: queue.arn,
+  });
+
+  if (c.point === "dead-letter:in-flight") {
+    const [jobId] = reportedJobs;
+    const rows = await bed.db.withClient((client) =>
+      client.query("SELECT 1 FROM core.dead_letters WHERE job_id = $1", [jobId]),
+    );
+    tallyInFlight(c.point, (rows.rowCount ?? 0) > 0);
+  }
+
+  await drain(c, queue);
+  expect(await queueDepth(bed.sqs, queue.url), "messages left in the queue").toBe(0);
+  await checkJobs(expect, c, expected);
+  await checkBalances(expect, `u-${c.id}-`);
+}
+
+/** A pending dead letter of an award to `queueUrl`, as the harness would have written it. */
+function seedDeadLetter(client: pg.ClientBase, queueUrl: string, jobId: string, userId: string) {
+  return insertDeadLetter(client, {
+    job_id: jobId,
+    queue: queueUrl,
+    tenant_id: TENANT,
+    payload: envelope(jobId, userId, 7),
+    correlation_id: `corr-${jobId}`,
+    attempts: 5,
+    error_kind: "exhausted",
+  });
+}
+
+async function replayCase(expect: ExpectStatic, c: CrashCase): Promise<void> {
+  const queue = await bed.queue(`crash-${RUN}-${c.id}`, { VisibilityTimeout: "1" });
+  const bulk = c.scenario === "replay-bulk";
+  const sentJobs = bulk ? [1, 2, 3].map((n) => `${c.id}-replay-${n}`) : [`${c.id}-replay-1`];
+  // Bulk also meets a dead letter whose job already succeeded by another path: it supersedes.
+  const fencedJob = `${c.id}-fenced`;
+  const ids = await bed.db.withClient(async (client) => {
+    const seeded: string[] = [];
+    for (const [i, jobId] of sentJobs.entries()) {
+      seeded.push(await seedDeadLetter(client, queue.url, jobId, `u-${c.id}-${i + 1}`));
+    }
+    if (bulk) {
+      seeded.push(await seedDeadLetter(client, queue.url, fencedJob, `u-${c.id}-fenced`));
+      await client.query(
+        `WITH fence AS (
+           INSERT INTO core.processed_jobs (job_id, consumer, tenant_id, expires_at)
+           VALUES ($1, 'award-points', $2, now() + interval '7 days')),
+         entry AS (
+           INSERT INTO award_points.ledger (job_id, tenant_id, user_id, points) VALUES ($1, $2, $3, 7))
+         INSERT INTO award_points.balances (tenant_id, user_id, balance) VALUES ($2, $3, 7)`,
+        [fencedJob, TENANT, `u-${c.id}-fenced`],
+      );
+    }
+    return seeded;
+  });
+  const jobs = bulk ? [...sentJobs, fencedJob] : sentJobs;
+
+  const reportedJobs = await crash(
+    expect,
+    c,
+    bulk
+      ? { kind: "replay-bulk", queueUrl: queue.url }
+      : { kind: "replay-single", deadLetterId: ids[0] as string },
+  );
+  expect([...reportedJobs].sort()).toEqual([...sentJobs].sort());
+  // Sent, not committed: the messages are in the queue and the dead letters still pending.
+  expect(await queueDepth(bed.sqs, queue.url)).toBe(sentJobs.length);
+  const pendingAfterKill = await bed.db.withClient((client) => crashFates(client, jobs));
+  expect(pendingAfterKill.map((f) => f.pending)).toEqual(jobs.map(() => 1));
+
+  // Restart: the operator, who never got an answer, replays again; the consumer drains.
+  const deps = { pool: opsPool, sqs: bed.sqs };
+  const replayAgain = async (): Promise<string[]> => {
+    if (!bulk) return [(await replayDeadLetter(deps, ids[0] as string, "crash-matrix-restart")).status];
+    const result = await bulkReplay(
+      deps,
+      { filter: { queue: queue.url }, all: false, dry_run: false, limit: 500 },
+      "crash-matrix-restart",
+    );
+    return (result.outcomes ?? []).map((o) => o.outcome);
+  };
+  let outcomes: string[];
+  if (c.restart === "replay-first") {
+    outcomes = await replayAgain();
+    await drain(c, queue);
+    // The first replay's message and the second's: one applies, the other is a duplicate.
+    expect(outcomes.sort()).toEqual(bulk ? ["replayed", "replayed", "replayed", "superseded"] : ["replayed"]);
+  } else {
+    await drain(c, queue);
+    outcomes = await replayAgain();
+    // The crashed replay's messages already applied the jobs: nothing is sent again.
+    expect(outcomes).toEqual(jobs.map(() => "superseded"));
+  }
+  expect(await queueDepth(bed.sqs, queue.url), "messages left in the queue").toBe(0);
+  await checkJobs(expect, c, new Map(jobs.map((j) => [j, { fate: "applied" } as const])));
+  await checkBalances(expect, `u-${c.id}-`);
+}
+
+async function cleanupCase(expect: ExpectStatic, c: CrashCase): Promise<void> {
+  const count = (kind: "expired" | "live") =>
+    bed.db.withClient(async (client) => {
+      const { rows } = await client.query<{ n: number }>(
+        "SELECT count(*)::int AS n FROM core.processed_jobs WHERE starts_with(job_id, $1)",
+        [`${c.id}-${kind}-`],
+      );
+      return rows[0]?.n ?? 0;
+    });
+  await bed.db.withClient((client) =>
+    client.query(
+      `INSERT INTO core.processed_jobs (job_id, consumer, tenant_id, processed_at, expires_at)
+       SELECT $1 || '-expired-' || n, 'award-points', $3, now() - interval '8 days', now() - interval '1 hour'
+         FROM generate_series(1, $4) AS n
+       UNION ALL
+       SELECT $1 || '-live-' || n, 'award-points', $3, now() - interval '6 days', now() + interval '1 day'
+         FROM generate_series(1, $2) AS n`,
+      [c.id, CLEANUP.live, TENANT, CLEANUP.expired],
+    ),
+  );
+
+  await crash(expect, c, { kind: "cleanup", batchSize: CLEANUP.batchSize });
+  // Batches before the nth have committed; the nth was in flight and may have, or not.
+  const before = Math.max(0, CLEANUP.expired - CLEANUP.batchSize * (c.nth - 1));
+  const after = Math.max(0, before - CLEANUP.batchSize);
+  const expiredLeft = await count("expired");
+  expect([before, after]).toContain(expiredLeft);
+  tallyInFlight(c.point, expiredLeft === after);
+  expect(await count("live"), "live fences after the kill").toBe(CLEANUP.live);
+
+  // Restart: the next scheduled run finishes the job.
+  const report = await runFenceCleanup({ db: cleanupPool, budgetMs: 10_000, batchSize: CLEANUP.batchSize });
+  expect(report.deleted).toBe(expiredLeft);
+  expect(await count("expired"), "expired fences after the restart's run").toBe(0);
+  expect(await count("live"), "live fences after the restart's run").toBe(CLEANUP.live);
+}
+
+describe.concurrent("crash matrix: SIGKILL at each fault point, then restart and drain", () => {
+  it.for(CASES)("$label", { timeout: 90_000 }, async (c, { expect }) => {
+    if (c.scenario === "consume") await consumeCase(expect, c);
+    else if (c.scenario === "cleanup") await exclusively(() => cleanupCase(expect, c));
+    else await replayCase(expect, c);
+  });
+});
+
+/** The product's TypeScript files (everything a deployment or the local stack runs). */
+async function productSources(): Promise<Array<{ path: string; text: string }>> {
+  const root = fileURLToPath(new URL("../../", import.meta.url));
+  const files: Array<{ path: string; text: string }> = [];
+  for (const dir of ["shared", "functions", "local", "infra", "scripts"]) {
+    for (const entry of await readdir(join(root, dir), { recursive: true, withFileTypes: true })) {
+      if (!entry.isFile() || !entry.name.endsWith(".ts")) continue;
+      const path = join(entry.parentPath, entry.name);
+      files.push({ path: relative(root, path), text: await readFile(path, "utf8") });
+    }
+  }
+  return files;
+}
+
+describe("crash matrix: the fault points", () => {
+  it("are each wired into the product and each met by a case of the matrix", async () => {
+    const sources = await productSources();
+    for (const point of FAULT_POINTS) {
+      expect(
+        sources.some((f) => f.path !== "shared/fault-points.ts" && f.text.includes(`faultHook("${point}"`)),
+        point,
+      ).toBe(true);
+      expect(
+        CASES.some((c) => c.point === point),
+        point,
+      ).toBe(true);
+    }
+  });
+
+  it("exist only for tests and cost nothing unused: no product code installs a hook, every point is guarded", async () => {
+    const sources = await productSources();
+    expect(
+      sources.filter((f) => f.path !== "shared/fault-points.ts" && f.text.includes("installFaultHook")),
+    ).toEqual([]);
+    // An unset hook must cost one check of a variable: no call, no await, no context object built.
+    const unguarded = sources.flatMap((f) =>
+      f.text
+        .split("\n")
+        .filter((line) => /\bfaultHook\(/.test(line) && !/if \(faultHook\) await faultHook\(/.test(line))
+        .map((line) => `${f.path}: ${line.trim()}`),
+    );
+    expect(unguarded).toEqual([]);
+  });
+});
+
+describe("crash matrix: after every crash", () => {
+  it("leaves no session idle in transaction, nothing doubled, nothing lost", async () => {
+    // The test runs on the repository's Node, whatever the machine's own is.
+    expect(Number(process.versions.node.split(".")[0])).toBeGreaterThanOrEqual(24);
+    let idle = await idleInTransaction(bed.db);
+    for (let waited = 0; idle > 0 && waited < 3_000; waited += 100) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      idle = await idleInTransaction(bed.db);
+    }
+    figures.seconds = Math.round((Date.now() - started) / 100) / 10;
+    await publishFigures("crash-matrix", figures);
+    expect(idle).toBe(0);
+    expect(figures.broken).toEqual([]);
+    expect(figures.doubles).toBe(0);
+    expect(figures.lost).toBe(0);
+    expect(Object.values(figures.kills).reduce((a, b) => a + b, 0)).toBe(CASES.length);
+  });
+});

@@ -1,0 +1,107 @@
+/**
+ * The crash matrix's victim: a real process that runs one role (a consumer polling the SQS
+ * emulator, a single or bulk replay, or the TTL cleanup) with the product's fault hook installed,
+ * and kills itself with SIGKILL the nth time the configured fault point is reached. Nothing runs
+ * after the kill (no ROLLBACK, no ack, no finally), which is what a Lambda container dying
+ * mid-invocation looks like to the database and the queue.
+ *
+ * Configured by JOBFENCE_CRASH_CHILD (JSON, {@link CrashChildConfig}). Exits 3 if the role
+ * finished without reaching the point, so the parent can tell "never crashed" from "crashed".
+ */
+import { writeSync } from "node:fs";
+import { localEventBridgeClient, localSqsClient } from "../../../local/aws-clients.ts";
+import { pollOnce } from "../../../local/event-source.ts";
+import { lambdaContext } from "../../../local/lambda-context.ts";
+import { createConsumer } from "../../../shared/consumer.ts";
+import { createPool } from "../../../shared/db/pool.ts";
+import { bulkReplay, replayDeadLetter } from "../../../shared/dead-letters/replay.ts";
+import { installFaultHook } from "../../../shared/fault-points.ts";
+import { runFenceCleanup } from "../../../shared/fence/cleanup.ts";
+import {
+  CRASH_CHILD_ENV,
+  CRASH_MARK,
+  CRASH_RETRY_POLICY,
+  type CrashChildConfig,
+  type CrashReport,
+  crashConsumer,
+  IN_FLIGHT_POINTS,
+} from "./crash-consumer.ts";
+
+const config = JSON.parse(process.env[CRASH_CHILD_ENV] ?? "") as CrashChildConfig;
+
+let hits = 0;
+installFaultHook(async (point, context) => {
+  if (point !== config.point) return;
+  hits++;
+  if (hits !== config.nth) return;
+  const report: CrashReport = { point, hit: hits, jobIds: context.jobIds ?? [] };
+  const line = `${CRASH_MARK} ${JSON.stringify(report)}\n`;
+  if (IN_FLIGHT_POINTS.has(point)) {
+    if (config.inFlightMs === 0) {
+      // At once, before this turn of the event loop ends: the statement was issued but the pool
+      // has not yet written it to the socket, so the server never sees it.
+      writeSync(1, line);
+      process.kill(process.pid, "SIGKILL");
+    }
+    // Otherwise the statement gets a moment to reach the server, so the kill lands while it runs
+    // or just after it committed: the invariant must hold for either outcome.
+    await new Promise((resolve) => setTimeout(resolve, config.inFlightMs));
+  }
+  // Flush the line before dying: SIGKILL leaves no chance to write it afterwards.
+  process.stdout.write(line, () => process.kill(process.pid, "SIGKILL"));
+  await new Promise(() => {});
+});
+
+const sqs = localSqsClient(config.sqsEndpoint);
+const role = config.role;
+
+if (role.kind === "consume") {
+  const pool = createPool({
+    connectionString: config.databaseUrl,
+    role: "jobfence_consumer",
+    max: 2,
+    applicationName: config.applicationName,
+  });
+  const handler = createConsumer(
+    { ...crashConsumer, commitMode: role.commitMode },
+    {
+      config: { databaseUrl: config.databaseUrl, opsBusName: "jobfence-ops-test", queueUrl: role.queueUrl },
+      pool,
+      sqs,
+      eventBridge: localEventBridgeClient(config.eventBridgeEndpoint),
+      retryPolicy: CRASH_RETRY_POLICY,
+    },
+  );
+  const source = { sqs, queueUrl: role.queueUrl, queueArn: role.queueArn };
+  // Until an empty receive: the emulator may hand the queue's messages over in more than one batch.
+  for (;;) {
+    const delivered = await pollOnce(source, handler, lambdaContext("award-points"));
+    if (delivered.received.length === 0) break;
+  }
+} else if (role.kind === "replay-single" || role.kind === "replay-bulk") {
+  const pool = createPool({
+    connectionString: config.databaseUrl,
+    role: "jobfence_ops",
+    max: 1,
+    applicationName: config.applicationName,
+  });
+  if (role.kind === "replay-single") {
+    await replayDeadLetter({ pool, sqs }, role.deadLetterId, "crash-matrix");
+  } else {
+    await bulkReplay(
+      { pool, sqs },
+      { filter: { queue: role.queueUrl }, all: false, dry_run: false, limit: 500 },
+      "crash-matrix",
+    );
+  }
+} else {
+  const pool = createPool({
+    connectionString: config.databaseUrl,
+    role: "jobfence_cleanup",
+    max: 1,
+    applicationName: config.applicationName,
+  });
+  await runFenceCleanup({ db: pool, budgetMs: 60_000, batchSize: role.batchSize });
+}
+
+process.stdout.write("crash-matrix: finished without reaching the fault point\n", () => process.exit(3));
