@@ -16,7 +16,7 @@
  * - Plans: the SQL each operation runs is recorded from its connections and EXPLAINed with the same
  *   parameters; a sequential scan of core.dead_letters is flagged.
  *
- * Options: `--rows N` (default 1,000,000), `--quick` (100,000 rows, fewer iterations),
+ * Options: `--rows N` (default 1,000,000), `--quick` (50,000 rows, fewer iterations),
  * `--iterations N`, `--warmup N`. Exits 0 whatever the figures (it is a benchmark); prints a
  * verdict line and writes bench/results/api.json.
  */
@@ -60,8 +60,8 @@ if (argv.help) {
 }
 
 const QUICK = argv.quick;
-const ROWS = positiveInt(argv.rows, QUICK ? 100_000 : 1_000_000, "rows");
-const ITERATIONS = positiveInt(argv.iterations, QUICK ? 50 : 200, "iterations");
+const ROWS = positiveInt(argv.rows, QUICK ? 50_000 : 1_000_000, "rows");
+const ITERATIONS = positiveInt(argv.iterations, QUICK ? 30 : 200, "iterations");
 const WARMUP = positiveInt(argv.warmup, QUICK ? 10 : 25, "warmup");
 /** Rows per seed statement. */
 const CHUNK = 100_000;

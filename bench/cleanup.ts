@@ -21,15 +21,15 @@
  *   only right being core.delete_expired_fences) with a 10-minute budget until it stops on a short
  *   batch; B's samples are the inserts started while it ran. After B the benchmark checks that no
  *   expired fence is left and that every live fence inserted survived.
- * - Rounds: `--reps` (default 5; 3 with --quick) at the default batch size
+ * - Rounds: `--reps` (default 5; 2 with --quick) at the default batch size
  *   (CLEANUP_DEFAULTS.batchSize), each with its own A, interleaved with `--side-reps` (default 1)
- *   rounds of each `--variants` (default batch sizes 1000 and 20000), so the default's choice can be
+ *   rounds of each `--variants` (default batch sizes 1000 and 20000; none with --quick), so the default's choice can be
  *   judged. A variant `5000/25` pauses 25 ms after each full batch (a paced cleanup, emulated in the
  *   benchmark's query wrapper; runFenceCleanup itself has no pause). The seed is re-made before
  *   each round.
  *
- * Options: `--rows N` (default 1,000,000), `--quick` (200,000 rows, shorter phases: under two
- * minutes; its B phases last about a second, so its ratios are noisy), `--reps N`, `--inserters N`,
+ * Options: `--rows N` (default 1,000,000), `--quick` (100,000 rows, shorter phases, no side rounds:
+ * about 20 s; its B phases last a fraction of a second, so its ratios are noisy), `--reps N`, `--inserters N`,
  * `--baseline-seconds N`, `--variants 1000,20000,5000/25` (`none` for no side rounds),
  * `--side-reps N`, `--durability durable|fast` (embedded only).
  * Exits 0 whatever the figures (it is a benchmark); prints a verdict line and writes
@@ -90,10 +90,10 @@ if (argv.help) {
 }
 
 const QUICK = argv.quick;
-const ROWS = positiveInt(argv.rows, QUICK ? 200_000 : 1_000_000, "rows");
-const REPS = positiveInt(argv.reps, QUICK ? 3 : 5, "reps");
+const ROWS = positiveInt(argv.rows, QUICK ? 100_000 : 1_000_000, "rows");
+const REPS = positiveInt(argv.reps, QUICK ? 2 : 5, "reps");
 const INSERTERS = positiveInt(argv.inserters, 4, "inserters");
-const BASELINE_MS = 1000 * positiveInt(argv["baseline-seconds"], QUICK ? 4 : 15, "baseline-seconds");
+const BASELINE_MS = 1000 * positiveInt(argv["baseline-seconds"], QUICK ? 2 : 15, "baseline-seconds");
 const SIDE_REPS = positiveInt(argv["side-reps"], 1, "side-reps");
 const DEFAULT_BATCH = CLEANUP_DEFAULTS.batchSize;
 if (argv.durability !== undefined && argv.durability !== "durable" && argv.durability !== "fast") {
@@ -106,7 +106,7 @@ const DURABILITY: "durable" | "fast" = argv.durability === "fast" ? "fast" : "du
  * the seed's CHECKPOINT, after which each first write to a page logs the whole page: it settles
  * longer, so its baseline is not the post-checkpoint burst.
  */
-const SETTLE_MS = QUICK ? 2000 : 5000;
+const SETTLE_MS = QUICK ? 1000 : 5000;
 const WARMUP_MS = QUICK ? 500 : 1000;
 /** A generous budget: the run is meant to stop on a short batch, not on time. */
 const CLEANUP_BUDGET_MS = 10 * 60_000;
@@ -134,6 +134,8 @@ function variantLabel(v: Variant): string {
 
 /** `1000,20000,5000/20`: batch sizes, each optionally with a pause in ms between batches. */
 function parseVariants(text: string | undefined): Variant[] {
+  // --quick judges the default alone: the side rounds would double its time.
+  if (text === undefined && QUICK) return [];
   if (text === undefined)
     return [
       { batchSize: 1000, pauseMs: 0 },
