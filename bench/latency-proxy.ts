@@ -11,11 +11,11 @@
  * than ~1.5 ms uses setTimeout for the bulk, and the sub-millisecond remainder sleeps in the kernel
  * with `Atomics.wait` on a SharedArrayBuffer in slices of at most 0.1 ms, yielding to the event loop
  * (setImmediate) after each slice so socket reads and writes go on. A kernel sleep overshoots by
- * ~65 µs (timer slack), so each sleep asks for that much less (a running estimate) and the last few
- * tens of µs before a chunk is due are covered by turning the event loop over: a bounded spin per
- * due time, never a spinning core. Nothing pending: nothing scheduled, no CPU. A chunk read while
- * the worker sleeps is stamped when it is read, so under concurrent traffic its delay can exceed
- * the configured one by up to a slice; it is never delivered early.
+ * ~65 µs (timer slack), so each sleep asks for that much less (a running estimate), and a chunk due
+ * within half an overshoot is written at once: each chunk goes within about ±35 µs of its due time,
+ * and the worker never spins. Nothing pending: nothing scheduled, no CPU. A chunk read while the
+ * worker sleeps is stamped when it is read, so under concurrent traffic its delay can exceed the
+ * configured one by up to a slice.
  * Backpressure: a side whose peer's write buffer is full is paused until the peer drains. A FIN is
  * forwarded in order after the delay (half-close is kept); an error or reset on either side
  * destroys both.
@@ -48,7 +48,7 @@ export interface LatencyProxyStats {
   readonly open: number;
   readonly chunks: number;
   readonly bytes: number;
-  /** Chunks and FINs that waited in the queue, and how late after their due time they went, in total (µs). */
+  /** Chunks and FINs that waited in the queue, and how late after their due time they went, in total (µs; early is negative). */
   readonly delayed: number;
   readonly lateUsTotal: number;
   /** CPU time of the proxy's thread (process.threadCpuUsage), microseconds. */
@@ -155,11 +155,10 @@ export async function startLatencyProxy(options: LatencyProxyOptions): Promise<L
 const MAX_SLICE_NS = 100_000;
 /**
  * A kernel sleep overshoots what was asked (Linux timer slack, 50 µs by default, plus the wake-up:
- * ~65 µs measured here), so the worker asks for less by a running estimate of the overshoot and
- * covers the last stretch by turning the event loop over (setImmediate) instead of sleeping:
- * at most this long per wake-up.
+ * ~65 µs measured here); the worker keeps a running estimate of it.
  */
 const INITIAL_OVERSHOOT_NS = 60_000;
+const MIN_SLEEP_NS = 1_000;
 const MAX_OVERSHOOT_NS = 200_000;
 /** Waits longer than this use a timer for all but the last millisecond. */
 const TIMER_ABOVE_NS = 1_500_000n;
@@ -210,10 +209,12 @@ function runProxyWorker(input: WorkerInput): void {
     }
   };
 
+  /** Writes everything due by `now` (plus half the sleep overshoot: see `tick`). */
   const flush = (now: bigint) => {
+    const horizon = now + BigInt(Math.round(overshootNs / 2));
     while (head < queue.length) {
       const item = queue[head] as Pending;
-      if (item.due > now) break;
+      if (item.due > horizon) break;
       head++;
       counts.delayed++;
       counts.lateUsTotal += Number(now - item.due) / 1000;
@@ -228,6 +229,23 @@ function runProxyWorker(input: WorkerInput): void {
     }
   };
 
+  /** A kernel sleep of `ns` (at least the overshoot, whatever is asked); updates the overshoot estimate. */
+  const sleep = (ns: number): bigint => {
+    const before = process.hrtime.bigint();
+    Atomics.wait(sleeper, 0, 0, ns / 1e6);
+    const after = process.hrtime.bigint();
+    const overshoot = Math.min(MAX_OVERSHOOT_NS, Math.max(0, Number(after - before) - ns));
+    overshootNs += (overshoot - overshootNs) / 8;
+    return after;
+  };
+
+  /**
+   * Writes what is due; then, while anything waits: a timer for a wait over ~1.5 ms, else one kernel
+   * sleep (a slice at most) and a turn of the event loop for socket I/O. A sleep overshoots by
+   * `overshootNs`, so one is asked for that much less; a chunk due within half an overshoot is written
+   * at once, and one due later than that but within an overshoot gets the shortest sleep. Either way
+   * it goes within ±overshoot/2 of its due time (~±35 µs here), and the worker never spins.
+   */
   const tick = () => {
     scheduled = false;
     flush(process.hrtime.bigint());
@@ -238,16 +256,7 @@ function runProxyWorker(input: WorkerInput): void {
       setTimeout(tick, Number(remainingNs / 1_000_000n) - 1);
       return;
     }
-    const sleepNs = Math.min(MAX_SLICE_NS, Number(remainingNs) - overshootNs);
-    if (sleepNs > 0) {
-      // Sleep (not spin) for the sub-millisecond remainder, a slice at a time.
-      const before = process.hrtime.bigint();
-      Atomics.wait(sleeper, 0, 0, sleepNs / 1e6);
-      const after = process.hrtime.bigint();
-      const overshoot = Math.min(MAX_OVERSHOOT_NS, Math.max(0, Number(after - before) - sleepNs));
-      overshootNs += (overshoot - overshootNs) / 8;
-      flush(after);
-    }
+    flush(sleep(Math.max(MIN_SLEEP_NS, Math.min(MAX_SLICE_NS, Number(remainingNs) - overshootNs))));
     setImmediate(tick); // let socket I/O run, then look again
   };
 
@@ -454,7 +463,7 @@ async function measure(): Promise<void> {
           "proxied p50 ms",
           "added p50 ms",
           "added p90 ms",
-          "late per chunk µs",
+          "error per chunk µs",
           "worker CPU %",
         ],
         rows.map((r) => [
@@ -486,8 +495,8 @@ async function measure(): Promise<void> {
       options: { rtts, samples, connections, load_ms: loadMs, quick },
       method:
         "per configured RTT: a proxy worker with oneWayDelayMs = RTT / 2; 50 warm-up pairs, then `samples` SELECT 1 round trips " +
-        "alternating direct and proxied on one connection each; added = median(proxied) − median(direct); late per chunk = " +
-        "mean time between a queued chunk's due time and its write (the delay's own error); worker CPU from " +
+        "alternating direct and proxied on one connection each; added = median(proxied) − median(direct); error per chunk = " +
+        "mean time from a queued chunk's due time to its write (the delay's own error; negative = early); worker CPU from " +
         "process.threadCpuUsage in the worker over the measurement, idle for 1 s, and under `connections` closed-loop clients",
       environment,
       rows,

@@ -90,12 +90,17 @@ export function consumerSuite(commitMode: CommitMode): void {
         async (c) =>
           (
             await c.query(
-              "SELECT tenant_id, expires_at - processed_at AS ttl FROM core.processed_jobs WHERE job_id = 'apply-1'",
+              `SELECT tenant_id, extract(epoch FROM expires_at - processed_at)::float8 AS ttl,
+                      expires_at = date_trunc('minute', expires_at) AS whole_minute
+                 FROM core.processed_jobs WHERE job_id = 'apply-1'`,
             )
           ).rows[0],
       );
       expect(fence.tenant_id).toBe("t_42");
-      expect(fence.ttl).toMatchObject({ days: 7 });
+      // At least the 7-day TTL, at most a minute more (expires_at is rounded up to a whole minute).
+      expect(fence.ttl).toBeGreaterThanOrEqual(7 * 86_400);
+      expect(fence.ttl).toBeLessThanOrEqual(7 * 86_400 + 60);
+      expect(fence.whole_minute).toBe(true);
     });
 
     it("AC5 re-delivering a job whose fence exists (as a replay does) produces no second effect", async () => {

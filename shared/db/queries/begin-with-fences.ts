@@ -57,11 +57,17 @@ export async function beginWithFences(client: pg.ClientBase, fences: FenceSet): 
 
 const INSERT = "INSERT INTO core.processed_jobs (job_id, consumer, tenant_id, processed_at, expires_at)";
 
-/** One fence's VALUES row, every value a literal. */
+/**
+ * One fence's VALUES row, every value a literal. `expires_at` is the start of the current minute
+ * plus the TTL plus one minute: never before `now() + ttl` (a fence outlives its TTL by under a
+ * minute), and the same for every fence written in one minute, so the expires_at index stores
+ * each value once (B-tree deduplication) instead of once per row: about 16 of the 232 bytes a
+ * fence took at 1,000,000 rows (bench/fence-storage.ts).
+ */
 function row(consumer: string, ttlSeconds: number, jobId: string, tenantId: string): string {
   if (!Number.isSafeInteger(ttlSeconds) || ttlSeconds < 1) {
     throw new RangeError(`ttlSeconds must be a positive whole number, got ${ttlSeconds}`);
   }
   const literal = pg.escapeLiteral;
-  return `(${literal(jobId)}, ${literal(consumer)}, ${literal(tenantId)}, now(), now() + make_interval(secs => ${ttlSeconds}))`;
+  return `(${literal(jobId)}, ${literal(consumer)}, ${literal(tenantId)}, now(), date_trunc('minute', now()) + make_interval(secs => ${ttlSeconds + 60}))`;
 }
