@@ -26,7 +26,7 @@ export interface FenceTransactionOptions {
   readonly pool: pg.Pool;
   /** The consumer's name: the second half of the fence key. */
   readonly consumer: string;
-  /** `expires_at = processed_at + ttl`. */
+  /** `expires_at` = processed_at + ttl, rounded up to a whole minute (begin-with-fences.ts). */
   readonly ttlSeconds: number;
 }
 
