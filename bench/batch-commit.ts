@@ -12,10 +12,14 @@
  * jobs each round, variants rotated round to round. Twice: on loopback, and through a latency proxy
  * adding `--rtt` ms per round trip (bench/latency-proxy.ts), closer to Lambda → RDS Proxy → Aurora
  * where every round trip and commit costs more. Targets at batch 10: ≥ 1.8 × bare on loopback and
- * ≥ 3 × bare with 0.5 ms of round-trip latency.
+ * ≥ 3 × bare with 0.5 ms of round-trip latency. A third run adds `--commit-ms` (default 2) to every
+ * COMMIT on top of that latency (the proxy holds the COMMIT back while the transaction keeps its
+ * locks), as a commit that is a quorum write across zones costs: no target, the figure shows where
+ * the commits batch mode saves start to dominate.
  *
  * Options: `--jobs N` per variant per round (default 3,000; 300 with --quick), `--reps N`
- * (default 5), `--concurrency N` (default 8), `--rtt ms` (default 0.5), `--durability
+ * (default 5), `--concurrency N` (default 8), `--rtt ms` (default 0.5), `--commit-ms ms` (default
+ * 2; 0 skips that run), `--durability
  * durable|fast` (embedded only; default durable).
  */
 import { parseArgs } from "node:util";
@@ -39,6 +43,7 @@ const { values: argv } = parseArgs({
     reps: { type: "string" },
     concurrency: { type: "string" },
     rtt: { type: "string", default: "0.5" },
+    "commit-ms": { type: "string", default: "2" },
     durability: { type: "string", default: "durable" },
   },
 });
@@ -49,6 +54,11 @@ const CONCURRENCY = positiveInt(argv.concurrency, 8, "concurrency");
 const RTT = Number(argv.rtt);
 if (!Number.isFinite(RTT) || RTT <= 0) {
   console.error(`--rtt must be a positive number of milliseconds, got ${argv.rtt}`);
+  process.exit(2);
+}
+const COMMIT_MS = Number(argv["commit-ms"]);
+if (!Number.isFinite(COMMIT_MS) || COMMIT_MS < 0) {
+  console.error(`--commit-ms must be a number of milliseconds ≥ 0, got ${argv["commit-ms"]}`);
   process.exit(2);
 }
 const DURABILITY = argv.durability === "fast" ? "fast" : "durable";
@@ -102,9 +112,19 @@ try {
   });
   cleanups.push(() => proxy.stop());
 
+  const slowCommit = await startLatencyProxy({
+    target: { host: target.hostname, port: Number(target.port || 5432) },
+    oneWayDelayMs: RTT / 2,
+    commitDelayMs: COMMIT_MS,
+  });
+  cleanups.push(() => slowCommit.stop());
+
   const networks = [
     { name: "loopback", url: database.url },
     { name: `+${RTT} ms RTT`, url: proxy.url(database.url) },
+    ...(COMMIT_MS > 0
+      ? [{ name: `+${RTT} ms RTT, ${COMMIT_MS} ms commit`, url: slowCommit.url(database.url) }]
+      : []),
   ];
   const results: Record<string, ReturnType<typeof summarize>> = {};
   const raw: Record<string, VariantRates> = {};

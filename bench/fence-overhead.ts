@@ -148,7 +148,8 @@ try {
     `fence overhead: ${JOBS} jobs per variant per round, ${REPS} rounds, concurrency ${CONCURRENCY}`,
   );
 
-  const compare = (p: pg.Pool, url: string) =>
+  const clientCpu: VariantRates = {};
+  const compare = (p: pg.Pool, url: string, cpu?: VariantRates) =>
     compareVariants(
       [
         bareVariant("bare", p, CONCURRENCY),
@@ -158,9 +159,9 @@ try {
           concurrency: CONCURRENCY,
         }),
       ],
-      { reps: REPS, jobs: JOBS, log: (line) => console.log(`  ${line}`) },
+      { reps: REPS, jobs: JOBS, log: (line) => console.log(`  ${line}`), ...(cpu ? { clientCpu: cpu } : {}) },
     );
-  const rates = await compare(pool, database.url);
+  const rates = await compare(pool, database.url, clientCpu);
 
   // The same through the latency proxy: where round trips, not the machine's CPU, are the cost.
   const target = new URL(database.url);
@@ -202,6 +203,12 @@ try {
         ],
       ],
     )}`,
+  );
+
+  const cpuSummary = { bare: spread(clientCpu.bare ?? []), harness: spread(clientCpu.harness ?? []) };
+  console.log(
+    `\nclient process CPU per effect on loopback (µs): bare ${showSpread(cpuSummary.bare, int)}, ` +
+      `harness ${showSpread(cpuSummary.harness, int)}; on 2 shared cores, CPU the server does not get`,
   );
 
   console.log(`\nanatomy (no harness; each variant one transaction per job, same pool, alternated):`);
@@ -248,6 +255,7 @@ try {
     target: TARGET,
     rates,
     summary,
+    client_cpu_us_per_effect: { samples: clientCpu, summary: cpuSummary },
     latency: { rtt_ms: RTT, rates: latencyRates, summary: latencySummary },
     anatomy: { rates: anatomyRates, summary: anatomySummary },
     met,

@@ -195,16 +195,35 @@ export type VariantRates = Record<string, number[]>;
  */
 export async function compareVariants(
   variants: readonly Variant[],
-  options: { reps: number; jobs: number; users?: number; log?: (line: string) => void },
+  options: {
+    reps: number;
+    jobs: number;
+    users?: number;
+    log?: (line: string) => void;
+    /**
+     * When given, filled with this process's CPU time per applied effect (µs, all threads) for each
+     * measured round: on a machine whose cores the client shares with the server, that CPU is taken
+     * from the server, so it is part of why one variant is slower than another.
+     */
+    clientCpu?: VariantRates;
+  },
 ): Promise<VariantRates> {
   const rates: VariantRates = Object.fromEntries(variants.map((v) => [v.label, []]));
   for (let round = 0; round <= options.reps; round++) {
     const order = variants.map((_, i) => variants[(i + round) % variants.length] as Variant);
     const line: string[] = [];
     for (const variant of order) {
-      const { ms, applied } = await variant.run(makeJobs(options.jobs, options.users));
+      const jobs = makeJobs(options.jobs, options.users);
+      const cpuBefore = process.cpuUsage();
+      const { ms, applied } = await variant.run(jobs);
+      const cpu = process.cpuUsage(cpuBefore);
       const rate = (applied / ms) * 1000;
-      if (round > 0) rates[variant.label]?.push(rate);
+      if (round > 0) {
+        rates[variant.label]?.push(rate);
+        if (options.clientCpu) {
+          (options.clientCpu[variant.label] ??= []).push((cpu.user + cpu.system) / applied);
+        }
+      }
       line.push(`${variant.label} ${Math.round(rate)}/s`);
     }
     options.log?.(`${round === 0 ? "warm-up" : `round ${round}`}: ${line.join(", ")}`);

@@ -38,6 +38,14 @@ export interface LatencyProxyOptions {
   readonly target: { readonly host: string; readonly port: number };
   /** Added to each direction; a round trip gains twice this. 0 forwards at once. */
   readonly oneWayDelayMs: number;
+  /**
+   * Held back, on top of the one-way delay, before a client's `COMMIT` reaches the server: a commit
+   * that costs milliseconds, as an Aurora commit (a quorum write across zones) does, while the
+   * transaction keeps its locks. Recognised as pg sends it, one simple-query message alone in its
+   * chunk; held with a timer (millisecond granularity). The client waits for COMMIT's answer before
+   * it sends anything else, so nothing of that connection can overtake it. @default 0
+   */
+  readonly commitDelayMs?: number;
   /** Interface to listen on. @default "127.0.0.1" */
   readonly host?: string;
 }
@@ -73,6 +81,7 @@ interface WorkerInput {
   readonly targetHost: string;
   readonly targetPort: number;
   readonly oneWayDelayMs: number;
+  readonly commitDelayMs: number;
 }
 
 type ToWorker = { type: "stop" } | { type: "stats"; id: number };
@@ -86,6 +95,10 @@ export async function startLatencyProxy(options: LatencyProxyOptions): Promise<L
   if (!Number.isFinite(options.oneWayDelayMs) || options.oneWayDelayMs < 0) {
     throw new RangeError(`oneWayDelayMs must be a finite number ≥ 0, got ${options.oneWayDelayMs}`);
   }
+  const commitDelayMs = options.commitDelayMs ?? 0;
+  if (!Number.isFinite(commitDelayMs) || commitDelayMs < 0) {
+    throw new RangeError(`commitDelayMs must be a finite number ≥ 0, got ${commitDelayMs}`);
+  }
   const host = options.host ?? "127.0.0.1";
   const input: WorkerInput = {
     jobfenceLatencyProxy: true,
@@ -93,6 +106,7 @@ export async function startLatencyProxy(options: LatencyProxyOptions): Promise<L
     targetHost: options.target.host,
     targetPort: options.target.port,
     oneWayDelayMs: options.oneWayDelayMs,
+    commitDelayMs: options.commitDelayMs ?? 0,
   };
   const worker = new Worker(new URL(import.meta.url), { workerData: input });
   const statsWaiters = new Map<number, (stats: LatencyProxyStats) => void>();
@@ -150,6 +164,9 @@ export async function startLatencyProxy(options: LatencyProxyOptions): Promise<L
 
 // ---------------------------------------------------------------------------------------------
 // The worker
+
+/** `COMMIT` as a simple-query message: 'Q', its length (4 + 6 + 1), the text and its terminator. */
+const COMMIT_MESSAGE = Buffer.concat([Buffer.from([0x51, 0, 0, 0, 11]), Buffer.from("COMMIT\0", "latin1")]);
 
 /** Longest kernel sleep before the worker looks at its sockets again. */
 const MAX_SLICE_NS = 100_000;
@@ -293,7 +310,13 @@ function runProxyWorker(input: WorkerInput): void {
       [client, up],
       [upstream, down],
     ] as const) {
-      socket.on("data", (chunk: Buffer) => enqueue(direction, chunk));
+      socket.on("data", (chunk: Buffer) => {
+        if (input.commitDelayMs > 0 && direction === up && chunk.equals(COMMIT_MESSAGE)) {
+          setTimeout(() => enqueue(direction, chunk), input.commitDelayMs);
+          return;
+        }
+        enqueue(direction, chunk);
+      });
       socket.on("end", () => enqueue(direction, null));
       socket.on("error", destroyBoth);
       // A clean close follows both FINs, each forwarded in order; the peer closes on its own.

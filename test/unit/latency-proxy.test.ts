@@ -209,4 +209,33 @@ describe("latency proxy", () => {
     await expect(startLatencyProxy({ target, oneWayDelayMs: -1 })).rejects.toThrow(RangeError);
     await expect(startLatencyProxy({ target, oneWayDelayMs: Number.NaN })).rejects.toThrow(RangeError);
   });
+
+  it("holds a COMMIT back by the commit delay, and nothing else", async () => {
+    const commitProxy = await startLatencyProxy({ target, oneWayDelayMs: 0, commitDelayMs: 25 });
+    const c = await client(commitProxy.url(db.url));
+    try {
+      const timed = async (sql: string) => {
+        const started = performance.now();
+        await c.query(sql);
+        return performance.now() - started;
+      };
+      const selects: number[] = [];
+      const commits: number[] = [];
+      for (let i = 0; i < 5; i++) {
+        selects.push(await timed("SELECT 1"));
+        await c.query("BEGIN");
+        commits.push(await timed("COMMIT"));
+      }
+      expect(median(commits)).toBeGreaterThanOrEqual(24);
+      expect(median(selects)).toBeLessThan(20);
+      const { rows } = await c.query<{ outside: boolean }>("SELECT now() = statement_timestamp() AS outside");
+      expect(rows[0]?.outside).toBe(true); // the held COMMIT did end the transaction
+    } finally {
+      await c.end();
+      await commitProxy.stop();
+    }
+    await expect(startLatencyProxy({ target, oneWayDelayMs: 0, commitDelayMs: -1 })).rejects.toThrow(
+      RangeError,
+    );
+  });
 });
