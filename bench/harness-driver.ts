@@ -221,7 +221,9 @@ export async function compareVariants(
       if (round > 0) {
         rates[variant.label]?.push(rate);
         if (options.clientCpu) {
-          (options.clientCpu[variant.label] ??= []).push((cpu.user + cpu.system) / applied);
+          const samples = options.clientCpu[variant.label] ?? [];
+          samples.push((cpu.user + cpu.system) / applied);
+          options.clientCpu[variant.label] = samples;
         }
       }
       line.push(`${variant.label} ${Math.round(rate)}/s`);

@@ -72,5 +72,12 @@ export function createPool(options: PoolOptions): pg.Pool {
     ...(o.role ? { options: `-c role=${o.role}` } : {}),
   });
   pool.on("error", o.onIdleError ?? (() => {}));
+  // pg-pool listens for errors only while a client is idle. A checked-out client whose backend
+  // dies (terminated, the server restarted) emits 'error' too, and with no listener that is an
+  // uncaught exception that kills the process. The query in flight rejects on its own, and the
+  // harness then releases the client with the error, so the pool destroys it; nothing more to do.
+  pool.on("connect", (client) => {
+    client.on("error", () => {});
+  });
   return pool;
 }

@@ -28,7 +28,11 @@ const filterText = (max: number) => storableText.pipe(z.string().min(1).max(max)
 const timestamp = timestampSchema;
 
 /** A dead letter's id. */
-export const deadLetterIdSchema = z.uuid().describe("The dead letter's id (a UUID).");
+export const deadLetterIdSchema = z
+  .uuid()
+  // PostgreSQL prints uuids in lower case; the id a caller sends is compared with what it returns.
+  .transform((id) => id.toLowerCase())
+  .describe("The dead letter's id (a UUID).");
 
 /** Filters shared by the list and bulk replay. Every one narrows; none is required. */
 const filterFields = {

@@ -9,6 +9,13 @@ import { POISON_REASON, PoisonMessageError } from "../errors.ts";
 export const JOB_ID_MAX_LENGTH = 255;
 
 /**
+ * Tenant and correlation ids are bounded too (database CHECKs, migration 0007): both are indexed
+ * in core.dead_letters, and a B-tree entry holds at most about 2.7 kB, so an unbounded one could
+ * make a message's dead letter impossible to write.
+ */
+export const IDENTITY_MAX_LENGTH = 255;
+
+/**
  * A string PostgreSQL's text can store as sent: no U+0000 (text cannot hold it) and no lone UTF-16
  * surrogate (it would be stored as U+FFFD, so the stored key would differ from the sent one).
  * Consumers use it in their payload schemas for strings their work writes to the database.
@@ -25,18 +32,19 @@ const NOT_BLANK = /\S/;
  * The envelope every message body must be. Unknown top-level keys are ignored. A blank
  * `correlation_id` counts as absent (the job id stands in), as SPEC §2 does for a missing one.
  */
+/** At most `max` characters as the database counts them (code points), not UTF-16 units. */
+const atMost = (max: number) =>
+  z
+    .string()
+    .refine((s) => s.length <= max || [...s].length <= max, { message: `must be at most ${max} characters` });
+
+const tenantIdSchema = storableText.pipe(atMost(IDENTITY_MAX_LENGTH));
+const correlationIdSchema = storableText.pipe(atMost(IDENTITY_MAX_LENGTH));
+
 export const envelopeSchema = z.object({
-  job_id: storableText.pipe(
-    z
-      .string()
-      .regex(NOT_BLANK, "must not be blank")
-      // Characters as the database counts them (code points), not UTF-16 units.
-      .refine((s) => [...s].length <= JOB_ID_MAX_LENGTH, {
-        message: `must be at most ${JOB_ID_MAX_LENGTH} characters`,
-      }),
-  ),
-  tenant_id: storableText,
-  correlation_id: storableText.optional(),
+  job_id: storableText.pipe(atMost(JOB_ID_MAX_LENGTH).pipe(z.string().regex(NOT_BLANK, "must not be blank"))),
+  tenant_id: tenantIdSchema,
+  correlation_id: correlationIdSchema.optional(),
   payload: z.unknown().refine((value) => value !== undefined, { message: "payload is required" }),
 });
 
@@ -138,10 +146,12 @@ function readableIdentity(document: unknown, messageId: string): MessageIdentity
     return parsed.success ? parsed.data : undefined;
   };
   const jobId = field(envelopeSchema.shape.job_id, fields.job_id) ?? messageId;
-  const correlationId = field(storableText, fields.correlation_id);
+  // An unusable correlation id (over-long, say) counts as absent, an unusable tenant id as none:
+  // the dead letter must be writable whatever the message carries.
+  const correlationId = field(correlationIdSchema, fields.correlation_id);
   return {
     jobId,
-    tenantId: field(storableText, fields.tenant_id) ?? null,
+    tenantId: field(tenantIdSchema, fields.tenant_id) ?? null,
     correlationId: correlationId !== undefined && NOT_BLANK.test(correlationId) ? correlationId : jobId,
   };
 }

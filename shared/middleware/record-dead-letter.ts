@@ -78,11 +78,20 @@ export function recordDeadLetter(
         errorKind: kind,
         lastError,
         correlationId: identity.correlationId,
+        // A poison message's job id may not be a job's at all; for every other kind the fence says
+        // whether the job was applied after all (a COMMIT whose answer was lost).
+        unlessApplied: kind !== ERROR_KIND.poison,
       });
       if (faultHook) await faultHook("dead-letter:in-flight", { jobIds: [identity.jobId] });
       recorded = await inserting;
     } catch (writeError) {
       request.response = { status: "dead-letter-failed", kind, error: request.error, writeError };
+      return;
+    }
+    if (recorded.applied) {
+      // The job's fence exists: an earlier attempt committed and only its answer was lost. The job
+      // is applied, so this delivery is a duplicate, not a failure: acked, and no dead letter.
+      request.response = { status: "duplicate" };
       return;
     }
     if (faultHook) await faultHook("dead-letter:after", { jobIds: [identity.jobId] });

@@ -270,7 +270,17 @@ describe("dead letter field rules", () => {
     ["an unknown error_kind", { error_kind: "mystery" }, "dead_letters_error_kind_known"],
     ["zero attempts", { attempts: 0 }, "dead_letters_attempts_positive"],
     ["an empty job_id", { job_id: "" }, "dead_letters_job_id_length"],
-    ["a job_id over 255 characters", { job_id: "j".repeat(256) }, "dead_letters_job_id_length"],
+    [
+      "a job_id over 255 characters",
+      { job_id: "j".repeat(256), correlation_id: "c" },
+      "dead_letters_job_id_length",
+    ],
+    ["a tenant_id over 255 characters", { tenant_id: "t".repeat(256) }, "dead_letters_tenant_id_length"],
+    [
+      "a correlation_id over 255 characters",
+      { correlation_id: "c".repeat(256) },
+      "dead_letters_correlation_id_length",
+    ],
     ["a blank consumer", { consumer: " \t" }, "dead_letters_consumer_not_blank"],
     ["a blank queue", { queue: "" }, "dead_letters_queue_not_blank"],
     ["a blank correlation_id", { correlation_id: "\n " }, "dead_letters_correlation_id_not_blank"],
@@ -308,6 +318,18 @@ describe("fence rows", () => {
     );
     const dup = await attempt(`${FENCE} ON CONFLICT DO NOTHING RETURNING 1`, ["award:order-9", "7 days"]);
     expect(dup.rowCount).toBe(0);
+  });
+
+  it("a fence's tenant_id is at most 255 characters", async () => {
+    await expectRefused(
+      attempt(
+        `INSERT INTO core.processed_jobs (job_id, consumer, tenant_id, processed_at, expires_at)
+         VALUES ('award:long-tenant', 'award-points', repeat('t', 256), now(), now() + interval '7 days')`,
+        [],
+      ),
+      SQLSTATE.checkViolation,
+      "processed_jobs_tenant_id_length",
+    );
   });
 
   it("a fence must expire after it was written", async () => {

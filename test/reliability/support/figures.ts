@@ -1,0 +1,63 @@
+/**
+ * Sizes and figures of the reliability scenarios. The bounded form runs inside `npm test` on every
+ * CI run; `npm run test:reliability` sets JOBFENCE_RELIABILITY=full for the full sizes, and only
+ * then are the figures also written to test/reliability/results/<scenario>.json for
+ * docs/reliability.md (the folder is not meant to be committed).
+ */
+import { mkdir, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+/** Whether this is the full run (`npm run test:reliability`). */
+export const FULL = process.env.JOBFENCE_RELIABILITY === "full";
+
+/** The bounded value in `npm test`, the full one in `npm run test:reliability`. */
+export function sized<T>(bounded: T, full: T): T {
+  return FULL ? full : bounded;
+}
+
+const RESULTS_DIR = fileURLToPath(new URL("../results/", import.meta.url));
+
+/**
+ * Prints a scenario's figures (one line, so a CI log shows them in either form) and, in the full
+ * run, writes them with the run's context to results/<scenario>.json.
+ */
+export async function reportFigures(scenario: string, figures: Record<string, unknown>): Promise<void> {
+  const context = {
+    scenario,
+    mode: FULL ? "full" : "bounded",
+    node: process.version,
+    postgres: process.env.DATABASE_URL ? "DATABASE_URL" : "embedded",
+    at: new Date().toISOString(),
+  };
+  console.log(`[reliability] ${scenario} (${context.mode}) ${JSON.stringify(figures)}`);
+  if (!FULL) return;
+  await mkdir(RESULTS_DIR, { recursive: true });
+  await writeFile(
+    join(RESULTS_DIR, `${scenario}.json`),
+    `${JSON.stringify({ ...context, figures }, null, 2)}\n`,
+  );
+}
+
+/** Adds one to `key` of a tally. */
+export function tally(counts: Record<string, number>, key: string, by = 1): void {
+  counts[key] = (counts[key] ?? 0) + by;
+}
+
+/** A small seeded PRNG (mulberry32): fault decisions a run can reproduce from its printed seed. */
+export function seededRandom(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
+  };
+}
+
+/** The run's seed: JOBFENCE_RELIABILITY_SEED when given (to replay a run), otherwise a fresh one. */
+export function runSeed(): number {
+  const given = Number(process.env.JOBFENCE_RELIABILITY_SEED);
+  return Number.isInteger(given) && given > 0 ? given : Math.floor(Math.random() * 2 ** 31) + 1;
+}
