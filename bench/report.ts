@@ -30,7 +30,16 @@ export interface Spread {
 }
 
 export function spread(values: readonly number[]): Spread {
-  return { median: median(values), min: Math.min(...values), max: Math.max(...values) };
+  // A loop, not Math.min(...values): a spread of a few hundred thousand samples overflows the stack.
+  let min = Number.POSITIVE_INFINITY;
+  let max = Number.NEGATIVE_INFINITY;
+  for (const value of values) {
+    if (value < min) min = value;
+    if (value > max) max = value;
+  }
+  return values.length === 0
+    ? { median: Number.NaN, min: Number.NaN, max: Number.NaN }
+    : { median: median(values), min, max };
 }
 
 export const round2 = (value: number) => Math.round(value * 100) / 100;

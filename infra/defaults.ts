@@ -58,7 +58,7 @@ export const BACKSTOP_DRAIN_DEFAULTS = Object.freeze({
 export const SCHEDULE_DEFAULTS = Object.freeze({
   /** SPEC §7: cleanup every 15 minutes. */
   cleanupRate: Duration.minutes(15),
-  /** Long enough for many 5,000-row batches; the handler stops at 80 % of it. */
+  /** Long enough for hundreds of 20,000-row batches and their pauses; the handler stops at 80 % of it. */
   cleanupTimeout: Duration.minutes(5),
   /** SPEC §7: escalation once a day, at 08:00 UTC so a person sees it during the day. */
   escalationHourUtc: 8,

@@ -22,6 +22,7 @@ export interface CleanupFunctionDeps {
   readonly metrics: Metrics;
   readonly logger: Logger;
   readonly batchSize?: number;
+  readonly pauseMs?: number;
   readonly budgetFraction?: number;
 }
 
@@ -35,6 +36,7 @@ export async function cleanupInvocation(
     db: deps.db,
     budgetMs: context.getRemainingTimeInMillis() * fraction,
     ...(deps.batchSize ? { batchSize: deps.batchSize } : {}),
+    ...(deps.pauseMs !== undefined ? { pauseMs: deps.pauseMs } : {}),
   });
   deps.metrics.addMetric(CLEANUP_METRIC.deleted, MetricUnit.Count, report.deleted);
   deps.metrics.addMetric(CLEANUP_METRIC.backlog, MetricUnit.Count, report.backlog);

@@ -16,8 +16,14 @@ const config = configFromEnv(
     databaseUrl: databaseUrlField,
     dbRole: dbRoleField.optional(),
     batchSize: z.coerce.number().int().min(1).max(100_000).optional(),
+    pauseMs: z.coerce.number().int().min(0).max(10_000).optional(),
   }),
-  { databaseUrl: "DATABASE_URL", dbRole: "JOBFENCE_DB_ROLE", batchSize: "JOBFENCE_CLEANUP_BATCH_SIZE" },
+  {
+    databaseUrl: "DATABASE_URL",
+    dbRole: "JOBFENCE_DB_ROLE",
+    batchSize: "JOBFENCE_CLEANUP_BATCH_SIZE",
+    pauseMs: "JOBFENCE_CLEANUP_PAUSE_MS",
+  },
   process.env,
   "fence cleanup environment",
 );
@@ -33,7 +39,13 @@ const pool = createPool({
 
 export const handler = middy(async (_event: unknown, context: Context) =>
   cleanupInvocation(
-    { db: pool, metrics, logger, ...(config.batchSize ? { batchSize: config.batchSize } : {}) },
+    {
+      db: pool,
+      metrics,
+      logger,
+      ...(config.batchSize ? { batchSize: config.batchSize } : {}),
+      ...(config.pauseMs !== undefined ? { pauseMs: config.pauseMs } : {}),
+    },
     context,
   ),
 ).use(logMetrics(metrics));

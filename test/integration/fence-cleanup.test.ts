@@ -85,10 +85,31 @@ describe("AC6 TTL cleanup", () => {
   it("removes every expired fence in bounded batches and reports what it did", async () => {
     await seed("old", 12_345, "now() - interval '1 hour'");
     await seed("live", 500, "now() + interval '2 seconds'");
-    const report = await runFenceCleanup({ db: cleanupPool, budgetMs: 60_000, batchSize: 1000 });
+    // No pause: the live fences expire in 2 seconds, and the batching is what is tested here.
+    const report = await runFenceCleanup({ db: cleanupPool, budgetMs: 60_000, batchSize: 1000, pauseMs: 0 });
     expect(report).toMatchObject({ deleted: 12_345, batches: 13, backlog: 0, stoppedBy: "empty" });
     expect(await remaining("old")).toBe(0);
     expect(await remaining("live")).toBe(500);
+  });
+
+  it("pauses after each full batch, never after the last, and never beyond its budget", async () => {
+    await seed("paced", 300, "now() - interval '1 hour'");
+    const paced = await runFenceCleanup({ db: cleanupPool, budgetMs: 60_000, batchSize: 100, pauseMs: 80 });
+    // Three full batches, each followed by a pause, then the short one that ends the run.
+    expect(paced).toMatchObject({ deleted: 300, batches: 4, stoppedBy: "empty" });
+    expect(paced.elapsedMs).toBeGreaterThanOrEqual(3 * 80);
+    await seed("unpaced", 300, "now() - interval '1 hour'");
+    const started = performance.now();
+    // A pause that would run past the budget ends the run instead, reporting the backlog left.
+    const capped = await runFenceCleanup({
+      db: cleanupPool,
+      budgetMs: 5_000,
+      batchSize: 100,
+      pauseMs: 10_000,
+    });
+    expect(capped).toMatchObject({ deleted: 100, batches: 1, backlog: 200, stoppedBy: "budget" });
+    expect(performance.now() - started).toBeLessThan(5_000);
+    expect(await remaining("unpaced")).toBe(200);
   });
 
   it("stops when its time budget is spent and reports the backlog left", async () => {
@@ -98,6 +119,7 @@ describe("AC6 TTL cleanup", () => {
       db: cleanupPool,
       budgetMs: 3, // the fake clock advances 1 per reading: two batches fit
       batchSize: 1000,
+      pauseMs: 0,
       clock: () => tick++,
     });
     expect(report.stoppedBy).toBe("budget");
