@@ -81,7 +81,7 @@ const { values: argv } = parseArgs({
 if (argv.help) {
   console.log(
     "usage: npm run bench:cleanup [-- --quick | --rows N] [--reps N] [--inserters N] [--baseline-seconds N]\n" +
-      "                             [--variants 1000,20000,5000/20|none] [--side-reps N] [--durability durable|fast]\n" +
+      "                             [--variants 20000/0,5000/50|none] [--side-reps N] [--durability durable|fast]\n" +
       "  --variants    side rounds: batch size, optionally /pause in ms between batches (default: 20000/0,5000/50)\n" +
       "  DATABASE_URL  admin URL of a PostgreSQL to use (a fresh database is created beside it);\n" +
       "                unset: an embedded PostgreSQL is started (durable unless --durability fast)",
