@@ -29,7 +29,7 @@ import { createBackstopDrain } from "../shared/backstop/drain.ts";
 import { createConsumer } from "../shared/consumer.ts";
 import { runMigrations } from "../shared/db/migrate.ts";
 import { createPool } from "../shared/db/pool.ts";
-import { escalateStaleDeadLetters } from "../shared/dead-letters/escalation.ts";
+import { escalateStaleDeadLetters, resolveHealedDeadLetters } from "../shared/dead-letters/escalation.ts";
 import { describeError } from "../shared/dead-letters/last-error.ts";
 import { runFenceCleanup } from "../shared/fence/cleanup.ts";
 import { createTokenVerifier } from "../shared/http/auth.ts";
@@ -270,9 +270,10 @@ async function start(
         .catch((error) => say(`cleanup    failed: ${describeError(error).message}`));
     }, config.cleanupIntervalMs),
     setInterval(() => {
-      escalateStaleDeadLetters({ db: opsPool, eventBridge, opsBusName: LOCAL_OPS_BUS }).catch((error) =>
-        say(`escalate   failed: ${describeError(error).message}`),
-      );
+      resolveHealedDeadLetters(opsPool)
+        .then((healed) => healed > 0 && say(`escalate   ${healed} dead letter(s) of applied jobs superseded`))
+        .then(() => escalateStaleDeadLetters({ db: opsPool, eventBridge, opsBusName: LOCAL_OPS_BUS }))
+        .catch((error) => say(`escalate   failed: ${describeError(error).message}`));
     }, config.escalationIntervalMs),
   ];
   cleanups.push(async () => {

@@ -6,7 +6,11 @@ import { z } from "zod";
 import { databaseUrlField, dbRoleField, opsBusNameField } from "../../shared/config/fields.ts";
 import { configFromEnv } from "../../shared/config/parse.ts";
 import { createPool } from "../../shared/db/pool.ts";
-import { ESCALATION_DEFAULTS, escalateStaleDeadLetters } from "../../shared/dead-letters/escalation.ts";
+import {
+  ESCALATION_DEFAULTS,
+  escalateStaleDeadLetters,
+  resolveHealedDeadLetters,
+} from "../../shared/dead-letters/escalation.ts";
 
 const config = configFromEnv(
   z.object({
@@ -34,7 +38,9 @@ const pool = createPool({
 });
 const eventBridge = new EventBridgeClient({});
 
-export async function handler(): Promise<{ escalated: boolean; total: number }> {
+export async function handler(): Promise<{ healed: number; escalated: boolean; total: number }> {
+  const healed = await resolveHealedDeadLetters(pool);
+  if (healed > 0) logger.info("pending dead letters of applied jobs resolved as superseded", { healed });
   const summary = await escalateStaleDeadLetters({
     db: pool,
     eventBridge,
@@ -42,5 +48,5 @@ export async function handler(): Promise<{ escalated: boolean; total: number }> 
     thresholdDays: config.thresholdDays,
   });
   if (summary) logger.warn("stale dead letters escalated", { ...summary });
-  return { escalated: summary !== undefined, total: summary?.total ?? 0 };
+  return { healed, escalated: summary !== undefined, total: summary?.total ?? 0 };
 }

@@ -2,10 +2,15 @@
  * Escalation (SPEC §7, seed open question 2): once a day, if any dead letter has waited for
  * review longer than N days, one summary alert names the count per consumer and the oldest.
  * One event per run, never one per row: a backlog of thousands must not page thousands of times.
+ *
+ * Before counting, the daily run resolves as `superseded` every pending dead letter whose job
+ * turned out applied ({@link resolveHealedDeadLetters}): no one is asked to review a failure that
+ * healed.
  */
 import { type EventBridgeClient, PutEventsCommand } from "@aws-sdk/client-eventbridge";
 import { AlertRejectedError, EVENT_SOURCE } from "../alerts/ops-bus.ts";
 import { type StalePending, stalePendingDeadLetters } from "../db/queries/stale-pending-dead-letters.ts";
+import { supersedeAppliedDeadLetters } from "../db/queries/supersede-applied-dead-letters.ts";
 import type { Queryable } from "../db/queryable.ts";
 
 /** `detail-type` of the summary. */
@@ -13,6 +18,9 @@ export const DEAD_LETTERS_ESCALATED = "DeadLettersEscalated";
 
 /** SPEC §7: escalate after 3 days pending. */
 export const ESCALATION_DEFAULTS = Object.freeze({ thresholdDays: 3 });
+
+/** `resolved_by` of the dead letters the run resolves as superseded. */
+export const ESCALATION_ACTOR = "jobfence:escalation";
 
 /** Consumers listed in one summary at most; EventBridge caps an event at 256 KiB. */
 const MAX_LISTED_CONSUMERS = 100;
@@ -36,6 +44,15 @@ export interface EscalationOptions {
   readonly opsBusName: string;
   /** @default ESCALATION_DEFAULTS.thresholdDays */
   readonly thresholdDays?: number;
+}
+
+/**
+ * Resolves as `superseded` (by {@link ESCALATION_ACTOR}) every pending dead letter, poison aside,
+ * whose job's fence exists; returns how many. A replay that crashed between its send and its
+ * commit leaves exactly that behind (SPEC §6).
+ */
+export function resolveHealedDeadLetters(db: Queryable): Promise<number> {
+  return supersedeAppliedDeadLetters(db, ESCALATION_ACTOR);
 }
 
 /** Publishes the summary when something is stale; returns it, or undefined when all is fresh. */

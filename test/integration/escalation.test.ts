@@ -5,7 +5,12 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { localEventBridgeClient } from "../../local/aws-clients.ts";
 import { createPool } from "../../shared/db/pool.ts";
-import { DEAD_LETTERS_ESCALATED, escalateStaleDeadLetters } from "../../shared/dead-letters/escalation.ts";
+import {
+  DEAD_LETTERS_ESCALATED,
+  ESCALATION_ACTOR,
+  escalateStaleDeadLetters,
+  resolveHealedDeadLetters,
+} from "../../shared/dead-letters/escalation.ts";
 import { type ConsumerTestBed, consumerTestBed, OPS_BUS } from "../support/consumer-harness.ts";
 import { insertDeadLetter } from "../support/fixtures.ts";
 
@@ -26,9 +31,13 @@ beforeEach(async () => {
 });
 
 /** A pending dead letter created `ageDays` ago. */
-async function pendingAged(consumer: string, ageDays: number): Promise<string> {
+async function pendingAged(
+  consumer: string,
+  ageDays: number,
+  overrides: Parameters<typeof insertDeadLetter>[1] = {},
+): Promise<string> {
   return bed.db.withClient(async (c) => {
-    const id = await insertDeadLetter(c, { consumer });
+    const id = await insertDeadLetter(c, { consumer, ...overrides });
     await c.query(
       "ALTER TABLE core.dead_letters DISABLE TRIGGER dead_letters_guard_update; " +
         `UPDATE core.dead_letters SET created_at = now() - make_interval(days => ${Number(ageDays)}) WHERE id = '${id}'; ` +
@@ -92,5 +101,36 @@ describe("escalation of stale pending dead letters", () => {
     await pendingAged("esc-refused", 5);
     bed.sink.setMode("reject-entries");
     await expect(escalate()).rejects.toThrow(/refused the escalation/);
+  });
+
+  it("first resolves as superseded, by itself, the pending dead letters whose job was applied after all", async () => {
+    const healed = await pendingAged("esc-healed", 5);
+    const poison = await pendingAged("esc-healed", 5, { error_kind: "poison", attempts: 1 });
+    const unapplied = await pendingAged("esc-healed", 5);
+    await bed.db.withClient(async (c) => {
+      // The fences of the first two jobs exist: a replay committed its effect but crashed before
+      // resolving the dead letter (or the producer sent the job again).
+      await c.query(
+        `INSERT INTO core.processed_jobs (job_id, consumer, tenant_id, processed_at, expires_at)
+         SELECT job_id, consumer, 't', now(), now() + interval '7 days' FROM core.dead_letters WHERE id = ANY ($1::uuid[])`,
+        [[healed, poison]],
+      );
+    });
+    expect(await resolveHealedDeadLetters(opsPool)).toBe(1);
+    const rows = await bed.db.withClient(async (c) => {
+      const { rows } = await c.query<{ id: string; status: string; resolved_by: string | null }>(
+        "SELECT id, status, resolved_by FROM core.dead_letters WHERE consumer = 'esc-healed'",
+      );
+      return new Map(rows.map((r) => [r.id, r]));
+    });
+    expect(rows.get(healed)).toMatchObject({ status: "superseded", resolved_by: ESCALATION_ACTOR });
+    expect(rows.get(unapplied)).toMatchObject({ status: "pending_review", resolved_by: null });
+    // Poison is a finding about a message, whatever became of a job with its id.
+    expect(rows.get(poison)).toMatchObject({ status: "pending_review", resolved_by: null });
+    // A second run finds nothing more to do; the summary counts only what is still pending.
+    expect(await resolveHealedDeadLetters(opsPool)).toBe(0);
+    const summary = await escalate();
+    const listed = summary?.consumers.find((c) => c.consumer === "esc-healed");
+    expect(listed?.count).toBe(2);
   });
 });

@@ -1,0 +1,20 @@
+/**
+ * Pending dead letters whose job was applied after all: the fence exists (a replay that crashed
+ * between its SQS send and its commit, SPEC §6, or a producer that sent the job again). They are
+ * resolved as `superseded`, as a replay would have found them. Poison is left alone: its job id
+ * may be the message id, and a malformed message stays a finding for a person to see.
+ */
+import type { Queryable } from "../queryable.ts";
+
+/** Marks them superseded by `actor`; returns how many. */
+export async function supersedeAppliedDeadLetters(db: Queryable, actor: string): Promise<number> {
+  const { rowCount } = await db.query(
+    `UPDATE core.dead_letters AS d
+        SET status = 'superseded', resolved_at = now(), resolved_by = $1
+      WHERE d.status = 'pending_review'
+        AND d.error_kind <> 'poison'
+        AND EXISTS (SELECT 1 FROM core.processed_jobs AS p WHERE p.job_id = d.job_id AND p.consumer = d.consumer)`,
+    [actor],
+  );
+  return rowCount ?? 0;
+}
