@@ -230,7 +230,7 @@ export function createConsumer<S extends z.ZodType>(
       );
       if (report.redos > 0) metrics.addMetric(METRIC.batchRedone, MetricUnit.Count, report.redos);
       if (report.redos > 0 || report.deferred > 0) {
-        logger.info("batch transaction redone without failed records", {
+        logger.info("batch transaction: records taken out, redone or left to transactions of their own", {
           ...report,
           records: contexts.length,
         });
