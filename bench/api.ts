@@ -35,7 +35,7 @@ import { createLocalIssuer } from "../local/tokens.ts";
 import { createPool } from "../shared/db/pool.ts";
 import { createTokenVerifier } from "../shared/http/auth.ts";
 import { ms, secs, writeResult } from "./report.ts";
-import { at, benchDatabase, createCleanups, percentile, positiveInt } from "./support.ts";
+import { at, benchDatabase, createCleanups, percentile, positiveInt, runBenchmark } from "./support.ts";
 
 // ---------------------------------------------------------------------------------------------
 // Options
@@ -891,11 +891,4 @@ async function main(): Promise<void> {
   console.log(`wrote ${output} (total ${secs(performance.now() - started)})`);
 }
 
-try {
-  await main();
-} catch (error) {
-  console.error("benchmark failed:", error);
-  process.exitCode = 1;
-} finally {
-  await cleanups.run();
-}
+await runBenchmark(main, cleanups);

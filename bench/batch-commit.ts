@@ -34,7 +34,7 @@ import {
 } from "./harness-driver.ts";
 import { startLatencyProxy } from "./latency-proxy.ts";
 import { describeEnvironment, int, median, ratio, showSpread, spread, table, writeResult } from "./report.ts";
-import { benchDatabase, createCleanups, positiveInt } from "./support.ts";
+import { benchDatabase, createCleanups, positiveInt, runBenchmark } from "./support.ts";
 
 const { values: argv } = parseArgs({
   options: {
@@ -99,7 +99,7 @@ function summarize(rates: VariantRates) {
 }
 
 const cleanups = createCleanups();
-try {
+await runBenchmark(async () => {
   const database = await benchDatabase(DURABILITY, cleanups);
   const admin = new pg.Client({ connectionString: database.url });
   await admin.connect();
@@ -195,6 +195,4 @@ try {
     verdict,
   });
   console.log(`wrote ${path}`);
-} finally {
-  await cleanups.run();
-}
+}, cleanups);

@@ -59,7 +59,7 @@ import {
   table,
   writeResult,
 } from "./report.ts";
-import { at, benchDatabase, createCleanups, percentile, positiveInt } from "./support.ts";
+import { at, benchDatabase, createCleanups, percentile, positiveInt, runBenchmark } from "./support.ts";
 
 // ---------------------------------------------------------------------------------------------
 // Options
@@ -760,11 +760,4 @@ async function main(): Promise<void> {
   console.log(`wrote ${output} (total ${secs(performance.now() - started)})`);
 }
 
-try {
-  await main();
-} catch (error) {
-  console.error("benchmark failed:", error);
-  process.exitCode = 1;
-} finally {
-  await cleanups.run();
-}
+await runBenchmark(main, cleanups);

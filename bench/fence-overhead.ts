@@ -42,7 +42,7 @@ import {
 } from "./harness-driver.ts";
 import { startLatencyProxy } from "./latency-proxy.ts";
 import { describeEnvironment, int, median, ratio, showSpread, spread, table, writeResult } from "./report.ts";
-import { benchDatabase, createCleanups, positiveInt } from "./support.ts";
+import { benchDatabase, createCleanups, positiveInt, runBenchmark } from "./support.ts";
 
 const { values: argv } = parseArgs({
   options: {
@@ -130,7 +130,7 @@ function anatomy(pool: pg.Pool): Variant[] {
 }
 
 const cleanups = createCleanups();
-try {
+await runBenchmark(async () => {
   const database = await benchDatabase(DURABILITY, cleanups);
   const pool = createPool({ connectionString: database.url, role: "jobfence_consumer", max: CONCURRENCY });
   cleanups.push(() => pool.end());
@@ -262,6 +262,4 @@ try {
     verdict,
   });
   console.log(`wrote ${path}`);
-} finally {
-  await cleanups.run();
-}
+}, cleanups);

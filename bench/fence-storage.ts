@@ -48,7 +48,7 @@ import { parseArgs } from "node:util";
 import pg from "pg";
 import { CLEANUP_DEFAULTS } from "../shared/fence/cleanup.ts";
 import { describeEnvironment, int, median, ms, round2, secs, table, writeResult } from "./report.ts";
-import { at, benchDatabase, createCleanups, positiveInt } from "./support.ts";
+import { at, benchDatabase, createCleanups, positiveInt, runBenchmark } from "./support.ts";
 
 // ---------------------------------------------------------------------------------------------
 // Options
@@ -833,11 +833,4 @@ function report(r: LayoutResult): void {
   );
 }
 
-try {
-  await main();
-} catch (error) {
-  console.error("benchmark failed:", error);
-  process.exitCode = 1;
-} finally {
-  await cleanups.run();
-}
+await runBenchmark(main, cleanups);

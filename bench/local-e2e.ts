@@ -85,7 +85,7 @@ import {
   table,
   writeResult,
 } from "./report.ts";
-import { at, benchDatabase, createCleanups, positiveInt } from "./support.ts";
+import { at, benchDatabase, createCleanups, positiveInt, runBenchmark } from "./support.ts";
 
 // ---------------------------------------------------------------------------------------------
 // Options
@@ -727,11 +727,4 @@ async function main(): Promise<void> {
   console.log(`wrote ${path} (total ${secs(performance.now() - started)})`);
 }
 
-try {
-  await main();
-} catch (error) {
-  console.error("benchmark failed:", error);
-  process.exitCode = 1;
-} finally {
-  await cleanups.run();
-}
+await runBenchmark(main, cleanups);

@@ -89,7 +89,7 @@ import {
   table,
   writeResult,
 } from "./report.ts";
-import { at, benchDatabase, createCleanups, positiveInt } from "./support.ts";
+import { at, benchDatabase, createCleanups, positiveInt, runBenchmark } from "./support.ts";
 
 // ---------------------------------------------------------------------------------------------
 // Options
@@ -689,11 +689,4 @@ async function main(): Promise<void> {
   console.log(`wrote ${path} (total ${secs(performance.now() - started)})`);
 }
 
-try {
-  await main();
-} catch (error) {
-  console.error("benchmark failed:", error);
-  process.exitCode = 1;
-} finally {
-  await cleanups.run();
-}
+await runBenchmark(main, cleanups);

