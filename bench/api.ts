@@ -131,18 +131,15 @@ WITH src AS MATERIALIZED (
     FROM src
 )
 INSERT INTO core.dead_letters
-  (job_id, consumer, queue, tenant_id, payload, message_attributes, attempts, error_kind, last_error,
-   correlation_id, created_at)
+  (job_id, consumer, queue, tenant_id, payload, body_form, body, message_attributes, attempts, error_kind,
+   last_error, correlation_id, created_at)
 SELECT job_id,
        ($3::text[])[c + 1],
        queue,
        CASE WHEN error_kind = 'poison' AND n < 0.3 THEN NULL ELSE tenant END,
-       jsonb_build_object(
-         'job_id', job_id, 'tenant_id', tenant, 'correlation_id', correlation_id,
-         'payload', jsonb_build_object(
-           'account_id', 'acct-' || (i % 50000), 'amount', (i % 997) + 1, 'currency', 'EUR',
-           'reference', 'order-' || (i * 7919 % 10000000),
-           'lines', jsonb_build_array(jsonb_build_object('sku', 'SKU-' || (i % 3000), 'qty', 1 + i % 4)))),
+       p.envelope,
+       'text',
+       p.envelope::text,
        CASE WHEN queue LIKE '%.fifo'
             THEN jsonb_build_object('message_attributes', '{}'::jsonb, 'message_group_id', tenant)
             ELSE jsonb_build_object('message_attributes', jsonb_build_object(
@@ -163,7 +160,14 @@ SELECT job_id,
        END,
        correlation_id,
        $5::timestamptz + make_interval(secs => (i + j) * $6::float8)
-  FROM shaped`;
+  FROM shaped,
+       LATERAL (SELECT jsonb_build_object(
+         'job_id', job_id, 'tenant_id', tenant, 'correlation_id', correlation_id,
+         'payload', jsonb_build_object(
+           'account_id', 'acct-' || (i % 50000), 'amount', (i % 997) + 1, 'currency', 'EUR',
+           'reference', 'order-' || (i * 7919 % 10000000),
+           'lines', jsonb_build_array(jsonb_build_object('sku', 'SKU-' || (i % 3000), 'qty', 1 + i % 4))))
+         AS envelope) AS p`;
 
 /** The created_at range of a chunk: [t0 + lo·step, t0 + hi·step), hi NULL meaning unbounded. */
 const CHUNK_RANGE = `

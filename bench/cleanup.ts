@@ -44,6 +44,7 @@ import pg from "pg";
 import { createPool } from "../shared/db/pool.ts";
 import { beginWithFences } from "../shared/db/queries/begin-with-fences.ts";
 import type { Queryable } from "../shared/db/queryable.ts";
+import { jobFingerprint } from "../shared/envelope/fingerprint.ts";
 import { CLEANUP_DEFAULTS, type FenceCleanupReport, runFenceCleanup } from "../shared/fence/cleanup.ts";
 import {
   ascending,
@@ -256,12 +257,18 @@ async function withInserters<T>(
           const inserted = await beginWithFences(client, {
             consumer: at(CONSUMERS, (worker + n) % CONSUMERS.length),
             ttlSeconds: LIVE_TTL_SECONDS,
-            jobs: [{ jobId, tenantId: `tenant-${String((worker * 7 + n) % 50).padStart(3, "0")}` }],
+            jobs: [
+              {
+                jobId,
+                tenantId: `tenant-${String((worker * 7 + n) % 50).padStart(3, "0")}`,
+                fingerprint: jobFingerprint("tenant", { n }),
+              },
+            ],
           });
           const committing = performance.now();
           await client.query("COMMIT");
           const end = performance.now();
-          if (!inserted.has(jobId)) throw new Error("a fresh job id came back as a duplicate");
+          if (!inserted.fresh.has(jobId)) throw new Error("a fresh job id came back as a duplicate");
           liveInserted++;
           samples.push({
             start,

@@ -9,7 +9,7 @@
  *   `core.processed_jobs` with its indexes in place, so they grow as they do in production (a
  *   rebuilt index is denser; that case is measured separately): job_id a random UUID as text
  *   (36 characters, random order in the primary key), consumer `award-points`, tenant
- *   `tenant-000`…`tenant-049`, processed_at rising with insertion order over the last 7 days
+ *   `tenant-000`…`tenant-049`, a 16-byte fingerprint (as the harness writes one), processed_at rising with insertion order over the last 7 days
  *   (unique: the per-record commit mode), expires_at as the harness writes it (the start of
  *   processed_at's minute + 7 days + 1 minute: shared/db/queries/begin-with-fences.ts). Nothing is expired: the steady state of a table whose cleanup keeps up. Then VACUUM (ANALYZE).
  * - Sizes: heap = main fork (`pg_relation_size`), FSM + visibility map, TOAST (its table and index),
@@ -135,11 +135,23 @@ const CANDIDATES: readonly Candidate[] = [
     summary: "shipped layout rebuilt with new random job ids: a second sample of b-tree split positions",
     create: (t) => [`CREATE TABLE ${t} (LIKE core.processed_jobs INCLUDING ALL)`],
     fill: (t) =>
-      `INSERT INTO ${t} (job_id, consumer, tenant_id, processed_at, expires_at)
-       SELECT gen_random_uuid()::text, consumer, tenant_id, processed_at, expires_at
+      `INSERT INTO ${t} (job_id, consumer, tenant_id, fingerprint, processed_at, expires_at)
+       SELECT gen_random_uuid()::text, consumer, tenant_id, fingerprint, processed_at, expires_at
          FROM core.processed_jobs ORDER BY expires_at`,
     insert: textConsumerInsert,
     costs: "none (as shipped)",
+  },
+  {
+    name: "no-fingerprint",
+    summary:
+      "the shipped layout before fences carried a fingerprint (what the fingerprint costs); the candidates below are measured without one too, and each would carry the same cost",
+    create: (t) => [
+      `CREATE TABLE ${t} (LIKE core.processed_jobs INCLUDING ALL)`,
+      `ALTER TABLE ${t} DROP COLUMN fingerprint`,
+    ],
+    fill: fillAll,
+    insert: textConsumerInsert,
+    costs: "no conflict detection: a second job under an applied job's id is a silent duplicate",
   },
   {
     name: "current-reindexed",
@@ -353,8 +365,9 @@ const SELECTED = CANDIDATES.filter((c) => !ONLY || ONLY.includes(c.name));
 // SQL
 
 const SEED_CHUNK_SQL = `
-INSERT INTO core.processed_jobs (job_id, consumer, tenant_id, processed_at, expires_at)
-SELECT gen_random_uuid()::text, $1::text, 'tenant-' || lpad((i % 50)::text, 3, '0'), p,
+INSERT INTO core.processed_jobs (job_id, consumer, tenant_id, fingerprint, processed_at, expires_at)
+SELECT gen_random_uuid()::text, $1::text, 'tenant-' || lpad((i % 50)::text, 3, '0'),
+       encode(substring(sha256(convert_to(i::text, 'UTF8')) FROM 1 FOR 16), 'hex')::uuid, p,
        date_trunc('minute', p) + interval '${TTL}' + interval '1 minute'
   FROM (SELECT i, $2::timestamptz + make_interval(secs => i * $3::float8) AS p
           FROM generate_series($4::bigint, $5::bigint) AS i) AS s`;
@@ -778,11 +791,14 @@ async function main(): Promise<void> {
 
   const shippedResult = at(results, 0);
   const copy = results.find((r) => r.name === "current");
+  const bare = results.find((r) => r.name === "no-fingerprint");
   const meeting = results.filter((r) => r.meets_target && r.name !== "shipped");
   const verdict =
     `${shippedResult.meets_target ? "PASS" : "FAIL"}: shipped layout ${b(shippedResult.sizes.per_row.total)} bytes/row ` +
     `at ${int(ROWS)} rows (heap ${b(shippedResult.sizes.per_row.heap)}, indexes ${b(shippedResult.sizes.per_row.indexes)}` +
-    `${copy ? `; rebuilt with new ids ${b(copy.sizes.per_row.total)}` : ""}; target ≤ ${TARGET_BYTES_PER_ROW}). ` +
+    `${copy ? `; rebuilt with new ids ${b(copy.sizes.per_row.total)}` : ""}` +
+    `${copy && bare ? `; the fingerprint's share ${b(copy.sizes.per_row.heap - bare.sizes.per_row.heap)} of the heap (same rows without it: ${b(bare.sizes.per_row.total)})` : ""}` +
+    `; target ≤ ${TARGET_BYTES_PER_ROW}). ` +
     (SELECTED.length > 0
       ? `Candidates within target: ${meeting.length > 0 ? meeting.map((r) => `${r.name} ${b(r.sizes.per_row.total)}`).join(", ") : "none"}`
       : "No candidates measured");

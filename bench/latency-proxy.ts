@@ -165,8 +165,16 @@ export async function startLatencyProxy(options: LatencyProxyOptions): Promise<L
 // ---------------------------------------------------------------------------------------------
 // The worker
 
-/** `COMMIT` as a simple-query message: 'Q', its length (4 + 6 + 1), the text and its terminator. */
-const COMMIT_MESSAGE = Buffer.concat([Buffer.from([0x51, 0, 0, 0, 11]), Buffer.from("COMMIT\0", "latin1")]);
+/**
+ * Whether a frontend message is a simple query ('Q', its length, the text and its terminator)
+ * whose last statement is COMMIT: the harness sends its COMMIT behind the fence check, in one
+ * message, and a plain `COMMIT` is the same with nothing before it.
+ */
+export function isCommitQuery(message: Buffer): boolean {
+  if (message.length < 6 || message[0] !== 0x51 || message.readInt32BE(1) + 1 !== message.length)
+    return false;
+  return /(^|;)\s*COMMIT\s*;?\s*$/i.test(message.subarray(5, message.length - 1).toString("utf8"));
+}
 
 /** Longest kernel sleep before the worker looks at its sockets again. */
 const MAX_SLICE_NS = 100_000;
@@ -311,7 +319,7 @@ function runProxyWorker(input: WorkerInput): void {
       [upstream, down],
     ] as const) {
       socket.on("data", (chunk: Buffer) => {
-        if (input.commitDelayMs > 0 && direction === up && chunk.equals(COMMIT_MESSAGE)) {
+        if (input.commitDelayMs > 0 && direction === up && isCommitQuery(chunk)) {
           setTimeout(() => enqueue(direction, chunk), input.commitDelayMs);
           return;
         }

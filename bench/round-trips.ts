@@ -6,8 +6,9 @@
  *
  * Method, per mode and repetition: a fresh pool (jobfence_consumer, max = concurrency) whose
  * connections count every query call they make (one call = one round trip: pg sends a query and
- * waits for its answer) and every statement sent (a call is one statement, except the fence's
- * `BEGIN; INSERT …`, sent as one simple-protocol message, which is two); the jobs are applied, the
+ * waits for its answer) and every statement sent (a call is one statement, except the harness's
+ * simple-protocol messages: `BEGIN; INSERT fence; SELECT its transaction id` is three and
+ * `SELECT core.assert_fence_transaction(…); COMMIT` two); the jobs are applied, the
  * pool is ended, and the server's counters are read through bench/pg-counters.ts (transactions and
  * rows written from pg_stat_database, WAL from the insert LSN). WAL per job varies with full-page
  * images written after a checkpoint, so it is reported as the median and range of repetitions.
@@ -50,7 +51,9 @@ function countingPool(url: string): { pool: pg.Pool; counts: { roundTrips: numbe
     (client as { query: unknown }).query = (...args: unknown[]) => {
       counts.roundTrips += 1;
       const text = typeof args[0] === "string" ? args[0] : "";
-      counts.statements += text.startsWith("BEGIN;") ? 2 : 1;
+      // The harness joins the statements of one message with ";\n" (BEGIN; fence insert; its
+      // transaction id — and the COMMIT check; COMMIT); no other query here holds one.
+      counts.statements += 1 + (text.match(/;\n/g)?.length ?? 0);
       return query(...args);
     };
   });
@@ -163,7 +166,7 @@ await runBenchmark(async () => {
       observer_exact: observer.canForceFlush,
     },
     method:
-      "client instrumentation (query calls = round trips; statements, the fence's BEGIN; INSERT counted as two) and pg_stat_database / WAL insert LSN deltas read after the pool ended; a warm-up repetition discarded",
+      "client instrumentation (query calls = round trips; statements, each of the harness's multi-statement messages counted by its statements) and pg_stat_database / WAL insert LSN deltas read after the pool ended; a warm-up repetition discarded",
     environment,
     samples,
     summary,

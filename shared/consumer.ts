@@ -2,26 +2,11 @@
  * The consumer factory: what a consumer author calls. Give it a name, a zod payload schema and
  * `work(job, tx)`; get back a Lambda handler for SQS events that reports partial batch failures.
  *
- * The path of one record, from event to ack (SPEC §3–§5):
- *
- *   parse-envelope      body → job; a bad body, envelope or payload throws PoisonMessageError
- *   fence-transaction   BEGIN; insert fence (none: duplicate → ROLLBACK, skip work)
- *   work(job, tx)       the consumer's effect, on the fence's connection
- *   fence-transaction   COMMIT → applied            | any error → ROLLBACK, then:
- *   schedule-retry      transient, attempts left → ChangeMessageVisibility(backoff), stay in queue
- *                       transient, last attempt  → RetriesExhaustedError
- *   record-dead-letter  poison | hard | exhausted → dead letter (own transaction), alert, ack
- *                       write failed → stay in queue (the backstop queue catches it eventually)
- *   observe-outcome     one metric per outcome; a log line for anything but success or a duplicate
- *
- * Records run one after another, each through its own Middy chain, so one record's failure never
- * touches a batch-mate's committed work. In batch-commit mode (`commitMode: "batch"`) the fence
- * transaction step is taken for the whole batch first (shared/fence/batch-transaction.ts: one
- * BEGIN + fence insert, every record's work, one COMMIT; a failing record is taken out and the
- * batch redone), and each record's chain then starts from what the batch did with it. A record is acked (left out of batchItemFailures) only
- * when it was applied, was a duplicate, or its dead letter committed. On a FIFO queue, after a
- * record of a message group fails, the group's later records are not run and are reported too, so
- * ordering within a group holds.
+ * The path of one record is shared/record/protocol.ts, which reads in the order it runs. Here it is
+ * wired: the protocol's steps behind Middy middlewares (one per concern: schema validation, the
+ * fence transaction, dead-letter writing, observation), one chain per record, records one after
+ * another so one record's failure never touches a batch-mate's committed work, and in batch-commit
+ * mode one shared transaction settling the batch first (shared/fence/batch-transaction.ts).
  */
 
 import { Logger } from "@aws-lambda-powertools/logger";
@@ -31,7 +16,7 @@ import { logMetrics } from "@aws-lambda-powertools/metrics/middleware";
 import { EventBridgeClient } from "@aws-sdk/client-eventbridge";
 import { SQSClient } from "@aws-sdk/client-sqs";
 import middy, { type MiddyfiedHandler } from "@middy/core";
-import type { Context, SQSBatchResponse, SQSEvent } from "aws-lambda";
+import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from "aws-lambda";
 import type pg from "pg";
 import type { z } from "zod";
 import {
@@ -42,21 +27,19 @@ import {
 } from "./config/consumer-config.ts";
 import { CONSUMER_NAME } from "./config/fields.ts";
 import { createPool } from "./db/pool.ts";
-import type { Queryable } from "./db/queryable.ts";
 import { describeError } from "./dead-letters/last-error.ts";
-import type { Job } from "./envelope/envelope.ts";
-import { parseMessage } from "./envelope/envelope.ts";
 import { ConfigurationError } from "./errors.ts";
-import { settleBatch } from "./fence/batch-transaction.ts";
+import { type BatchRecord, settleBatch } from "./fence/batch-transaction.ts";
 import { validateFenceTtl } from "./fence/ttl.ts";
+import type { Transaction } from "./fence/work-transaction.ts";
 import { METRIC, METRICS_NAMESPACE } from "./metrics/names.ts";
 import { fenceTransaction } from "./middleware/fence-transaction.ts";
-import { type OutcomeObserver, observeOutcome } from "./middleware/observe-outcome.ts";
+import { observeOutcome } from "./middleware/observe-outcome.ts";
 import { parseEnvelope } from "./middleware/parse-envelope.ts";
-import type { RecordContext, RecordOutcome } from "./middleware/record-context.ts";
 import { recordDeadLetter } from "./middleware/record-dead-letter.ts";
-import { scheduleRetry } from "./middleware/schedule-retry.ts";
-import { attemptOf, sqsBatchProcessor } from "./middleware/sqs-batch.ts";
+import { type OutcomeObserver, RecordProtocol, type WorkJob, workJob } from "./record/protocol.ts";
+import type { BatchSettlement, RecordContext, RecordOutcome } from "./record/record-context.ts";
+import { attemptOf, orderedGroupOf, sqsBatchProcessor } from "./record/sqs-batch.ts";
 import {
   DEFAULT_RETRY_POLICY,
   type RetryOverride,
@@ -65,19 +48,7 @@ import {
 } from "./retry/policy.ts";
 import { queueUrlFromArn } from "./sqs/queue-url.ts";
 
-/** The job as `work` receives it. */
-export interface WorkJob<P> extends Job<P> {
-  /** 1 on the first delivery; the record's ApproximateReceiveCount. */
-  readonly attempt: number;
-  /** The SQS message id of this delivery. */
-  readonly messageId: string;
-}
-
-/**
- * The fence transaction's connection, as `work` may use it: queries only. Committing or rolling
- * back is the harness's job, and the work must not keep the connection beyond its promise.
- */
-export type Transaction = Queryable;
+export type { OutcomeObserver, Transaction, WorkJob };
 
 /**
  * How the records of one SQS batch commit: `per-record` (the default) gives each record its own
@@ -97,6 +68,13 @@ export interface ConsumerDefinition<S extends z.ZodType> {
    * that retrying cannot fix, anything else to retry.
    */
   readonly work: (job: WorkJob<z.output<S>>, tx: Transaction) => Promise<void>;
+  /**
+   * The payload fields that define the effect, when not all of them do: the job's fingerprint is
+   * taken over `tenant_id` and what this returns instead of the whole payload (SPEC §2). A
+   * duplicate whose fingerprint differs from its fence's is a conflict.
+   * @default the whole payload, as received
+   */
+  readonly fingerprint?: (payload: z.output<S>) => unknown;
   /** A change to the default retry policy, with its required rationale. */
   readonly retry?: RetryOverride;
   /** @default "per-record" */
@@ -200,39 +178,65 @@ export function createConsumer<S extends z.ZodType>(
   const eventBridge = runtime.eventBridge ?? new EventBridgeClient({});
 
   const commitMode = definition.commitMode ?? "per-record";
-  const work = (rc: RecordContext<z.output<S>>, tx: pg.PoolClient) =>
-    definition.work(
-      { ...(rc.job as Job<z.output<S>>), attempt: rc.attempt, messageId: rc.record.messageId },
-      tx,
-    );
+  const protocol = new RecordProtocol<S>({
+    consumer: definition.name,
+    payload: definition.payload,
+    work: definition.work,
+    ...(definition.fingerprint ? { fingerprint: definition.fingerprint } : {}),
+    pool,
+    ttlSeconds: config.fenceTtlSeconds,
+    sqs,
+    retryPolicy,
+    random: runtime.random ?? Math.random,
+    deadLetters: { pool, consumer: definition.name, eventBridge, opsBusName: config.opsBusName },
+    metrics,
+    logger,
+    ...(runtime.onOutcome ? { onOutcome: runtime.onOutcome } : {}),
+  });
 
-  const runWork = async (rc: RecordContext<z.output<S>>): Promise<RecordOutcome> => {
-    if (rc.settled) {
-      // Batch-commit mode: the batch's transaction already ran this record.
-      if (rc.settled.status === "failed") throw rc.settled.error;
-      return { status: rc.settled.status };
-    }
-    if (rc.duplicate) return { status: "duplicate" };
-    await work(rc, rc.tx as pg.PoolClient);
-    return { status: "applied" };
-  };
+  // Middy is an onion: `before` runs outside-in, `after` and `onError` inside-out. Declared from
+  // the outside in, each layer catches what the layers inside it leave: observation sees every
+  // outcome, dead-letter writing every failure, and the fence transaction wraps the work alone.
+  // The timeout guard belongs to the invocation, not to each record (it would cost every record a
+  // timer and an AbortController).
+  const processRecord = middy<RecordContext<z.output<S>>, RecordOutcome>(
+    (rc: RecordContext<z.output<S>>) => protocol.work(rc),
+    {
+      timeoutEarlyInMillis: 0,
+    },
+  )
+    .use(observeOutcome(protocol))
+    .use(recordDeadLetter(protocol))
+    .use(parseEnvelope(protocol))
+    .use(fenceTransaction(protocol));
 
-  const prepareBatch = async (contexts: RecordContext<z.output<S>>[]): Promise<void> => {
-    for (const rc of contexts) {
-      const parsed = parseMessage(rc.record.body ?? "", definition.payload, rc.record.messageId);
-      rc.identity = parsed.identity;
-      if (parsed.ok) rc.job = parsed.job;
-    }
+  const settle = async (records: readonly SQSRecord[]): Promise<Map<SQSRecord, BatchSettlement>> => {
+    const batch = records.map((record): BatchRecord<z.output<S>> & { record: SQSRecord } => {
+      const read = protocol.readMessage(record);
+      const message = "poison" in read ? undefined : read;
+      return {
+        record,
+        message,
+        group: orderedGroupOf(record),
+        work: (tx) => definition.work(workJob(record, (message as NonNullable<typeof message>).job), tx),
+      };
+    });
+    const settled = new Map<SQSRecord, BatchSettlement>();
     try {
       const report = await settleBatch(
-        { pool, consumer: definition.name, ttlSeconds: config.fenceTtlSeconds, work, keepGroupOrder: true },
-        contexts,
+        { pool, consumer: definition.name, ttlSeconds: config.fenceTtlSeconds },
+        batch,
       );
+      for (const [r, settlement] of report.settlements)
+        settled.set((r as (typeof batch)[number]).record, settlement);
       if (report.redos > 0) metrics.addMetric(METRIC.batchRedone, MetricUnit.Count, report.redos);
       if (report.redos > 0 || report.deferred > 0) {
         logger.info("batch transaction: records taken out, redone or left to transactions of their own", {
-          ...report,
-          records: contexts.length,
+          settled: report.settlements.size,
+          deferred: report.deferred,
+          redos: report.redos,
+          committed: report.committed,
+          records: records.length,
         });
       }
     } catch (error) {
@@ -242,28 +246,19 @@ export function createConsumer<S extends z.ZodType>(
         error: describeError(error),
       });
     }
+    return settled;
   };
 
-  // Middy runs `before` in `use` order and `after`/`onError` in reverse, so this order gives:
-  // before: parse → fence; after: fence (commit) → observe;
-  // onError: fence (rollback) → retry → dead letter → observe.
-  // The early-timeout guard belongs to the invocation (the outer handler), not to each record: it
-  // would cost every record a timer and an AbortController.
-  const processRecord = middy<RecordContext<z.output<S>>, RecordOutcome>(runWork, { timeoutEarlyInMillis: 0 })
-    .use(observeOutcome({ metrics, logger, ...(runtime.onOutcome ? { onOutcome: runtime.onOutcome } : {}) }))
-    .use(recordDeadLetter({ pool, consumer: definition.name, eventBridge, opsBusName: config.opsBusName }))
-    .use(scheduleRetry({ sqs, policy: retryPolicy, ...(runtime.random ? { random: runtime.random } : {}) }))
-    .use(parseEnvelope({ payload: definition.payload }))
-    .use(fenceTransaction({ pool, consumer: definition.name, ttlSeconds: config.fenceTtlSeconds }));
-
   const processBatch = sqsBatchProcessor<z.output<S>>({
-    contextOf: (record) => ({
+    contextOf: (record, settlement) => ({
       record,
       attempt: attemptOf(record),
       queueUrl: config.queueUrl ?? queueUrlFromArn(record.eventSourceARN),
+      ...(settlement ? { settlement } : {}),
+      state: { step: "received" },
     }),
     processRecord,
-    ...(commitMode === "batch" ? { prepareBatch } : {}),
+    ...(commitMode === "batch" ? { settleBatch: settle } : {}),
     keepGroupOrder: true,
     metrics,
     logger,

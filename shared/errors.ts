@@ -146,3 +146,98 @@ export class ReplaySendError extends JobfenceError {
 export class UnrecordedMessageError extends JobfenceError {
   override name = "UnrecordedMessageError";
 }
+
+/**
+ * A value that RFC 8785 canonical JSON cannot represent (a function, a bigint, a non-finite number,
+ * a cycle…) was asked for a fingerprint: the job cannot be fenced as sent, so it is poison.
+ */
+export class CanonicalJsonError extends JobfenceError {
+  override name = "CanonicalJsonError";
+}
+
+/**
+ * The work tried to end or escape the fence's transaction (`COMMIT`, `ROLLBACK`, `BEGIN`, …) or to
+ * change its session (`SET`, `RESET`, `DISCARD`, …). The statement is refused before it reaches
+ * the server; retrying cannot help, so the job is dead-lettered as `hard`.
+ */
+export class TransactionControlError extends PermanentJobError {
+  override name = "TransactionControlError";
+  /** The refused statement, as the work sent it (trimmed to a bound). */
+  readonly statement: string;
+  constructor(statement: string, why: string) {
+    const shown = statement.length > 200 ? `${statement.slice(0, 199)}…` : statement;
+    super(`the work's transaction refuses ${JSON.stringify(shown)}: ${why}`);
+    this.statement = shown;
+  }
+}
+
+/**
+ * At COMMIT the harness found that the open transaction is not the one that inserted the fence:
+ * the work ended it by a path the statement guard did not see. What the work committed cannot be
+ * undone, so the job is dead-lettered as `hard` for a person to look at, whatever its fence says.
+ */
+export class ForeignTransactionError extends PermanentJobError {
+  override name = "ForeignTransactionError";
+}
+
+/** SQLSTATE of `core.assert_fence_transaction` (migration 0008). */
+export const FOREIGN_TRANSACTION_SQLSTATE = "JF001";
+
+/** The pending row a dead-letter write collided with kept being resolved between its statements. */
+export class DeadLetterRaceError extends JobfenceError {
+  override name = "DeadLetterRaceError";
+  constructor(consumer: string, jobId: string) {
+    super(`could not record the dead letter of ${consumer}/${jobId}: its pending row kept changing`);
+  }
+}
+
+/** EventBridge accepted the PutEvents call but refused the entry. */
+export class AlertRejectedError extends JobfenceError {
+  override name = "AlertRejectedError";
+}
+
+/**
+ * One job id, two different jobs (SPEC §3): the job's fence exists with another fingerprint, so
+ * this message is not a repeat of the applied job. Nothing is applied; the message is
+ * dead-lettered as `conflict` with both fingerprints, alerted and acked.
+ */
+export class JobConflictError extends JobfenceError {
+  override name = "JobConflictError";
+  /** The fingerprint of the job this message carries. */
+  readonly jobFingerprint: Buffer;
+  /** The fingerprint the fence (or an earlier record of the same batch) recorded. */
+  readonly fenceFingerprint: Buffer;
+  constructor(jobId: string, jobFingerprint: Buffer, fenceFingerprint: Buffer) {
+    super(
+      `job ${JSON.stringify(jobId)} was applied with fingerprint ${fenceFingerprint.toString("hex")}; ` +
+        `this message carries a different job (fingerprint ${jobFingerprint.toString("hex")})`,
+    );
+    this.jobFingerprint = jobFingerprint;
+    this.fenceFingerprint = fenceFingerprint;
+  }
+}
+
+/**
+ * Replay refused: the dead letter's job id has a fence with another fingerprint, so the row
+ * carries a different job than the one applied. Sending it would only record a conflict; the row
+ * stays pending for a person to decide.
+ */
+export class ReplayConflictError extends JobfenceError {
+  override name = "ReplayConflictError";
+  constructor(id: string, jobId: string) {
+    super(
+      `dead letter ${id} carries a different job than the one applied under job id ${JSON.stringify(jobId)}; ` +
+        "replaying it would be a conflict, so nothing was sent",
+    );
+  }
+}
+
+/** A cursor that cannot be used: malformed, edited, or issued for another filter or walk. */
+export class InvalidCursorError extends JobfenceError {
+  override name = "InvalidCursorError";
+}
+
+/** A secret that cannot be used as a login. */
+export class LoginSecretError extends JobfenceError {
+  override name = "LoginSecretError";
+}

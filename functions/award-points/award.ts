@@ -3,7 +3,7 @@
  * balance, in one statement (one round trip) on the fence's transaction. The ledger insert returns
  * nothing, so the consumer role needs no SELECT on the ledger: it can only append.
  */
-import type { Transaction } from "../../shared/consumer.ts";
+import type { Transaction } from "../../shared/index.ts";
 
 const SQL = `
   WITH entry AS (

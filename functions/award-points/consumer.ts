@@ -4,8 +4,7 @@
  * metrics) is the harness's.
  */
 import { z } from "zod";
-import type { ConsumerDefinition } from "../../shared/consumer.ts";
-import { storableText } from "../../shared/envelope/envelope.ts";
+import { type ConsumerDefinition, storableText } from "../../shared/index.ts";
 import { awardPoints } from "./award.ts";
 
 /** The payload an award-points message carries. */

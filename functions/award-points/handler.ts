@@ -1,5 +1,5 @@
 /** Lambda entry point of the award-points consumer; configured from the environment at init. */
-import { createConsumer } from "../../shared/consumer.ts";
+import { createConsumer } from "../../shared/index.ts";
 import { awardPointsConsumer } from "./consumer.ts";
 
 export const handler = createConsumer(awardPointsConsumer);

@@ -1,4 +1,9 @@
 /** Lambda entry point of a consumer's backstop drain; configured from the environment at init. */
-import { createBackstopDrain, drainConfigFromEnv } from "../../shared/backstop/drain.ts";
+import { createBackstopDrain, drainConfigFromEnv } from "../../shared/index.ts";
+import { CONSUMERS } from "../consumers.ts";
 
-export const handler = createBackstopDrain(drainConfigFromEnv());
+const config = drainConfigFromEnv();
+// The consumer's own definition, so the drain fingerprints its jobs as the consumer does.
+const definition = CONSUMERS.find((c) => c.definition.name === config.consumer)?.definition;
+
+export const handler = createBackstopDrain(config, definition ? { definition } : {});

@@ -7,15 +7,12 @@ import { GetSecretValueCommand, type SecretsManagerClient } from "@aws-sdk/clien
 import type pg from "pg";
 import { z } from "zod";
 import { type FunctionLogin, provisionLogin } from "../../shared/db/queries/provision-login.ts";
+import { withTransaction } from "../../shared/db/transaction.ts";
+import { LoginSecretError } from "../../shared/errors.ts";
 import type { LoginSecret } from "./config.ts";
 
 /** The fields of an RDS-style database secret this function uses. */
 const secretValue = z.object({ username: z.string().min(1), password: z.string().min(1) });
-
-/** A secret that cannot be used as a login. */
-export class LoginSecretError extends Error {
-  override readonly name = "LoginSecretError";
-}
 
 /** Reads one login's user name and password. */
 export async function readLoginSecret(
@@ -60,20 +57,15 @@ export async function provisionLogins(
     );
   }
   if (logins.length === 0) return [];
-  await client.query("BEGIN");
-  try {
+  return withTransaction(client, async (tx) => {
     const done: ProvisionedLogin[] = [];
     for (const login of logins) {
       done.push({
         username: login.username,
         memberOf: login.memberOf,
-        outcome: await provisionLogin(client, login),
+        outcome: await provisionLogin(tx, login),
       });
     }
-    await client.query("COMMIT");
     return done;
-  } catch (error) {
-    await client.query("ROLLBACK").catch(() => {});
-    throw error;
-  }
+  });
 }

@@ -6,6 +6,7 @@
 import { type EventBridgeClient, PutEventsCommand } from "@aws-sdk/client-eventbridge";
 import type { ErrorKind } from "../dead-letters/error-kind.ts";
 import type { LastError } from "../dead-letters/last-error.ts";
+import { AlertRejectedError } from "../errors.ts";
 
 /** `source` of every jobfence event on the ops bus. */
 export const EVENT_SOURCE = "jobfence";
@@ -26,11 +27,10 @@ export interface DeadLetterRecordedDetail {
   readonly last_error: { readonly class: string; readonly message: string };
   /** False when this write found the job's pending dead letter already recorded (a redelivery). */
   readonly first_recorded: boolean;
-}
-
-/** Thrown when EventBridge accepted the call but not the entry. */
-export class AlertRejectedError extends Error {
-  override name = "AlertRejectedError";
+  /** The fingerprint (hex) of the job the message carried, when its envelope could be read. */
+  readonly job_fingerprint: string | null;
+  /** Conflicts: the fingerprint (hex) of the applied job whose id the message shares. */
+  readonly fence_fingerprint: string | null;
 }
 
 /** The detail for a recorded dead letter, with the error message truncated. */
@@ -45,11 +45,15 @@ export function deadLetterRecordedDetail(
   return { ...rest, last_error: { class: lastError.class, message } };
 }
 
-/** Publishes one `DeadLetterRecorded`; throws when the call fails or the entry is refused. */
-export async function publishDeadLetterRecorded(
+/**
+ * Publishes one event to the ops bus: the one publisher of every jobfence alert. Throws when the
+ * call fails or EventBridge refuses the entry (a PutEvents answer can be 200 with the entry failed).
+ */
+export async function publishOpsEvent(
   client: EventBridgeClient,
   busName: string,
-  detail: DeadLetterRecordedDetail,
+  detailType: string,
+  detail: unknown,
 ): Promise<void> {
   const result = await client.send(
     new PutEventsCommand({
@@ -57,7 +61,7 @@ export async function publishDeadLetterRecorded(
         {
           EventBusName: busName,
           Source: EVENT_SOURCE,
-          DetailType: DEAD_LETTER_RECORDED,
+          DetailType: detailType,
           Detail: JSON.stringify(detail),
         },
       ],
@@ -66,7 +70,16 @@ export async function publishDeadLetterRecorded(
   if ((result.FailedEntryCount ?? 0) > 0) {
     const entry = result.Entries?.[0];
     throw new AlertRejectedError(
-      `EventBridge refused the alert: ${entry?.ErrorCode ?? "unknown"} ${entry?.ErrorMessage ?? ""}`.trim(),
+      `EventBridge refused the ${detailType} event: ${entry?.ErrorCode ?? "unknown"} ${entry?.ErrorMessage ?? ""}`.trim(),
     );
   }
+}
+
+/** Publishes one `DeadLetterRecorded`. */
+export function publishDeadLetterRecorded(
+  client: EventBridgeClient,
+  busName: string,
+  detail: DeadLetterRecordedDetail,
+): Promise<void> {
+  return publishOpsEvent(client, busName, DEAD_LETTER_RECORDED, detail);
 }

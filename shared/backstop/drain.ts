@@ -2,9 +2,14 @@
  * The backstop drain (SPEC §5). Every source queue redrives to a backstop queue after
  * maxAttempts + 3 receives, so a message survives even when the harness could never reach the
  * database to record its failure. The drain consumes the backstop queue and records each message
- * as a dead letter with `error_kind = 'unrecorded'` — idempotently with the harness's own write
- * (one pending dead letter per consumer and job) — alerts, and acks. If the database is down it
- * leaves the message where it is (the backstop keeps it 14 days).
+ * as a dead letter with `error_kind = 'unrecorded'`, alerts, and acks. Every message it receives
+ * ends in exactly one row: it writes whatever the body and whether or not the job's fence exists
+ * (an applied job's row is resolved `superseded` by replay or the daily escalation), idempotently
+ * per body, so a redelivery of the same message finds its row. If the database is down it leaves
+ * the message where it is (the backstop keeps it 14 days).
+ *
+ * Its record path is the harness's steps 1, 5 and 6 (shared/record/protocol.ts) with the same
+ * middlewares: read who the message is, record it, observe.
  */
 
 import { Logger } from "@aws-lambda-powertools/logger";
@@ -12,20 +17,22 @@ import { injectLambdaContext } from "@aws-lambda-powertools/logger/middleware";
 import { Metrics } from "@aws-lambda-powertools/metrics";
 import { logMetrics } from "@aws-lambda-powertools/metrics/middleware";
 import { EventBridgeClient } from "@aws-sdk/client-eventbridge";
-import middy, { type MiddlewareObj, type MiddyfiedHandler } from "@middy/core";
+import middy, { type MiddyfiedHandler } from "@middy/core";
 import type { Context, SQSBatchResponse, SQSEvent } from "aws-lambda";
 import type pg from "pg";
 import { z } from "zod";
 import { CONSUMER_NAME, databaseUrlField, dbRoleField, opsBusNameField } from "../config/fields.ts";
 import { configFromEnv, parseConfig } from "../config/parse.ts";
 import { createPool } from "../db/pool.ts";
-import { parseMessage } from "../envelope/envelope.ts";
+import { writeDeadLetter } from "../dead-letters/write-dead-letter.ts";
 import { UnrecordedMessageError } from "../errors.ts";
 import { METRICS_NAMESPACE } from "../metrics/names.ts";
-import { type OutcomeObserver, observeOutcome } from "../middleware/observe-outcome.ts";
-import type { RecordContext, RecordOutcome } from "../middleware/record-context.ts";
+import { observeOutcome } from "../middleware/observe-outcome.ts";
+import { parseEnvelope } from "../middleware/parse-envelope.ts";
 import { recordDeadLetter } from "../middleware/record-dead-letter.ts";
-import { sqsBatchProcessor } from "../middleware/sqs-batch.ts";
+import { type OutcomeObserver, observeRecord, readMessage, whoFailed } from "../record/protocol.ts";
+import type { RecordContext, RecordOutcome } from "../record/record-context.ts";
+import { sqsBatchProcessor } from "../record/sqs-batch.ts";
 
 /** The drain's configuration. */
 const drainConfigSchema = z
@@ -72,17 +79,19 @@ export interface BackstopDrainRuntime {
   readonly logger?: Logger;
   /** Told every record's outcome (the local stack's progress). */
   readonly onOutcome?: OutcomeObserver;
+  /**
+   * The consumer's payload schema and fingerprint, so the drain's dead letters carry the job's
+   * fingerprint as the consumer's fences do (replay and the daily escalation compare the two).
+   * @default the whole payload is the fingerprint, as for a consumer that does not narrow it
+   */
+  readonly definition?: DrainedDefinition;
 }
 
-/** Middleware: reads what identity the message offers (its envelope's, or the message id). */
-function readIdentity(): MiddlewareObj<RecordContext, RecordOutcome> {
-  return {
-    name: "jobfence-backstop-identity",
-    before: (request) => {
-      const rc = request.event;
-      rc.identity = parseMessage(rc.record.body ?? "", z.unknown(), rc.record.messageId).identity;
-    },
-  };
+/** What the drain reads of its consumer's definition. */
+export interface DrainedDefinition {
+  readonly payload: z.ZodType;
+  // biome-ignore lint/suspicious/noExplicitAny: a definition of any payload type
+  readonly fingerprint?: (payload: any) => unknown;
 }
 
 /** The drain's handler, with its pool for the host to manage. */
@@ -115,18 +124,61 @@ export function createBackstopDrain(
         "without the harness recording an outcome; it was moved to the backstop queue",
     );
   };
+  const sink = { pool, consumer: config.consumer, eventBridge, opsBusName: config.opsBusName };
+  const definition: DrainedDefinition = runtime.definition ?? { payload: z.unknown() };
+  const steps = {
+    /**
+     * Step 1, as far as a drain needs it: who the message says it is, and its job's fingerprint as
+     * the consumer takes it. Never throws.
+     */
+    parse(rc: RecordContext): void {
+      const read = readMessage(rc.record, definition.payload, definition.fingerprint);
+      rc.state = { step: "poison", identity: read.identity, fingerprint: read.fingerprint };
+    },
+    /** Step 5: always a dead letter; the job's fence does not decide here (see the module comment). */
+    async decide(rc: RecordContext, error: unknown): Promise<RecordOutcome> {
+      const { identity, fingerprint } = whoFailed(rc);
+      const written = await writeDeadLetter(sink, {
+        record: rc.record,
+        queueUrl: rc.queueUrl,
+        attempts: rc.attempt,
+        kind: "unrecorded",
+        error,
+        identity,
+        jobFingerprint: fingerprint,
+        fenceFingerprint: null,
+        checkFence: false,
+      });
+      if (written.status === "dead-lettered") {
+        const { status: _status, form: _form, ...rest } = written;
+        return { status: "dead-lettered", ...rest, error };
+      }
+      if (written.status === "dead-letter-failed") {
+        return { status: "dead-letter-failed", kind: written.kind, error, writeError: written.writeError };
+      }
+      return { status: "failed", error: new RangeError("the drain's write cannot find a job applied") };
+    },
+    observe(rc: RecordContext, outcome: RecordOutcome): void {
+      observeRecord(
+        { metrics, logger, ...(runtime.onOutcome ? { onOutcome: runtime.onOutcome } : {}) },
+        rc,
+        outcome,
+      );
+    },
+  };
 
-  // onError runs in reverse `use` order: dead letter, then observe.
+  // Declared from the outside in, as the consumer's chain (shared/consumer.ts).
   const processRecord = middy<RecordContext, RecordOutcome>(unrecorded)
-    .use(observeOutcome({ metrics, logger, ...(runtime.onOutcome ? { onOutcome: runtime.onOutcome } : {}) }))
-    .use(recordDeadLetter({ pool, consumer: config.consumer, eventBridge, opsBusName: config.opsBusName }))
-    .use(readIdentity());
+    .use(observeOutcome(steps))
+    .use(recordDeadLetter(steps))
+    .use(parseEnvelope(steps));
 
   const processBatch = sqsBatchProcessor<unknown>({
     contextOf: (record) => ({
       record,
       attempt: config.sourceMaxReceiveCount,
       queueUrl: config.sourceQueueUrl,
+      state: { step: "received" },
     }),
     processRecord,
     keepGroupOrder: false,

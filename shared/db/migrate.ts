@@ -9,6 +9,7 @@
 import pg from "pg";
 import { MigrationChecksumError, MigrationError, MigrationUnknownError } from "../errors.ts";
 import { coreMigrationSet, type Migration, type MigrationSet } from "./migrations.ts";
+import { withTransaction } from "./transaction.ts";
 
 /** Options of {@link runMigrations}. */
 export interface RunMigrationsOptions {
@@ -144,18 +145,15 @@ function verifyHistory(set: MigrationSet, recorded: readonly AppliedRow[]): Migr
 }
 
 async function applyOne(client: pg.ClientBase, set: string, migration: Migration): Promise<void> {
-  await client.query("BEGIN");
   try {
-    await client.query(migration.sql);
-    await client.query(
-      "INSERT INTO core.schema_migrations (migration_set, version, name, checksum) VALUES ($1, $2, $3, $4)",
-      [set, migration.version, migration.name, migration.checksum],
-    );
-    await client.query("COMMIT");
-  } catch (error) {
-    await client.query("ROLLBACK").catch(() => {
-      // The connection is gone; the transaction died with it.
+    await withTransaction(client, async (tx) => {
+      await tx.query(migration.sql);
+      await tx.query(
+        "INSERT INTO core.schema_migrations (migration_set, version, name, checksum) VALUES ($1, $2, $3, $4)",
+        [set, migration.version, migration.name, migration.checksum],
+      );
     });
+  } catch (error) {
     throw new MigrationError(
       `migration ${label(set, migration)} failed and was rolled back: ${describe(error)}`,
       {

@@ -6,6 +6,7 @@ import { z } from "zod";
 import { JOB_ID_MAX_LENGTH, storableText } from "../envelope/envelope.ts";
 import { ERROR_KINDS } from "./error-kind.ts";
 import { DEAD_LETTER_STATUSES } from "./status.ts";
+import { BODY_FORMS } from "./stored-body.ts";
 import { timestampSchema } from "./timestamp.ts";
 
 /** Named bounds of the API. */
@@ -128,11 +129,28 @@ export const deadLetterSummarySchema = z.object({
   created_at: z.string().describe("RFC 3339 with microseconds."),
   resolved_at: z.string().nullable(),
   resolved_by: z.string().nullable(),
+  body_form: z
+    .enum(BODY_FORMS)
+    .describe("How the body is stored: text, or utf16 for a body holding U+0000 or a lone surrogate."),
+  job_fingerprint: z
+    .string()
+    .nullable()
+    .describe("Hex fingerprint of the job the message carried (tenant_id and payload), when readable."),
+  fence_fingerprint: z
+    .string()
+    .nullable()
+    .describe("Conflicts: hex fingerprint of the applied job whose job_id the message shares."),
 });
 
 /** A whole dead letter. */
 export const deadLetterSchema = deadLetterSummarySchema.extend({
-  payload: z.record(z.string(), z.unknown()).describe("The envelope as received, or {raw: text}."),
+  body: z.string().describe("The message body exactly as received; what a replay sends."),
+  payload: z
+    .record(z.string(), z.unknown())
+    .nullable()
+    .describe(
+      "The envelope as JSON when the body is a JSON object PostgreSQL's jsonb accepts; null otherwise.",
+    ),
   message_attributes: z.record(z.string(), z.unknown()),
 });
 
@@ -177,7 +195,7 @@ export const discardResponseSchema = z.object({
 /** Per-dead-letter outcome of a bulk replay. */
 export const bulkOutcomeSchema = z.object({
   id: z.uuid(),
-  outcome: z.enum(["replayed", "superseded", "failed"]),
+  outcome: z.enum(["replayed", "superseded", "conflict", "failed"]),
   error: z.string().optional(),
 });
 
@@ -192,7 +210,12 @@ export const bulkReplayResponseSchema = z.object({
     .number()
     .int()
     .optional()
-    .describe("Dry run: how many a real run would send (matched minus superseded)."),
+    .describe("Dry run: how many a real run would send (matched minus superseded and conflicts)."),
+  conflicts: z
+    .number()
+    .int()
+    .optional()
+    .describe("Dry run: how many carry another job than the one applied under their job_id (not sent)."),
   sample: z.array(deadLetterSummarySchema).optional(),
   outcomes: z.array(bulkOutcomeSchema).optional(),
   next_cursor: z.string().nullable(),

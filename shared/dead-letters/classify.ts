@@ -3,6 +3,7 @@
  * transient (retry). The retry and dead-letter middlewares both ask here, so they cannot disagree.
  */
 import {
+  JobConflictError,
   PermanentJobError,
   PoisonMessageError,
   RetriesExhaustedError,
@@ -16,6 +17,7 @@ export function errorKindOf(error: unknown): ErrorKind | undefined {
   if (error instanceof PermanentJobError) return ERROR_KIND.hard;
   if (error instanceof RetriesExhaustedError) return ERROR_KIND.exhausted;
   if (error instanceof UnrecordedMessageError) return ERROR_KIND.unrecorded;
+  if (error instanceof JobConflictError) return ERROR_KIND.conflict;
   return undefined;
 }
 

@@ -6,6 +6,7 @@
  */
 import { createHash } from "node:crypto";
 import { z } from "zod";
+import { InvalidCursorError } from "../errors.ts";
 import { timestampSchema } from "./timestamp.ts";
 
 /** A position in (created_at, id) order. `createdAt` is PostgreSQL's text, microseconds kept. */
@@ -19,11 +20,6 @@ export interface KeysetPosition {
  * position from one means something else in the other.
  */
 export type CursorWalk = "list" | "bulk-replay";
-
-/** A cursor that cannot be used: malformed, edited, or issued for another filter or walk. */
-export class InvalidCursorError extends Error {
-  override name = "InvalidCursorError";
-}
 
 const payloadSchema = z
   .object({

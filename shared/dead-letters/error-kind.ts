@@ -8,6 +8,8 @@ export const ERROR_KIND = {
   exhausted: "exhausted",
   /** The harness could never record the failure itself; the backstop drain found the message. */
   unrecorded: "unrecorded",
+  /** The job's fence exists with another fingerprint: one job id, two different jobs. Nothing applied. */
+  conflict: "conflict",
 } as const;
 
 /** One of {@link ERROR_KIND}. */

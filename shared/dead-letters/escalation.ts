@@ -7,8 +7,8 @@
  * turned out applied ({@link resolveHealedDeadLetters}): no one is asked to review a failure that
  * healed.
  */
-import { type EventBridgeClient, PutEventsCommand } from "@aws-sdk/client-eventbridge";
-import { AlertRejectedError, EVENT_SOURCE } from "../alerts/ops-bus.ts";
+import type { EventBridgeClient } from "@aws-sdk/client-eventbridge";
+import { publishOpsEvent } from "../alerts/ops-bus.ts";
 import { type StalePending, stalePendingDeadLetters } from "../db/queries/stale-pending-dead-letters.ts";
 import { supersedeAppliedDeadLetters } from "../db/queries/supersede-applied-dead-letters.ts";
 import type { Queryable } from "../db/queryable.ts";
@@ -70,22 +70,6 @@ export async function escalateStaleDeadLetters(
     consumers_omitted: Math.max(0, stale.length - MAX_LISTED_CONSUMERS),
     oldest: { consumer: first.consumer, id: first.oldest_id, created_at: first.oldest_created_at },
   };
-  const result = await options.eventBridge.send(
-    new PutEventsCommand({
-      Entries: [
-        {
-          EventBusName: options.opsBusName,
-          Source: EVENT_SOURCE,
-          DetailType: DEAD_LETTERS_ESCALATED,
-          Detail: JSON.stringify(detail),
-        },
-      ],
-    }),
-  );
-  if ((result.FailedEntryCount ?? 0) > 0) {
-    throw new AlertRejectedError(
-      `EventBridge refused the escalation: ${result.Entries?.[0]?.ErrorCode ?? "unknown"}`,
-    );
-  }
+  await publishOpsEvent(options.eventBridge, options.opsBusName, DEAD_LETTERS_ESCALATED, detail);
   return detail;
 }

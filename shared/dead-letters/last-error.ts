@@ -22,27 +22,46 @@ export interface LastError {
 /**
  * Describes `error` for the record. For a wrapper that carries the real failure as `cause`
  * (exhausted retries), the cause's class and message are what an operator needs to see.
+ *
+ * Never throws, whatever was thrown: an error whose properties are getters that throw, or are not
+ * strings, is described as far as it can be read. The description is what lets a failure be
+ * recorded; an error that made it fail would leave its message circling in the queue.
  */
 export function describeError(error: unknown, options: { unwrapCause?: boolean } = {}): LastError {
-  const subject =
-    options.unwrapCause && error instanceof Error && error.cause !== undefined ? error.cause : error;
-  if (!(subject instanceof Error)) {
-    return fitToBytes({
-      class: typeof subject,
-      message: clean(safeString(subject), LAST_ERROR_LIMITS.message),
-    });
+  try {
+    const cause = options.unwrapCause && error instanceof Error ? read(error, "cause") : undefined;
+    const subject = cause !== undefined ? cause : error;
+    if (!(subject instanceof Error)) {
+      return fitToBytes({
+        class: typeof subject,
+        message: clean(safeString(subject), LAST_ERROR_LIMITS.message),
+      });
+    }
+    const code = read(subject, "code");
+    const suffix = typeof code === "string" && code.length <= 16 ? ` [${code}]` : "";
+    const description: { -readonly [K in keyof LastError]: LastError[K] } = {
+      class: clean(classOf(subject), 200),
+      message:
+        clean(safeString(read(subject, "message")), LAST_ERROR_LIMITS.message - suffix.length) + suffix,
+    };
+    const stack = read(subject, "stack");
+    if (typeof stack === "string" && stack.length > 0) {
+      const lines = stack.split("\n").slice(0, LAST_ERROR_LIMITS.stackLines).join("\n");
+      description.stack = clean(lines, LAST_ERROR_LIMITS.stack);
+    }
+    return fitToBytes(description);
+  } catch {
+    return { class: "UnreadableError", message: "the error could not be described: reading it threw" };
   }
-  const code = (subject as { code?: unknown }).code;
-  const suffix = typeof code === "string" && code.length <= 16 ? ` [${code}]` : "";
-  const description: { -readonly [K in keyof LastError]: LastError[K] } = {
-    class: clean(classOf(subject), 200),
-    message: clean(subject.message, LAST_ERROR_LIMITS.message - suffix.length) + suffix,
-  };
-  if (subject.stack) {
-    const lines = subject.stack.split("\n").slice(0, LAST_ERROR_LIMITS.stackLines).join("\n");
-    description.stack = clean(lines, LAST_ERROR_LIMITS.stack);
+}
+
+/** A property of a thrown value, or undefined when reading it throws. */
+function read(value: object, key: string): unknown {
+  try {
+    return (value as Record<string, unknown>)[key];
+  } catch {
+    return undefined;
   }
-  return fitToBytes(description);
 }
 
 /**
@@ -66,11 +85,15 @@ function fitToBytes(description: LastError): LastError {
  * its DatabaseError instances plain "error").
  */
 function classOf(error: Error): string {
-  if (error.name && error.name !== "Error" && error.name !== "error") return error.name;
-  return error.constructor?.name || "Error";
+  const name = read(error, "name");
+  if (typeof name === "string" && name && name !== "Error" && name !== "error") return name;
+  const maker = read(error, "constructor");
+  const constructorName = typeof maker === "function" ? read(maker, "name") : undefined;
+  return typeof constructorName === "string" && constructorName ? constructorName : "Error";
 }
 
 function safeString(value: unknown): string {
+  if (typeof value === "string") return value;
   try {
     return String(value);
   } catch {

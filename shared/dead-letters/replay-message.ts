@@ -1,37 +1,21 @@
 /**
- * The message a replay sends: the stored envelope unchanged (same job_id, correlation_id and
- * payload), its message attributes, and on a FIFO queue its message group. Pure.
+ * The message a replay sends: the body exactly as it was received (same job_id, correlation_id and
+ * payload, byte for byte), its message attributes, and on a FIFO queue its message group. Pure.
  */
 import type { MessageAttributeValue, SendMessageBatchRequestEntry } from "@aws-sdk/client-sqs";
 import { isFifoQueue } from "../sqs/queue-url.ts";
+import { bodyOf, type StoredBodyColumns } from "./stored-body.ts";
 
 /** What a replay needs of a dead letter. */
-export interface ReplaySource {
+export interface ReplaySource extends StoredBodyColumns {
   readonly id: string;
   readonly job_id: string;
   readonly queue: string;
-  /** The stored payload as jsonb text. */
-  readonly payload_text: string;
   readonly message_attributes: Record<string, unknown>;
 }
 
 /** A message to send: SendMessageBatch's entry without its batch-local Id. */
 export type ReplayMessage = Omit<SendMessageBatchRequestEntry, "Id">;
-
-const RAW_KEYS = new Set(["raw", "nul", "surrogates"]);
-
-/**
- * The body to send. A payload stored as `{"raw": …}` (the body was not a JSON object jsonb could
- * hold) goes back as its text, with an escaped NUL restored; anything else is the envelope itself.
- */
-export function replayBody(payloadText: string): string {
-  const payload = JSON.parse(payloadText) as Record<string, unknown>;
-  const keys = Object.keys(payload);
-  if (typeof payload.raw === "string" && keys.every((k) => RAW_KEYS.has(k))) {
-    return payload.nul === "escaped" ? payload.raw.replaceAll("\\u0000", "\u0000") : payload.raw;
-  }
-  return payloadText;
-}
 
 /** Lambda's record shape of a message attribute, as the harness stored it. */
 interface StoredAttribute {
@@ -63,7 +47,7 @@ export function replayAttributes(stored: Record<string, unknown>): Record<string
  */
 export function replayMessage(source: ReplaySource): ReplayMessage {
   const attributes = replayAttributes(source.message_attributes);
-  const message: ReplayMessage = { MessageBody: replayBody(source.payload_text) };
+  const message: ReplayMessage = { MessageBody: bodyOf(source) };
   if (Object.keys(attributes).length > 0) message.MessageAttributes = attributes;
   if (isFifoQueue(source.queue)) {
     const group = source.message_attributes.message_group_id;

@@ -10,8 +10,8 @@ import { SendMessageBatchCommand, SendMessageCommand, type SQSClient } from "@aw
 import type pg from "pg";
 import {
   countReplayMatches,
-  fencedJobs,
   fenceKey,
+  fencesOf,
   lockDeadLetter,
   lockReplayBatch,
   type ReplayRow,
@@ -19,7 +19,13 @@ import {
   resolveDeadLetters,
   statusOf,
 } from "../db/queries/replay-queries.ts";
-import { DeadLetterConflictError, DeadLetterNotFoundError, ReplaySendError } from "../errors.ts";
+import { inTransaction } from "../db/transaction.ts";
+import {
+  DeadLetterConflictError,
+  DeadLetterNotFoundError,
+  ReplayConflictError,
+  ReplaySendError,
+} from "../errors.ts";
 import { faultHook } from "../fault-points.ts";
 import { API_LIMITS, type BulkReplayRequest } from "./api-schemas.ts";
 import { decodeCursor, encodeCursor } from "./cursor.ts";
@@ -35,22 +41,23 @@ export interface ReplayDeps {
 /** SQS takes at most 10 messages per SendMessageBatch. */
 const SQS_BATCH = 10;
 
-async function inTransaction<T>(pool: pg.Pool, work: (tx: pg.PoolClient) => Promise<T>): Promise<T> {
-  const tx = await pool.connect();
-  try {
-    await tx.query("BEGIN");
-    const result = await work(tx);
-    await tx.query("COMMIT");
-    tx.release();
-    return result;
-  } catch (error) {
-    await tx.query("ROLLBACK").then(
-      () => tx.release(),
-      (rollbackError: unknown) =>
-        tx.release(rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError))),
-    );
-    throw error;
-  }
+/** What a replay does with a pending dead letter, given its job's fence. */
+export type ReplayDecision = "send" | "superseded" | "conflict";
+
+/**
+ * A fence that exists means the job was applied. The row is `superseded` when it is that job (same
+ * fingerprint, or either side has none: a fence from before fingerprints, a body whose envelope
+ * could not be read); a row carrying another job under the same id is a conflict, and sending it
+ * would only record it again as one. Without a fence the row is sent.
+ */
+export function replayDecision(
+  row: { job_fingerprint: Buffer | null },
+  fence: Buffer | null | undefined,
+): ReplayDecision {
+  if (fence === undefined) return "send";
+  if (fence === null || row.job_fingerprint === null || fence.equals(row.job_fingerprint))
+    return "superseded";
+  return "conflict";
 }
 
 /** Replays one dead letter by `actor`. */
@@ -64,7 +71,9 @@ export async function replayDeadLetter(
     if (!row) throw new DeadLetterNotFoundError(id);
     if (row.status !== DEAD_LETTER_STATUS.pendingReview) throw new DeadLetterConflictError(id, row.status);
 
-    if ((await fencedJobs(tx, [row])).size > 0) {
+    const decision = replayDecision(row, (await fencesOf(tx, [row])).get(fenceKey(row)));
+    if (decision === "conflict") throw new ReplayConflictError(id, row.job_id);
+    if (decision === "superseded") {
       await resolveDeadLetters(tx, [{ id, status: "superseded" }], actor);
       return { id, status: "superseded" as const, message_id: null };
     }
@@ -106,7 +115,12 @@ export interface BulkReplayResult {
   matched: number;
   would_send?: number;
   sample?: Awaited<ReturnType<typeof countReplayMatches>>["sample"];
-  outcomes?: Array<{ id: string; outcome: "replayed" | "superseded" | "failed"; error?: string }>;
+  conflicts?: number;
+  outcomes?: Array<{
+    id: string;
+    outcome: "replayed" | "superseded" | "conflict" | "failed";
+    error?: string;
+  }>;
   next_cursor: string | null;
 }
 
@@ -126,16 +140,18 @@ export async function bulkReplay(
     return {
       dry_run: true,
       matched: counted.matched,
-      would_send: counted.matched - counted.superseded,
+      would_send: counted.matched - counted.superseded - counted.conflicts,
+      conflicts: counted.conflicts,
       sample: counted.sample,
       next_cursor: null,
     };
   }
   return inTransaction(deps.pool, async (tx) => {
     const rows = await lockReplayBatch(tx, request.filter, request.limit, after);
-    const fenced = await fencedJobs(tx, rows);
-    const superseded = rows.filter((r) => fenced.has(fenceKey(r)));
-    const toSend = rows.filter((r) => !fenced.has(fenceKey(r)));
+    const fences = await fencesOf(tx, rows);
+    const decisions = new Map(rows.map((r) => [r.id, replayDecision(r, fences.get(fenceKey(r)))]));
+    const superseded = rows.filter((r) => decisions.get(r.id) === "superseded");
+    const toSend = rows.filter((r) => decisions.get(r.id) === "send");
     const failures = await sendAll(deps.sqs, toSend);
     if (faultHook) await faultHook("replay:after-send", { jobIds: toSend.map((r) => r.job_id) });
 
@@ -147,7 +163,14 @@ export async function bulkReplay(
     const outcomes = rows.map((r) => {
       const failure = failures.get(r.id);
       if (failure !== undefined) return { id: r.id, outcome: "failed" as const, error: failure };
-      return { id: r.id, outcome: fenced.has(fenceKey(r)) ? ("superseded" as const) : ("replayed" as const) };
+      const decision = decisions.get(r.id);
+      if (decision === "conflict") {
+        return { id: r.id, outcome: "conflict" as const, error: "the job was applied with another payload" };
+      }
+      return {
+        id: r.id,
+        outcome: decision === "superseded" ? ("superseded" as const) : ("replayed" as const),
+      };
     });
     const last = rows.at(-1);
     return {

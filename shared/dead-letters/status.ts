@@ -1,7 +1,8 @@
 /**
- * A dead letter's status (SPEC §5) and its one transition. The database enforces the same rules
- * (trigger dead_letters_guard_update); this is the code's copy, used to validate requests and to
- * document the lifecycle.
+ * A dead letter's status (SPEC §5). Its one transition, out of pending_review into a final status,
+ * is enforced by the database (trigger dead_letters_guard_update), and the replay and discard
+ * paths act only on a row still pending_review; the names here validate requests and document
+ * the lifecycle.
  */
 
 export const DEAD_LETTER_STATUS = {
@@ -23,8 +24,3 @@ export const DEAD_LETTER_STATUSES = Object.values(DEAD_LETTER_STATUS) as [
   DeadLetterStatus,
   ...DeadLetterStatus[],
 ];
-
-/** Whether `from → to` is allowed: only out of pending_review, only into a final status. */
-export function canTransition(from: DeadLetterStatus, to: DeadLetterStatus): boolean {
-  return from === DEAD_LETTER_STATUS.pendingReview && to !== DEAD_LETTER_STATUS.pendingReview;
-}

@@ -2,7 +2,9 @@
  * The job envelope (SPEC §2) and the classification of a message body: either a job the
  * consumer can run, or poison with the identity its dead letter should carry. Pure.
  */
+import { createHash } from "node:crypto";
 import { z } from "zod";
+import { describeError } from "../dead-letters/last-error.ts";
 import { POISON_REASON, PoisonMessageError } from "../errors.ts";
 
 /** SPEC §2: at most 255 characters; matches the database's CHECK. */
@@ -68,8 +70,20 @@ export interface MessageIdentity {
 
 /** Outcome of parsing a body: a job, or poison with the best identity that could be read. */
 export type ParsedMessage<P> =
-  | { readonly ok: true; readonly job: Job<P>; readonly identity: MessageIdentity }
-  | { readonly ok: false; readonly error: PoisonMessageError; readonly identity: MessageIdentity };
+  | {
+      readonly ok: true;
+      readonly job: Job<P>;
+      readonly identity: MessageIdentity;
+      /** The envelope's payload as JSON.parse gave it, before the consumer's schema. */
+      readonly envelopePayload: unknown;
+    }
+  | {
+      readonly ok: false;
+      readonly error: PoisonMessageError;
+      readonly identity: MessageIdentity;
+      /** Set when the envelope was valid and only the payload was refused. */
+      readonly envelopePayload?: unknown;
+    };
 
 /**
  * Parses an SQS body into a job. Never throws: a body that is not JSON, an invalid envelope and a
@@ -87,7 +101,7 @@ export function parseMessage<S extends z.ZodType>(
   } catch (error) {
     return poison(
       POISON_REASON.unparseableBody,
-      `body is not JSON (${(error as Error).message})`,
+      `body is not JSON (${describeError(error).message})`,
       undefined,
       messageId,
     );
@@ -104,17 +118,34 @@ export function parseMessage<S extends z.ZodType>(
     correlationId: correlation_id !== undefined && NOT_BLANK.test(correlation_id) ? correlation_id : job_id,
   };
 
-  const parsed = payloadSchema.safeParse(payload);
+  let parsed: z.ZodSafeParseResult<z.output<S>>;
+  try {
+    parsed = payloadSchema.safeParse(payload) as z.ZodSafeParseResult<z.output<S>>;
+  } catch (error) {
+    // A schema can throw instead of answering (a recursive one on a deeply nested payload overflows
+    // the stack); it answers the same for the same payload, so the message is poison, not a retry.
+    return {
+      ok: false,
+      error: new PoisonMessageError(
+        POISON_REASON.invalidPayload,
+        `the payload schema threw: ${describeError(error).message}`,
+      ),
+      identity,
+      envelopePayload: payload,
+    };
+  }
   if (!parsed.success) {
     return {
       ok: false,
       error: new PoisonMessageError(POISON_REASON.invalidPayload, summarize(parsed.error)),
       identity,
+      envelopePayload: payload,
     };
   }
   return {
     ok: true,
     identity,
+    envelopePayload: payload,
     job: { jobId: job_id, tenantId: tenant_id, correlationId: identity.correlationId, payload: parsed.data },
   };
 }
@@ -145,7 +176,7 @@ function readableIdentity(document: unknown, messageId: string): MessageIdentity
     const parsed = schema.safeParse(value);
     return parsed.success ? parsed.data : undefined;
   };
-  const jobId = field(envelopeSchema.shape.job_id, fields.job_id) ?? messageId;
+  const jobId = field(envelopeSchema.shape.job_id, fields.job_id) ?? messageIdStandIn(messageId);
   // An unusable correlation id (over-long, say) counts as absent, an unusable tenant id as none:
   // the dead letter must be writable whatever the message carries.
   const correlationId = field(correlationIdSchema, fields.correlation_id);
@@ -154,6 +185,19 @@ function readableIdentity(document: unknown, messageId: string): MessageIdentity
     tenantId: field(tenantIdSchema, fields.tenant_id) ?? null,
     correlationId: correlationId !== undefined && NOT_BLANK.test(correlationId) ? correlationId : jobId,
   };
+}
+
+/**
+ * What stands in for a job id (and a correlation id) that cannot be read: the SQS message id when
+ * it could be one — SQS's are UUIDs — or else, for an id an event built by hand made blank, over
+ * long or unstorable, `sqs-message:` and the SHA-256 of its UTF-16 code units, so that a dead letter
+ * can always be written and the same message always gets the same stand-in.
+ */
+export function messageIdStandIn(messageId: string): string {
+  if (envelopeSchema.shape.job_id.safeParse(messageId).success) return messageId;
+  return `sqs-message:${createHash("sha256")
+    .update(Buffer.from(String(messageId), "utf16le"))
+    .digest("hex")}`;
 }
 
 /** A one-line, bounded summary of zod issues: `path: message; path: message`. */

@@ -13,41 +13,47 @@
  *
  * Every guarantee of per-record mode holds: a record counts as applied only when the COMMIT that
  * carried its work and fence succeeded; a failed or unconfirmed COMMIT fails every record of the
- * batch (the fences make their redelivery safe); a duplicate is a duplicate whether its fence was
- * committed earlier or an earlier record of this batch carries the same job. On FIFO queues a
- * record the batch cannot run (it failed, or could not be parsed) takes every later record of its
- * message group out of the batch too, so no record is applied ahead of an earlier one of its
- * group that has not been.
+ * batch (the fences make their redelivery safe); a record whose job's fence exists, or whose job an
+ * earlier record of the batch carries, is a duplicate when the fingerprints match and a conflict
+ * when they do not. On FIFO queues a record the batch cannot run (it failed, or could not be
+ * parsed) takes every later record of its message group out of the batch too, so no record is
+ * applied ahead of an earlier one of its group that has not been.
+ *
+ * The result is a value per record (its settlement); the record's own protocol takes it from there.
  */
-import { performance } from "node:perf_hooks";
 import type pg from "pg";
-import { beginWithFences } from "../db/queries/begin-with-fences.ts";
 import { TransactionRolledBackError } from "../errors.ts";
-import { faultHook } from "../fault-points.ts";
-import { abandon, asError } from "../middleware/fence-transaction.ts";
-import type { BatchSettlement, RecordContext } from "../middleware/record-context.ts";
+import type { BatchSettlement, JobMessage } from "../record/record-context.ts";
+import { FenceTransaction, settlementOfExisting } from "./fence-transaction.ts";
+import type { Transaction } from "./work-transaction.ts";
 
 /** Work failures one batch absorbs by redoing itself before leaving the rest to per-record transactions. */
 export const MAX_BATCH_REDOS = 2;
 
+/** One record of the batch, in batch order. */
+export interface BatchRecord<P> {
+  /** The parsed job, or undefined for a record that is not one (poison). */
+  readonly message: JobMessage<P> | undefined;
+  /** FIFO: the record's message group (undefined on a standard queue). */
+  readonly group: string | undefined;
+  /** Runs the record's work on the batch's transaction. */
+  readonly work: (tx: Transaction) => Promise<void>;
+}
+
 /** Options of {@link settleBatch}. */
-export interface BatchTransactionOptions<P> {
+export interface BatchTransactionOptions {
   readonly pool: pg.Pool;
   /** The consumer's name: the second half of every fence key. */
   readonly consumer: string;
   readonly ttlSeconds: number;
-  /** Runs one record's work on the batch's transaction. */
-  readonly work: (rc: RecordContext<P>, tx: pg.PoolClient) => Promise<void>;
-  /** FIFO: keep each message group's order (see the module comment). */
-  readonly keepGroupOrder: boolean;
   /** @default MAX_BATCH_REDOS */
   readonly maxRedos?: number;
 }
 
-/** What the batch did, for metrics and logs. */
-export interface BatchReport {
-  /** Records the batch transaction decided (applied, duplicate or failed). */
-  readonly settled: number;
+/** What the batch did: a settlement per record it decided, and figures for metrics and logs. */
+export interface BatchReport<P> {
+  /** The records the batch decided; any other runs in a transaction of its own. */
+  readonly settlements: Map<BatchRecord<P>, BatchSettlement>;
   /** Records left to a transaction of their own. */
   readonly deferred: number;
   /** Times the batch rolled back and ran again without a failed record. */
@@ -57,129 +63,133 @@ export interface BatchReport {
 }
 
 /**
- * Runs the parsed records of a batch (`contexts`, in batch order; those without `job` are the ones
- * that could not be parsed) in one transaction and sets `settled` on every record it decides.
- * Records left without `settled` run in transactions of their own. Never throws for a database or
- * work error: those become `failed` settlements.
+ * Runs the batch's jobs in one transaction. Never throws for a database or work error: those
+ * become `failed` settlements.
  */
 export async function settleBatch<P>(
-  options: BatchTransactionOptions<P>,
-  contexts: readonly RecordContext<P>[],
-): Promise<BatchReport> {
+  options: BatchTransactionOptions,
+  records: readonly BatchRecord<P>[],
+): Promise<BatchReport<P>> {
   const maxRedos = options.maxRedos ?? MAX_BATCH_REDOS;
+  const settlements = new Map<BatchRecord<P>, BatchSettlement>();
   const blockedGroups = new Set<string>();
-  const groupOf = (rc: RecordContext<P>) =>
-    options.keepGroupOrder ? rc.record.attributes.MessageGroupId : undefined;
 
   // A record that cannot be parsed stays out, and on FIFO so does the rest of its group.
-  let pending: RecordContext<P>[] = [];
-  for (const rc of contexts) {
-    const group = groupOf(rc);
-    if (group !== undefined && blockedGroups.has(group)) continue;
-    if (rc.job) pending.push(rc);
-    else if (group !== undefined) blockedGroups.add(group);
+  let pending: BatchRecord<P>[] = [];
+  for (const r of records) {
+    if (r.group !== undefined && blockedGroups.has(r.group)) continue;
+    if (r.message) pending.push(r);
+    else if (r.group !== undefined) blockedGroups.add(r.group);
   }
 
+  const report = (redos: number, committed: boolean): BatchReport<P> => ({
+    settlements,
+    deferred: records.filter((r) => r.message && !settlements.has(r)).length,
+    redos,
+    committed,
+  });
+
   let redos = 0;
-  let settled = 0;
   while (pending.length > 0) {
     const attempt = await runOnce(options, pending);
-    if (attempt.kind === "committed" || attempt.kind === "aborted") {
-      for (const [rc, settlement] of attempt.settlements) {
-        rc.settled = settlement;
-        if (attempt.kind === "committed") rc.fenceMs = attempt.elapsedMs;
-      }
-      settled += attempt.settlements.size;
-      return {
-        settled,
-        deferred: contexts.filter((rc) => !rc.settled).length,
-        redos,
-        committed: attempt.kind === "committed",
-      };
+    if (attempt.kind !== "taken-out") {
+      for (const [r, settlement] of attempt.settlements) settlements.set(r, settlement);
+      return report(redos, attempt.kind === "committed");
     }
-    // One record's work failed: it is settled as failed, and the batch goes again without it
-    // (and, on FIFO, without the rest of its group).
-    attempt.failed.settled = { status: "failed", error: attempt.error };
-    settled += 1;
-    const group = groupOf(attempt.failed);
-    const index = pending.indexOf(attempt.failed);
+    // One record cannot go with the batch (its work failed, or on FIFO it is a conflict that its
+    // group's later records must wait behind): it is settled when that is known, and the batch
+    // goes again without it and, on FIFO, without the rest of its group.
+    if (attempt.settlement) settlements.set(attempt.record, attempt.settlement);
+    const { group } = attempt.record;
+    const index = pending.indexOf(attempt.record);
     pending = pending.filter(
-      (rc, i) => rc !== attempt.failed && !(group !== undefined && i > index && groupOf(rc) === group),
+      (r, i) => r !== attempt.record && !(group !== undefined && i > index && r.group === group),
     );
     redos += 1;
     if (redos > maxRedos) break;
   }
-  return { settled, deferred: contexts.filter((rc) => !rc.settled).length, redos, committed: false };
+  return report(redos, false);
 }
 
 type Attempt<P> =
-  | { kind: "committed"; settlements: Map<RecordContext<P>, BatchSettlement>; elapsedMs: number }
+  | { kind: "committed"; settlements: Map<BatchRecord<P>, BatchSettlement> }
   /** The fence insert or the COMMIT failed: every record of the attempt failed with `error`. */
-  | { kind: "aborted"; settlements: Map<RecordContext<P>, BatchSettlement> }
-  | { kind: "work-failed"; failed: RecordContext<P>; error: unknown };
+  | { kind: "aborted"; settlements: Map<BatchRecord<P>, BatchSettlement> }
+  /** The record (and, on FIFO, its group's later records) goes out of the batch; settled when known. */
+  | { kind: "taken-out"; record: BatchRecord<P>; settlement?: BatchSettlement };
 
-async function runOnce<P>(
-  options: BatchTransactionOptions<P>,
-  pending: RecordContext<P>[],
-): Promise<Attempt<P>> {
-  const jobIds = pending.map((rc) => jobOf(rc).jobId);
+async function runOnce<P>(options: BatchTransactionOptions, pending: BatchRecord<P>[]): Promise<Attempt<P>> {
   const failAll = (error: unknown): Attempt<P> => ({
     kind: "aborted",
-    settlements: new Map(pending.map((rc) => [rc, { status: "failed", error }])),
+    settlements: new Map(pending.map((r) => [r, { status: "failed", error }])),
   });
-  let tx: pg.PoolClient;
+  const messageOf = (r: BatchRecord<P>) => r.message as JobMessage<P>;
+
+  let opened: Awaited<ReturnType<typeof FenceTransaction.open>>;
   try {
-    if (faultHook) await faultHook("fence:before", { jobIds });
-    tx = await options.pool.connect();
-  } catch (error) {
-    return failAll(error);
-  }
-  const started = performance.now();
-  const settlements = new Map<RecordContext<P>, BatchSettlement>();
-  try {
-    const fresh = await beginWithFences(tx, {
+    opened = await FenceTransaction.open(options.pool, {
       consumer: options.consumer,
       ttlSeconds: options.ttlSeconds,
-      jobs: pending.map((rc) => ({ jobId: jobOf(rc).jobId, tenantId: jobOf(rc).tenantId })),
+      jobs: pending.map((r) => {
+        const { job, fingerprint } = messageOf(r);
+        return { jobId: job.jobId, tenantId: job.tenantId, fingerprint };
+      }),
     });
-    if (faultHook) await faultHook("fence:after-insert", { jobIds });
-    const carried = new Set<string>();
-    for (const rc of pending) {
-      const { jobId } = jobOf(rc);
-      if (!fresh.has(jobId) || carried.has(jobId)) {
-        settlements.set(rc, { status: "duplicate" });
-        continue;
-      }
-      carried.add(jobId);
-      try {
-        await options.work(rc, tx);
-      } catch (error) {
-        await abandon(tx);
-        return { kind: "work-failed", failed: rc, error };
-      }
-      settlements.set(rc, { status: "applied" });
-    }
   } catch (error) {
-    await abandon(tx);
     return failAll(error);
   }
+  const { transaction, fresh, existing } = opened;
+  const settlements = new Map<BatchRecord<P>, BatchSettlement>();
+  // The fingerprint each job id stands for in this batch: the fence's, or the first record's.
+  const carried = new Map<string, Buffer | null>(existing);
+  const applied: BatchRecord<P>[] = [];
+  for (const r of pending) {
+    const { job, fingerprint } = messageOf(r);
+    const fenced = !fresh.has(job.jobId);
+    if (fenced || carried.has(job.jobId)) {
+      const settlement = settlementOfExisting(fingerprint, carried.get(job.jobId) ?? null);
+      // Against an earlier record of this batch (not a committed fence), a conflict is known only
+      // once that record commits: the record is left to a transaction of its own after the batch.
+      const unsure = settlement.status === "conflict" && !fenced;
+      const blocksGroup = r.group !== undefined && hasLaterOfGroup(pending, r);
+      if (settlement.status === "conflict" && (blocksGroup || unsure)) {
+        if (!blocksGroup) continue;
+        const foreign = await transaction.abandon();
+        if (foreign) return failAll(foreign);
+        return { kind: "taken-out", record: r, ...(unsure ? {} : { settlement }) };
+      }
+      settlements.set(r, settlement);
+      continue;
+    }
+    carried.set(job.jobId, fingerprint);
+    let failure: unknown;
+    try {
+      await r.work(transaction.tx);
+      // Work that caught its own failed statement and returned left the transaction failed: it is
+      // the one to take out, not the next record, whose statements would be refused for it.
+      if (transaction.failed) failure = new TransactionRolledBackError("ROLLBACK");
+    } catch (error) {
+      failure = error;
+    }
+    if (failure !== undefined) {
+      const foreign = await transaction.abandon();
+      // The work ended the batch's transaction: what committed stands, for every record in it.
+      if (foreign) return failAll(foreign);
+      return { kind: "taken-out", record: r, settlement: { status: "failed", error: failure } };
+    }
+    applied.push(r);
+  }
+  let fenceMs: number;
   try {
-    if (faultHook) await faultHook("fence:after-work", { jobIds });
-    const result = await tx.query("COMMIT");
-    // As in per-record mode: a COMMIT answered with ROLLBACK applied nothing.
-    if (result.command !== "COMMIT") throw new TransactionRolledBackError(result.command);
+    fenceMs = await transaction.commit();
   } catch (error) {
     // Unknown or refused: every record of the batch is retried; their fences make that safe.
-    tx.release(error instanceof TransactionRolledBackError ? undefined : asError(error));
     return failAll(error);
   }
-  tx.release();
-  const elapsedMs = performance.now() - started;
-  if (faultHook) await faultHook("fence:after-commit", { jobIds });
-  return { kind: "committed", settlements, elapsedMs };
+  for (const r of applied) settlements.set(r, { status: "applied", fenceMs });
+  return { kind: "committed", settlements };
 }
 
-function jobOf<P>(rc: RecordContext<P>): NonNullable<RecordContext<P>["job"]> {
-  if (!rc.job) throw new Error("a record without a parsed job reached the batch transaction");
-  return rc.job;
+function hasLaterOfGroup<P>(pending: readonly BatchRecord<P>[], record: BatchRecord<P>): boolean {
+  return pending.slice(pending.indexOf(record) + 1).some((r) => r.group === record.group);
 }

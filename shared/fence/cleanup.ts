@@ -12,14 +12,14 @@ import { faultHook } from "../fault-points.ts";
 /** Named defaults of {@link runFenceCleanup}. */
 export const CLEANUP_DEFAULTS = Object.freeze({
   /**
-   * Rows per batch, and the pause after each full one. Measured on this project's 2-core machine
-   * deleting 1,000,000 expired fences under concurrent fence inserts (bench/cleanup.ts, durable):
-   * with no pause, 20,000-row batches deleted ~700,000 rows/s but lifted the inserts' COMMIT p99
-   * from 0.8 to 4–5 ms (every commit waits for a WAL flush that now carries the deletes' ~5 MB a
-   * batch); smaller batches with short pauses (1,000 + 10 ms, 2,000 + 20 ms, 5,000 + 50 ms) were
-   * no better (3.5–4.3× the insert p99). 20,000 with 250 ms between batches: ~70,000 rows/s and
-   * 2.0× the insert p99. A batch holds its row locks for about 30 ms; nothing normally waits on
-   * an expired fence.
+   * Rows per batch, and the pause after each full one. Chosen by bench/cleanup.ts (expired fences
+   * deleted under concurrent fence inserts, durable); the figures are in docs/performance.md, "TTL
+   * cleanup". Unpaced, large batches delete fastest but lift the inserts' COMMIT tail, because
+   * every commit waits for a WAL flush that now carries a batch's deletes; smaller batches with
+   * short pauses are no better (each is still a flush the commits queue behind, and there are more
+   * of them); large batches spaced by a pause keep the rate above the target at a fraction of the
+   * cost to the inserts. A batch holds its row locks only briefly, and nothing normally waits on an
+   * expired fence.
    */
   batchSize: 20_000,
   pauseMs: 250,

@@ -5,9 +5,14 @@
 import type { Logger } from "@aws-lambda-powertools/logger";
 import type { MiddlewareObj } from "@middy/core";
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from "aws-lambda";
-import { InvalidCursorError } from "../dead-letters/cursor.ts";
 import { describeError } from "../dead-letters/last-error.ts";
-import { DeadLetterConflictError, DeadLetterNotFoundError, ReplaySendError } from "../errors.ts";
+import {
+  DeadLetterConflictError,
+  DeadLetterNotFoundError,
+  InvalidCursorError,
+  ReplayConflictError,
+  ReplaySendError,
+} from "../errors.ts";
 import { HttpProblem, problemResponse } from "./problem.ts";
 
 /** SQLSTATE classes and codes that mean the database is unreachable or overloaded, not that we erred. */
@@ -19,7 +24,14 @@ export function problemOf(error: unknown): HttpProblem {
   if (error instanceof HttpProblem) return error;
   if (error instanceof DeadLetterNotFoundError) return new HttpProblem("notFound", error.message);
   if (error instanceof DeadLetterConflictError) {
-    return new HttpProblem("conflict", error.message, { extensions: { current_status: error.status } });
+    return new HttpProblem("conflict", error.message, {
+      extensions: { current_status: error.status, reason: "not-pending" },
+    });
+  }
+  if (error instanceof ReplayConflictError) {
+    return new HttpProblem("conflict", error.message, {
+      extensions: { current_status: "pending_review", reason: "job-conflict" },
+    });
   }
   if (error instanceof InvalidCursorError) {
     return new HttpProblem("invalidRequest", error.message, {

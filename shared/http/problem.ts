@@ -3,6 +3,7 @@
  * mistake a 4xx naming what was wrong, never a 500; only our own faults are 5xx.
  */
 import type { APIGatewayProxyStructuredResultV2 } from "aws-lambda";
+import { JobfenceError } from "../errors.ts";
 
 /** Media type of every error response. */
 export const PROBLEM_CONTENT_TYPE = "application/problem+json";
@@ -14,7 +15,7 @@ export const PROBLEM = {
   forbidden: { status: 403, title: "The token lacks the permission this operation requires" },
   notFound: { status: 404, title: "No such resource" },
   methodNotAllowed: { status: 405, title: "Method not allowed" },
-  conflict: { status: 409, title: "The dead letter is no longer pending review" },
+  conflict: { status: 409, title: "The dead letter's state does not allow this operation" },
   unsupportedMediaType: { status: 415, title: "The body must be application/json" },
   upstreamFailed: { status: 502, title: "A downstream service refused the operation" },
   unavailable: { status: 503, title: "The service is temporarily unavailable" },
@@ -25,7 +26,7 @@ export const PROBLEM = {
 export type ProblemKind = keyof typeof PROBLEM;
 
 /** An error that is answered with a problem document. */
-export class HttpProblem extends Error {
+export class HttpProblem extends JobfenceError {
   override name = "HttpProblem";
   readonly kind: ProblemKind;
   readonly status: number;

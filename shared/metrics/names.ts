@@ -9,6 +9,8 @@ export const METRIC = {
   succeeded: "JobSucceeded",
   /** A delivery whose fence already existed: skipped, acked. Normal operation, not an error. */
   duplicate: "JobDuplicate",
+  /** A delivery whose job id has a fence with another fingerprint: dead-lettered as `conflict`. */
+  conflict: "JobConflict",
   /** A transient failure hidden for its backoff delay. */
   retried: "JobRetried",
   /** ChangeMessageVisibility failed; the queue's own visibility timeout applies instead. */

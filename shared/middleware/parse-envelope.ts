@@ -1,28 +1,17 @@
 /**
- * Middleware: envelope and payload parsing (SPEC §2). Turns the record's body into a typed job,
- * or throws PoisonMessageError so the dead-letter middleware records it with zero retries.
+ * Middleware: schema validation (SPEC §2), step 1 of the record protocol. The body becomes a typed
+ * job, or PoisonMessageError goes down the error path to be dead-lettered with zero retries.
  */
 import type { MiddlewareObj } from "@middy/core";
-import type { z } from "zod";
-import { parseMessage } from "../envelope/envelope.ts";
-import type { RecordContext, RecordOutcome } from "./record-context.ts";
+import type { RecordContext, RecordOutcome } from "../record/record-context.ts";
 
-/** Options of {@link parseEnvelope}. */
-export interface ParseEnvelopeOptions<S extends z.ZodType> {
-  /** The consumer's payload schema. */
-  readonly payload: S;
+/** The step this middleware calls (RecordProtocol.parse). */
+export interface ParseStep<P> {
+  parse(rc: RecordContext<P>): void;
 }
 
-export function parseEnvelope<S extends z.ZodType>(
-  options: ParseEnvelopeOptions<S>,
-): MiddlewareObj<RecordContext<z.output<S>>, RecordOutcome> {
-  const parseEnvelopeBefore = (request: { event: RecordContext<z.output<S>> }): void => {
-    const rc = request.event;
-    if (rc.job) return; // batch-commit mode parsed it before the batch transaction
-    const parsed = parseMessage(rc.record.body ?? "", options.payload, rc.record.messageId);
-    rc.identity = parsed.identity;
-    if (!parsed.ok) throw parsed.error;
-    rc.job = parsed.job;
-  };
+/** `before`: parse. */
+export function parseEnvelope<P>(protocol: ParseStep<P>): MiddlewareObj<RecordContext<P>, RecordOutcome> {
+  const parseEnvelopeBefore = (request: { event: RecordContext<P> }): void => protocol.parse(request.event);
   return { name: "jobfence-parse-envelope", before: parseEnvelopeBefore };
 }

@@ -14,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { localSqsClient } from "../../local/aws-clients.ts";
 import { type SqsEmulator, startSqsEmulator } from "../../local/sqs-emulator.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { queueCounts, sendBatch, sendMessage, waitForEmptyQueue } from "../support/sqs.ts";
 import {
   awardQueue,
   callApi,
@@ -25,16 +26,12 @@ import {
   groupAlive,
   type HeldLock,
   holdBalanceLock,
-  queueCounts,
   type StackProcess,
   type StackServices,
-  sendAll,
-  sendOne,
   stackNodePid,
   startStack,
   tempLocalDir,
   waitFor,
-  waitForEmptyQueue,
 } from "./support.ts";
 
 const LONG = 120_000;
@@ -109,9 +106,9 @@ describe("the local stack, started with npm start", () => {
     const queue = awardQueue(info);
     const job = "dup-1";
     const body = envelope(job, "dup-user", 7);
-    await sendAll(sqs, queue.url, [body, body, body, body, body]); // one batch of five
-    await sendOne(sqs, queue.url, body);
-    await sendOne(sqs, queue.url, body);
+    await sendBatch(sqs, queue.url, [body, body, body, body, body]); // one batch of five
+    await sendMessage(sqs, queue.url, body);
+    await sendMessage(sqs, queue.url, body);
 
     await waitFor(
       "the job's fence",
@@ -137,8 +134,8 @@ describe("the local stack, started with npm start", () => {
     const queue = awardQueue(s.info);
     const job = "poison-negative";
     const poisonBody = envelope(job, "poison-user", -3); // fails the consumer's payload schema
-    await sendOne(sqs, queue.url, poisonBody);
-    const rawMessageId = await sendOne(sqs, queue.url, "this is not JSON");
+    await sendMessage(sqs, queue.url, poisonBody);
+    const rawMessageId = await sendMessage(sqs, queue.url, "this is not JSON");
 
     const [, poisonId] = await s.waitForLine(deadLine(job, "poison", 1));
     const [, rawId] = await s.waitForLine(deadLine(rawMessageId, "poison", 1));
@@ -156,6 +153,8 @@ describe("the local stack, started with npm start", () => {
       attempts: 1,
       status: "pending_review",
       payload: JSON.parse(poisonBody),
+      body_form: "text",
+      body: poisonBody,
     });
     // No job id can be read from a body that is not JSON: the MessageId stands in, the text is kept.
     const [raw, ...moreRaw] = await deadLettersOf(sql, rawMessageId);
@@ -164,7 +163,9 @@ describe("the local stack, started with npm start", () => {
       id: rawDeadLetterId,
       error_kind: "poison",
       attempts: 1,
-      payload: { raw: "this is not JSON" },
+      payload: null,
+      body_form: "text",
+      body: "this is not JSON",
     });
 
     // Zero retries: no retry line, nothing applied, nothing left in the queue or its backstop.
@@ -185,7 +186,7 @@ describe("the local stack, started with npm start", () => {
     const user = "transient-user";
     const lock = await holdBalanceLock(db.url, user);
     locks.push(lock);
-    await sendOne(sqs, queue.url, envelope(job, user, 5));
+    await sendMessage(sqs, queue.url, envelope(job, user, 5));
 
     const first = await s.waitForLine(retryLine(job, 1));
     const second = await s.waitForLine(retryLine(job, 2));
@@ -225,7 +226,7 @@ describe("the local stack, started with npm start", () => {
     const queue = awardQueue(s.info);
     exhaustLock = await holdBalanceLock(db.url, exhaustUser);
     locks.push(exhaustLock);
-    await sendOne(sqs, queue.url, envelope(exhaustJob, exhaustUser, 9));
+    await sendMessage(sqs, queue.url, envelope(exhaustJob, exhaustUser, 9));
 
     const [, id] = await s.waitForLine(deadLine(exhaustJob, "exhausted", E2E_RETRY.maxAttempts), 60_000);
     exhaustedDeadLetterId = id ?? "";
@@ -316,7 +317,7 @@ describe("the local stack, started with npm start", () => {
     );
     expect(again.status).toBe(409);
     expect(again.contentType).toMatch(/^application\/problem\+json/);
-    await sendOne(sqs, queue.url, envelope(exhaustJob, exhaustUser, 9));
+    await sendMessage(sqs, queue.url, envelope(exhaustJob, exhaustUser, 9));
     await waitForEmptyQueue(sqs, queue.url);
     expect(await effectsOf(sql, exhaustJob)).toEqual({ ledger: 1, fences: 1, deadLetters: 1 });
     const balance = await sql.query<{ balance: string }>(
@@ -458,7 +459,7 @@ describe("the local stack, started with npm start", () => {
         ).rows[0]?.n,
       );
 
-    await sendAll(sqs, queue.url, firstHalf);
+    await sendBatch(sqs, queue.url, firstHalf);
     await waitFor("the first jobs to apply", applied, (n) => n >= 20, 30_000, 10);
     const killed = await first.kill();
     const atKill = { applied: await applied(), queue: await queueCounts(sqs, queue.url) };
@@ -471,7 +472,7 @@ describe("the local stack, started with npm start", () => {
     );
 
     // More load arrives while the stack is down; then it starts again on the same services.
-    await sendAll(sqs, queue.url, secondHalf);
+    await sendBatch(sqs, queue.url, secondHalf);
     stack = undefined;
     const second = await startStack(services);
     stack = second;

@@ -1,7 +1,7 @@
 /**
  * End-to-end support: the local stack as a child process (`npm start`, in its own process group so
- * the whole tree can be signalled), and small helpers that drive it from outside only — the SQS
- * API, HTTP and SQL. The test owns PostgreSQL and the SQS emulator, so a stack can be SIGKILLed and
+ * the whole tree can be signalled), and small helpers that drive it from outside only — HTTP and
+ * SQL here, the SQS API in ../support/sqs.ts. The test owns PostgreSQL and the SQS emulator, so a stack can be SIGKILLed and
  * started again on the same services.
  */
 import { type ChildProcess, spawn } from "node:child_process";
@@ -9,12 +9,6 @@ import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import {
-  GetQueueAttributesCommand,
-  SendMessageBatchCommand,
-  SendMessageCommand,
-  type SQSClient,
-} from "@aws-sdk/client-sqs";
 import pg from "pg";
 import type { StackInfo } from "../../local/stack.ts";
 
@@ -270,49 +264,6 @@ export function envelope(jobId: string, userId: string, points: number, tenantId
   });
 }
 
-/** Sends one message; returns its MessageId. */
-export async function sendOne(sqs: SQSClient, queueUrl: string, body: string): Promise<string> {
-  const sent = await sqs.send(new SendMessageCommand({ QueueUrl: queueUrl, MessageBody: body }));
-  if (!sent.MessageId) throw new Error("SendMessage returned no MessageId");
-  return sent.MessageId;
-}
-
-/** Sends every body, ten per SendMessageBatch; throws if any entry failed. */
-export async function sendAll(sqs: SQSClient, queueUrl: string, bodies: readonly string[]): Promise<void> {
-  for (let i = 0; i < bodies.length; i += 10) {
-    const result = await sqs.send(
-      new SendMessageBatchCommand({
-        QueueUrl: queueUrl,
-        Entries: bodies.slice(i, i + 10).map((body, j) => ({ Id: String(j), MessageBody: body })),
-      }),
-    );
-    if (result.Failed && result.Failed.length > 0)
-      throw new Error(`SendMessageBatch failed: ${JSON.stringify(result.Failed)}`);
-  }
-}
-
-/** A queue's visible, in-flight and delayed message counts. */
-export async function queueCounts(
-  sqs: SQSClient,
-  queueUrl: string,
-): Promise<{ visible: number; inFlight: number; delayed: number }> {
-  const { Attributes: a = {} } = await sqs.send(
-    new GetQueueAttributesCommand({
-      QueueUrl: queueUrl,
-      AttributeNames: [
-        "ApproximateNumberOfMessages",
-        "ApproximateNumberOfMessagesNotVisible",
-        "ApproximateNumberOfMessagesDelayed",
-      ],
-    }),
-  );
-  return {
-    visible: Number(a.ApproximateNumberOfMessages ?? 0),
-    inFlight: Number(a.ApproximateNumberOfMessagesNotVisible ?? 0),
-    delayed: Number(a.ApproximateNumberOfMessagesDelayed ?? 0),
-  };
-}
-
 /** Polls `probe` until it returns a value `done` accepts; throws with the last value after `timeoutMs`. */
 export async function waitFor<T>(
   what: string,
@@ -329,16 +280,6 @@ export async function waitFor<T>(
       throw new Error(`timed out waiting for ${what}; last: ${JSON.stringify(value)}`);
     await sleep(intervalMs);
   }
-}
-
-/** Waits until the queue holds nothing: no visible, in-flight or delayed message. */
-export function waitForEmptyQueue(sqs: SQSClient, queueUrl: string, timeoutMs = 30_000) {
-  return waitFor(
-    `${queueUrl} to drain`,
-    () => queueCounts(sqs, queueUrl),
-    (c) => c.visible + c.inFlight + c.delayed === 0,
-    timeoutMs,
-  );
 }
 
 /** What the database holds for one job. */
@@ -367,7 +308,10 @@ export interface DeadLetterRow {
   job_id: string;
   consumer: string;
   queue: string;
-  payload: Record<string, unknown>;
+  payload: Record<string, unknown> | null;
+  /** How the body is kept ('text' or 'utf16') and, for text, the body itself. */
+  body_form: string;
+  body: string | null;
   attempts: number;
   error_kind: string;
   status: string;
@@ -380,7 +324,7 @@ export interface DeadLetterRow {
 /** The dead letters of a job, oldest first. */
 export async function deadLettersOf(db: pg.Client, jobId: string): Promise<DeadLetterRow[]> {
   const { rows } = await db.query<DeadLetterRow>(
-    `SELECT id, job_id, consumer, queue, payload, attempts, error_kind, status, discard_reason,
+    `SELECT id, job_id, consumer, queue, payload, body_form, body, attempts, error_kind, status, discard_reason,
             resolved_by, resolved_at, last_error
        FROM core.dead_letters WHERE job_id = $1 ORDER BY created_at, id`,
     [jobId],
@@ -391,7 +335,7 @@ export async function deadLettersOf(db: pg.Client, jobId: string): Promise<DeadL
 /** A dead letter by id. */
 export async function deadLetterById(db: pg.Client, id: string): Promise<DeadLetterRow> {
   const { rows } = await db.query<DeadLetterRow>(
-    `SELECT id, job_id, consumer, queue, payload, attempts, error_kind, status, discard_reason,
+    `SELECT id, job_id, consumer, queue, payload, body_form, body, attempts, error_kind, status, discard_reason,
             resolved_by, resolved_at, last_error
        FROM core.dead_letters WHERE id = $1`,
     [id],

@@ -19,8 +19,8 @@ import {
   consumerTestBed,
   effectsOf,
   OPS_BUS,
-  send,
 } from "../support/consumer-harness.ts";
+import { messagesIn, sendMessage } from "../support/sqs.ts";
 
 const run = promisify(execFile);
 let bed: ConsumerTestBed;
@@ -53,7 +53,7 @@ it("the synthesized consumer bundle applies one message from the emulator, once"
   timeout: 120_000,
 }, async () => {
   const queue = await bed.queue("bundle-smoke");
-  await send(bed.sqs, queue.url, award("bundle-1", 42, "u-bundle"));
+  await sendMessage(bed.sqs, queue.url, award("bundle-1", 42, "u-bundle"));
   const records = await receiveRecords({
     sqs: bed.sqs,
     queueUrl: queue.url,
@@ -104,8 +104,7 @@ it("the synthesized consumer bundle applies one message from the emulator, once"
     async () => result.response as never,
     {} as never,
   );
-  const left = bed.emulator.server.inspectQueue("bundle-smoke")?.messages;
-  expect([...(left?.ready ?? []), ...(left?.inflight ?? [])]).toHaveLength(0);
+  expect(messagesIn(bed.emulator, "bundle-smoke")).toBe(0);
 
   const size = statSync(bundle).size;
   console.log(

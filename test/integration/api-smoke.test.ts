@@ -3,7 +3,8 @@ import { awardPointsConsumer } from "../../functions/award-points/consumer.ts";
 import { pollOnce } from "../../local/event-source.ts";
 import { lambdaContext } from "../../local/lambda-context.ts";
 import { type ApiTestBed, apiTestBed } from "../support/api-harness.ts";
-import { award, effectsOf, invoke, send, sqsRecord } from "../support/consumer-harness.ts";
+import { award, effectsOf, invoke, sqsRecord } from "../support/consumer-harness.ts";
+import { sendMessage } from "../support/sqs.ts";
 
 let bed: ApiTestBed;
 beforeAll(async () => {
@@ -30,7 +31,7 @@ it("lists, gets, replays through a real queue, and discards", async () => {
     },
     { queueUrl: queue.url },
   );
-  await send(bed.sqs, queue.url, award("smoke-1"));
+  await sendMessage(bed.sqs, queue.url, award("smoke-1"));
   const source = { sqs: bed.sqs, queueUrl: queue.url, queueArn: queue.arn };
   await pollOnce(source, consumer, lambdaContext("award-points"));
   expect(await invoke(consumer, [sqsRecord("nope", { messageId: "smoke-poison" })])).toEqual([]);

@@ -24,8 +24,6 @@ import {
   craftedSigner,
   deadLetterStates,
   expectProblem,
-  queueDepth,
-  receiveAll,
   resolveDirectly,
   type SeedRow,
   seedDeadLetters,
@@ -35,6 +33,7 @@ import { type ApiResponse, type ApiTestBed, apiTestBed } from "../support/api-ha
 import { award, effectsOf } from "../support/consumer-harness.ts";
 import { expectRefused, SQLSTATE } from "../support/expect-pg.ts";
 import { insertFence } from "../support/fixtures.ts";
+import { messagesIn, receiveAll, sendMessage } from "../support/sqs.ts";
 
 let bed: ApiTestBed;
 /** The same API behind a verifier that trusts only {@link crafted}'s key. */
@@ -153,13 +152,9 @@ describe("AC5 replay produces no second effect", () => {
     const source = await queueSource("ac5-replay");
     const consumer = bed.consumer(refusingFirstDelivery(), { queueUrl: source.queueUrl });
     const envelope = { ...award("ac5-replay-1", 12, "u-ac5"), correlation_id: "corr-ac5-from-producer" };
-    await bed.sqs.send(
-      new SendMessageCommand({
-        QueueUrl: source.queueUrl,
-        MessageBody: JSON.stringify(envelope),
-        MessageAttributes: { trace_id: { DataType: "String", StringValue: "trace-ac5" } },
-      }),
-    );
+    await sendMessage(bed.sqs, source.queueUrl, envelope, {
+      attributes: { trace_id: { DataType: "String", StringValue: "trace-ac5" } },
+    });
     expect(await drain(source, consumer)).toBe(1);
     expect(await effectsOf(bed.db, "ac5-replay-1")).toEqual({ ledger: 0, fences: 0, deadLetters: 1 });
     const id = await pendingDeadLetterOf("ac5-replay-1");
@@ -190,13 +185,13 @@ describe("AC5 replay produces no second effect", () => {
     const delivery = await deliver(source, records, consumer, lambdaContext("award-points"));
     expect(delivery.failedIds).toEqual([]);
     expect(await effectsOf(bed.db, "ac5-replay-1")).toEqual({ ledger: 1, fences: 1, deadLetters: 1 });
-    expect(queueDepth(bed, "ac5-replay")).toBe(0);
+    expect(messagesIn(bed.emulator, "ac5-replay")).toBe(0);
 
     // A second replay of the same dead letter is a conflict and sends nothing.
     const again = await bed.call("POST", `${BASE}/${id}/replay`, { token: bed.tokens.replay });
     expectProblem(again, 409);
     expect(again.body.current_status).toBe("replayed");
-    expect(queueDepth(bed, "ac5-replay")).toBe(0);
+    expect(messagesIn(bed.emulator, "ac5-replay")).toBe(0);
   });
 
   it("AC5 a poison dead letter replays the body exactly as it was received", async () => {
@@ -208,7 +203,7 @@ describe("AC5 replay produces no second effect", () => {
       '{"job_id":"ac5-poison-nul","tenant_id":"t_42","payload":{"note":"a\\u0000b"}}',
     ];
     for (const body of bodies) {
-      await bed.sqs.send(new SendMessageCommand({ QueueUrl: source.queueUrl, MessageBody: body }));
+      await sendMessage(bed.sqs, source.queueUrl, body);
     }
     expect(await drain(source, consumer)).toBe(bodies.length);
     const rows = await sql<{ id: string }>(
@@ -228,22 +223,18 @@ describe("AC5 replay produces no second effect", () => {
     const source = await queueSource("ac5-superseded");
     const consumer = bed.consumer(refusingFirstDelivery(), { queueUrl: source.queueUrl });
     const envelope = award("ac5-superseded-1", 9, "u-ac5-sup");
-    await bed.sqs.send(
-      new SendMessageCommand({ QueueUrl: source.queueUrl, MessageBody: JSON.stringify(envelope) }),
-    );
+    await sendMessage(bed.sqs, source.queueUrl, envelope);
     await drain(source, consumer);
     const id = await pendingDeadLetterOf("ac5-superseded-1");
     // The producer sends the job again and this time it succeeds: the fence now exists.
-    await bed.sqs.send(
-      new SendMessageCommand({ QueueUrl: source.queueUrl, MessageBody: JSON.stringify(envelope) }),
-    );
+    await sendMessage(bed.sqs, source.queueUrl, envelope);
     await drain(source, consumer);
     expect(await effectsOf(bed.db, "ac5-superseded-1")).toEqual({ ledger: 1, fences: 1, deadLetters: 1 });
 
     const replay = await bed.call("POST", `${BASE}/${id}/replay`, { token: bed.tokens.replay });
     expect(replay.status).toBe(200);
     expect(replay.body).toEqual({ id, status: "superseded", message_id: null });
-    expect(queueDepth(bed, "ac5-superseded")).toBe(0);
+    expect(messagesIn(bed.emulator, "ac5-superseded")).toBe(0);
     expect(await decisionOf(id)).toEqual({
       status: "superseded",
       resolved_by: REPLAYER,
@@ -252,30 +243,64 @@ describe("AC5 replay produces no second effect", () => {
     expect(await effectsOf(bed.db, "ac5-superseded-1")).toEqual({ ledger: 1, fences: 1, deadLetters: 1 });
   });
 
+  it("AC5 replaying a dead letter whose job id was applied as another job: 409 job-conflict, nothing sent, still pending", async () => {
+    const source = await queueSource("ac5-job-conflict");
+    const consumer = bed.consumer(refusingFirstDelivery(), { queueUrl: source.queueUrl });
+    const first = award("ac5-conflict-1", 9, "u-ac5-conflict");
+    await sendMessage(bed.sqs, source.queueUrl, first);
+    await drain(source, consumer);
+    const id = await pendingDeadLetterOf("ac5-conflict-1");
+    // The same job id comes again carrying another job, and applies: the fence is that job's.
+    await sendMessage(bed.sqs, source.queueUrl, award("ac5-conflict-1", 500, "u-ac5-conflict"));
+    await drain(source, consumer);
+    expect(await effectsOf(bed.db, "ac5-conflict-1")).toEqual({ ledger: 1, fences: 1, deadLetters: 1 });
+
+    const whole = await bed.call("GET", `${BASE}/${id}`, { token: bed.tokens.read });
+    expect(whole.body).toMatchObject({ body_form: "text", body: JSON.stringify(first), payload: first });
+    expect(whole.body.job_fingerprint).toMatch(/^[0-9a-f]{32}$/);
+    const replay = await bed.call("POST", `${BASE}/${id}/replay`, { token: bed.tokens.replay });
+    expectProblem(replay, 409);
+    expect(replay.body).toMatchObject({ current_status: "pending_review", reason: "job-conflict" });
+    expect(messagesIn(bed.emulator, "ac5-job-conflict")).toBe(0);
+    expect(await decisionOf(id)).toEqual({
+      status: "pending_review",
+      resolved_by: null,
+      discard_reason: null,
+    });
+
+    // A bulk replay over it: counted as a conflict by the dry run, reported and left by the real one.
+    const filter = { job_id: "ac5-conflict-1" };
+    const dry = await bed.call("POST", `${BASE}/replay`, {
+      token: bed.tokens.replay,
+      body: { filter, dry_run: true },
+    });
+    expect(dry.body).toMatchObject({ dry_run: true, matched: 1, would_send: 0, conflicts: 1 });
+    const bulk = await bed.call("POST", `${BASE}/replay`, { token: bed.tokens.replay, body: { filter } });
+    expect(bulk.status).toBe(200);
+    expect(bulk.body.outcomes).toEqual([{ id, outcome: "conflict", error: expect.any(String) }]);
+    expect(messagesIn(bed.emulator, "ac5-job-conflict")).toBe(0);
+    expect((await decisionOf(id)).status).toBe("pending_review");
+  });
+
   it("AC5 a replay repeated after a crash between send and commit yields exactly one effect", async () => {
     const source = await queueSource("ac5-crash");
     const consumer = bed.consumer(refusingFirstDelivery(), { queueUrl: source.queueUrl });
-    await bed.sqs.send(
-      new SendMessageCommand({
-        QueueUrl: source.queueUrl,
-        MessageBody: JSON.stringify(award("ac5-crash-1", 4, "u-ac5-crash")),
-      }),
-    );
+    await sendMessage(bed.sqs, source.queueUrl, award("ac5-crash-1", 4, "u-ac5-crash"));
     await drain(source, consumer);
     const id = await pendingDeadLetterOf("ac5-crash-1");
 
     await replaySentButNeverCommitted(id);
     expect((await decisionOf(id)).status).toBe("pending_review");
-    expect(queueDepth(bed, "ac5-crash")).toBe(1);
+    expect(messagesIn(bed.emulator, "ac5-crash")).toBe(1);
 
     const replay = await bed.call("POST", `${BASE}/${id}/replay`, { token: bed.tokens.replay });
     expect(replay.status).toBe(200);
     expect(replay.body.status).toBe("replayed");
-    expect(queueDepth(bed, "ac5-crash")).toBe(2);
+    expect(messagesIn(bed.emulator, "ac5-crash")).toBe(2);
 
     expect(await drain(source, consumer)).toBe(2);
     expect(await effectsOf(bed.db, "ac5-crash-1")).toEqual({ ledger: 1, fences: 1, deadLetters: 1 });
-    expect(queueDepth(bed, "ac5-crash")).toBe(0);
+    expect(messagesIn(bed.emulator, "ac5-crash")).toBe(0);
   });
 
   it("AC5 a FIFO replay keeps the message group and the message attributes", async () => {
@@ -286,18 +311,14 @@ describe("AC5 replay produces no second effect", () => {
     const consumer = bed.consumer(refusingFirstDelivery(), { queueUrl: source.queueUrl });
     const envelope = award("ac5-fifo-1", 3, "u-ac5-fifo");
     const signature = Buffer.from([0, 1, 2, 250, 255]);
-    await bed.sqs.send(
-      new SendMessageCommand({
-        QueueUrl: source.queueUrl,
-        MessageBody: JSON.stringify(envelope),
-        MessageGroupId: "user-u-ac5-fifo",
-        MessageAttributes: {
-          trace_id: { DataType: "String", StringValue: "trace-fifo" },
-          priority: { DataType: "Number", StringValue: "5" },
-          signature: { DataType: "Binary", BinaryValue: signature },
-        },
-      }),
-    );
+    await sendMessage(bed.sqs, source.queueUrl, envelope, {
+      groupId: "user-u-ac5-fifo",
+      attributes: {
+        trace_id: { DataType: "String", StringValue: "trace-fifo" },
+        priority: { DataType: "Number", StringValue: "5" },
+        signature: { DataType: "Binary", BinaryValue: signature },
+      },
+    });
     await drain(source, consumer);
     const id = await pendingDeadLetterOf("ac5-fifo-1");
     const stored = await bed.call("GET", `${BASE}/${id}`, { token: bed.tokens.read });
@@ -332,21 +353,17 @@ describe("AC5 replay produces no second effect", () => {
       ContentBasedDeduplication: "false",
     });
     const consumer = bed.consumer(refusingFirstDelivery(), { queueUrl: source.queueUrl });
-    await bed.sqs.send(
-      new SendMessageCommand({
-        QueueUrl: source.queueUrl,
-        MessageBody: JSON.stringify(award("ac5-fifo-crash-1", 2, "u-ac5-fc")),
-        MessageGroupId: "g-crash",
-        MessageDeduplicationId: "original-send",
-      }),
-    );
+    await sendMessage(bed.sqs, source.queueUrl, award("ac5-fifo-crash-1", 2, "u-ac5-fc"), {
+      groupId: "g-crash",
+      dedupId: "original-send",
+    });
     await drain(source, consumer);
     const id = await pendingDeadLetterOf("ac5-fifo-crash-1");
 
     await replaySentButNeverCommitted(id);
     const replay = await bed.call("POST", `${BASE}/${id}/replay`, { token: bed.tokens.replay });
     expect(replay.status).toBe(200);
-    expect(queueDepth(bed, "ac5-crash.fifo")).toBe(1);
+    expect(messagesIn(bed.emulator, "ac5-crash.fifo")).toBe(1);
     await drain(source, consumer);
     expect(await effectsOf(bed.db, "ac5-fifo-crash-1")).toEqual({ ledger: 1, fences: 1, deadLetters: 1 });
   });
@@ -575,7 +592,7 @@ describe.each(ROUTE_CASES)("authorization of $name", (route) => {
         headers: bearer(await crafted.sign({ ...claims, nbf: now + 3600 })),
       },
     ];
-    const depth = queueDepth(bed, "auth");
+    const depth = messagesIn(bed.emulator, "auth");
     await expectNoDecisionChange(async () => {
       for (const { label, call, headers } of cases) {
         const response = await send(call, target, headers);
@@ -583,7 +600,7 @@ describe.each(ROUTE_CASES)("authorization of $name", (route) => {
         expectProblem(response, 401);
       }
     });
-    expect(queueDepth(bed, "auth")).toBe(depth);
+    expect(messagesIn(bed.emulator, "auth")).toBe(depth);
   });
 
   it("answers 403 to a valid token without the route's permission, changing nothing", async () => {
@@ -619,7 +636,7 @@ describe.each(ROUTE_CASES)("authorization of $name", (route) => {
         }),
       },
     ];
-    const depth = queueDepth(bed, "auth");
+    const depth = messagesIn(bed.emulator, "auth");
     await expectNoDecisionChange(async () => {
       for (const { label, token } of cases) {
         const response = await send(bed.call, target, bearer(token));
@@ -629,7 +646,7 @@ describe.each(ROUTE_CASES)("authorization of $name", (route) => {
         expect(response.headers.get("www-authenticate")).toBeNull();
       }
     });
-    expect(queueDepth(bed, "auth")).toBe(depth);
+    expect(messagesIn(bed.emulator, "auth")).toBe(depth);
   });
 
   async function expectAccepted(call: ApiCall, token: string, actor: string): Promise<void> {
@@ -719,7 +736,7 @@ describe("malformed requests are refused with 4xx, never 5xx, and change nothing
       );
       expectProblem(await bed.call("GET", "/v1/core/dead-letter", { token: bed.tokens.admin }), 404);
     });
-    expect(queueDepth(bed, "robust")).toBe(0);
+    expect(messagesIn(bed.emulator, "robust")).toBe(0);
   });
 
   it("garbage, edited, over-long and foreign cursors are 400 on the list and on bulk replay", async () => {
@@ -795,7 +812,7 @@ describe("malformed requests are refused with 4xx, never 5xx, and change nothing
       expect(next.body.items).toHaveLength(1);
       expect(next.body.items[0].id).not.toBe(first.body.items[0].id);
     });
-    expect(queueDepth(bed, "robust")).toBe(0);
+    expect(messagesIn(bed.emulator, "robust")).toBe(0);
   });
 
   it("unknown filter keys, bad enums, bad timestamps, bad limits, empty strings and U+0000 are 400", async () => {
@@ -863,7 +880,7 @@ describe("malformed requests are refused with 4xx, never 5xx, and change nothing
     for (const query of ["limit=1", "limit=500", "created_after=2024-01-01T00:00:00.123456789%2B02:00"]) {
       expect((await bed.call("GET", `${BASE}?${query}`, { token: bed.tokens.read })).status, query).toBe(200);
     }
-    expect(queueDepth(bed, "robust")).toBe(0);
+    expect(messagesIn(bed.emulator, "robust")).toBe(0);
   });
 
   it("bodies that are not JSON objects of the route's shape are 400, or 415 when not sent as JSON", async () => {
@@ -950,12 +967,12 @@ describe("malformed requests are refused with 4xx, never 5xx, and change nothing
         expectProblem(response, status);
       }
     });
-    expect(queueDepth(bed, "robust")).toBe(0);
+    expect(messagesIn(bed.emulator, "robust")).toBe(0);
 
     // An empty JSON object is what a single replay tolerates.
     const tolerated = await bed.call("POST", `${BASE}/${id}/replay`, { token: bed.tokens.replay, body: {} });
     expect(tolerated.status).toBe(200);
-    expect(queueDepth(bed, "robust")).toBe(1);
+    expect(messagesIn(bed.emulator, "robust")).toBe(1);
   });
 
   it("SQL-meaningful strings in every string filter are inert: they match exactly the rows carrying them", async () => {
@@ -1334,7 +1351,7 @@ describe("AC5 bulk replay", () => {
         would_send: (expected?.matched ?? 0) - (expected?.fenced ?? 0),
       });
     });
-    expect(queueDepth(bed, "bulk")).toBe(0);
+    expect(messagesIn(bed.emulator, "bulk")).toBe(0);
   });
 
   it("AC5 a dry run counts, samples and changes nothing; the real run in bounded calls sends exactly what it predicted", async () => {
@@ -1356,7 +1373,7 @@ describe("AC5 bulk replay", () => {
     );
     expect(sample.map((s) => s.id)).toEqual(oldestFirst.map((r) => r.id));
     expect(sample.every((s) => s.status === "pending_review" && s.consumer === "bulk-replay")).toBe(true);
-    expect(queueDepth(bed, "bulk")).toBe(0);
+    expect(messagesIn(bed.emulator, "bulk")).toBe(0);
 
     const outcomes: Array<{ id: string; outcome: string }> = [];
     let cursor: string | null = null;
@@ -1405,7 +1422,7 @@ describe("AC5 bulk replay", () => {
       body: { filter, limit: 4 },
     });
     expect(repeat.body).toEqual({ dry_run: false, matched: 0, outcomes: [], next_cursor: null });
-    expect(queueDepth(bed, "bulk")).toBe(18);
+    expect(messagesIn(bed.emulator, "bulk")).toBe(18);
     // bulk-other's rows were never part of it.
     const others = await bed.call("GET", `${BASE}?consumer=bulk-other&status=pending_review`, {
       token: bed.tokens.read,
@@ -1435,7 +1452,7 @@ describe("AC5 bulk replay", () => {
       ]),
     );
     expect((await decisionOf(String(b))).status).toBe("pending_review");
-    expect(queueDepth(bed, "bulk-good")).toBe(2);
+    expect(messagesIn(bed.emulator, "bulk-good")).toBe(2);
   });
 });
 

@@ -4,8 +4,9 @@
  */
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { beginWithFences } from "../../shared/db/queries/begin-with-fences.ts";
+import { beginWithFences, fenceFingerprints } from "../../shared/db/queries/begin-with-fences.ts";
 import { envelopeSchema } from "../../shared/envelope/envelope.ts";
+import { jobFingerprint } from "../../shared/envelope/fingerprint.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 
 let db: TestDatabase;
@@ -51,15 +52,23 @@ describe("beginWithFences", () => {
             const fresh = await beginWithFences(client, {
               consumer: "fence-literals",
               ttlSeconds: 60,
-              jobs: ids.map((jobId) => ({ jobId, tenantId })),
+              jobs: ids.map((jobId) => ({ jobId, tenantId, fingerprint: jobFingerprint(tenantId, jobId) })),
             });
             try {
-              expect([...fresh].sort()).toEqual([...ids].sort());
-              const { rows } = await client.query<{ job_id: string; tenant_id: string }>(
-                "SELECT job_id, tenant_id FROM core.processed_jobs WHERE consumer = 'fence-literals'",
+              expect([...fresh.fresh].sort()).toEqual([...ids].sort());
+              const { rows } = await client.query<{ job_id: string; tenant_id: string; fingerprint: Buffer }>(
+                "SELECT job_id, tenant_id, uuid_send(fingerprint) AS fingerprint FROM core.processed_jobs WHERE consumer = 'fence-literals'",
               );
               expect(rows.map((r) => r.job_id).sort()).toEqual([...ids].sort());
-              for (const row of rows) expect(row.tenant_id).toBe(tenantId);
+              for (const row of rows) {
+                expect(row.tenant_id).toBe(tenantId);
+                expect(row.fingerprint.equals(jobFingerprint(tenantId, row.job_id))).toBe(true);
+              }
+              // The transaction id the insert returns is the open transaction's.
+              const { rows: xid } = await client.query<{ xid: string }>(
+                "SELECT pg_current_xact_id()::text AS xid",
+              );
+              expect(fresh.xid).toBe(xid[0]?.xid);
             } finally {
               await client.query("ROLLBACK");
             }
@@ -77,18 +86,26 @@ describe("beginWithFences", () => {
       const set = (jobs: string[]) => ({
         consumer: "fence-dups",
         ttlSeconds: 60,
-        jobs: jobs.map((jobId) => ({ jobId, tenantId: "t" })),
+        jobs: jobs.map((jobId) => ({ jobId, tenantId: "t", fingerprint: jobFingerprint("t", jobId) })),
       });
-      expect(await beginWithFences(client, set(["d-1"]))).toEqual(new Set(["d-1"]));
+      expect((await beginWithFences(client, set(["d-1"]))).fresh).toEqual(new Set(["d-1"]));
       await client.query("COMMIT");
-      expect(await beginWithFences(client, set(["d-1", "d-2", "d-2"]))).toEqual(new Set(["d-2"]));
+      expect((await beginWithFences(client, set(["d-1", "d-2", "d-2"]))).fresh).toEqual(new Set(["d-2"]));
+      expect(await fenceFingerprints(client, "fence-dups", ["d-1", "d-9"])).toEqual(
+        new Map([["d-1", jobFingerprint("t", "d-1")]]),
+      );
+      await client.query("ROLLBACK");
+      // Every fence existing: nothing written, and still the transaction's id.
+      const { xid } = await beginWithFences(client, set(["d-1"]));
+      const { rows } = await client.query<{ xid: string }>("SELECT pg_current_xact_id()::text AS xid");
+      expect(xid).toBe(rows[0]?.xid);
       await client.query("ROLLBACK");
     });
   });
 
   it("refuses an empty set and a TTL that is not a positive whole number", async () => {
     await db.withClient(async (client) => {
-      const jobs = [{ jobId: "x", tenantId: "t" }];
+      const jobs = [{ jobId: "x", tenantId: "t", fingerprint: jobFingerprint("t", {}) }];
       await expect(beginWithFences(client, { consumer: "c", ttlSeconds: 60, jobs: [] })).rejects.toThrow(
         RangeError,
       );
@@ -97,6 +114,13 @@ describe("beginWithFences", () => {
           RangeError,
         );
       }
+      await expect(
+        beginWithFences(client, {
+          consumer: "c",
+          ttlSeconds: 60,
+          jobs: [{ jobId: "x", tenantId: "t", fingerprint: Buffer.alloc(15) }],
+        }),
+      ).rejects.toThrow(RangeError);
       const { rows } = await client.query("SELECT now() = statement_timestamp() AS outside");
       expect(rows[0]).toEqual({ outside: true }); // no transaction was left open
     });

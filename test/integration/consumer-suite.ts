@@ -11,6 +11,7 @@ import { localSqsClient } from "../../local/aws-clients.ts";
 import { pollOnce, type QueueSource } from "../../local/event-source.ts";
 import { lambdaContext } from "../../local/lambda-context.ts";
 import type { CommitMode, ConsumerDefinition, ConsumerHandler } from "../../shared/consumer.ts";
+import { bodyOf, type StoredBodyColumns } from "../../shared/dead-letters/stored-body.ts";
 import { PermanentJobError } from "../../shared/errors.ts";
 import { DEFAULT_RETRY_POLICY, retryDelaySeconds } from "../../shared/retry/policy.ts";
 import {
@@ -21,9 +22,9 @@ import {
   invoke,
   OPS_BUS,
   rowCounts,
-  send,
   sqsRecord,
 } from "../support/consumer-harness.ts";
+import { messagesIn, sendMessage } from "../support/sqs.ts";
 
 /** Defines the consumer suite for `commitMode`. */
 export function consumerSuite(commitMode: CommitMode): void {
@@ -215,7 +216,7 @@ export function consumerSuite(commitMode: CommitMode): void {
         { random, queueUrl: queue.url },
       );
       const source: QueueSource = { sqs: bed.sqs, queueUrl: queue.url, queueArn: queue.arn };
-      await send(bed.sqs, queue.url, award("ac3-1", 9, "u-ac3"));
+      await sendMessage(bed.sqs, queue.url, award("ac3-1", 9, "u-ac3"));
 
       const observedDelays: number[] = [];
       for (let attempt = 1; attempt <= DEFAULT_RETRY_POLICY.maxAttempts; attempt++) {
@@ -261,8 +262,7 @@ export function consumerSuite(commitMode: CommitMode): void {
       });
       expect(row?.payload).toEqual(award("ac3-1", 9, "u-ac3"));
       expect(await effectsOf(bed.db, "ac3-1")).toEqual({ ledger: 0, fences: 0, deadLetters: 1 });
-      const queueState = bed.emulator.server.inspectQueue("ac3-retries")?.messages;
-      expect([...(queueState?.ready ?? []), ...(queueState?.inflight ?? [])]).toHaveLength(0);
+      expect(messagesIn(bed.emulator, "ac3-retries")).toBe(0);
       const alerts = bed.sink.events.filter((e) => (e.detail as { job_id: string }).job_id === "ac3-1");
       expect(alerts).toEqual([
         {
@@ -377,7 +377,7 @@ export function consumerSuite(commitMode: CommitMode): void {
         }),
         { queueUrl: queue.url },
       );
-      await send(bed.sqs, queue.url, {
+      await sendMessage(bed.sqs, queue.url, {
         job_id: "ac4-1",
         tenant_id: "t_42",
         payload: { user_id: "u", points: -5 },
@@ -401,37 +401,33 @@ export function consumerSuite(commitMode: CommitMode): void {
       expect((row?.last_error as { message?: string } | undefined)?.message).toMatch(
         /^invalid-payload: points/,
       );
-      const queueState = bed.emulator.server.inspectQueue("ac4-poison")?.messages;
-      expect([...(queueState?.ready ?? []), ...(queueState?.inflight ?? [])]).toHaveLength(0);
+      expect(messagesIn(bed.emulator, "ac4-poison")).toBe(0);
       expect(await effectsOf(bed.db, "ac4-1")).toEqual({ ledger: 0, fences: 0, deadLetters: 1 });
     });
 
+    // The fourth column is the payload the row keeps (null: not a JSON object jsonb holds); the
+    // body itself is always kept exactly as it was received.
     const nested = `${"[".repeat(10_000)}${"]".repeat(10_000)}`;
+    const nulInId = JSON.stringify({
+      job_id: "a\u0000b",
+      tenant_id: "t",
+      payload: { user_id: "u", points: 1 },
+    });
     it.each([
-      ["not JSON", "points: ten", undefined, { raw: "points: ten" }],
-      ["an empty body", "", undefined, { raw: "" }],
-      [
-        "binary-ish bytes",
-        "\u0001\u0002\u00ff\ufffe\u0007",
-        undefined,
-        { raw: "\u0001\u0002\u00ff\ufffe\u0007" },
-      ],
-      ["a literal NUL", "hello\u0000world", undefined, { raw: "hello\\u0000world", nul: "escaped" }],
-      ["a JSON array", "[1, 2, 3]", undefined, { raw: "[1, 2, 3]" }],
-      ["JSON null", "null", undefined, { raw: "null" }],
-      ["deep nesting", nested, undefined, { raw: nested }],
+      ["not JSON", "points: ten", undefined, null],
+      ["an empty body", "", undefined, null],
+      ["binary-ish bytes", "\u0001\u0002\u00ff\ufffe\u0007", undefined, null],
+      ["a literal NUL", "hello\u0000world", undefined, null],
+      ["a JSON array", "[1, 2, 3]", undefined, null],
+      ["JSON null", "null", undefined, null],
+      ["deep nesting", nested, undefined, null],
       [
         "an envelope without job_id",
         '{"tenant_id":"t","payload":{}}',
         undefined,
         { tenant_id: "t", payload: {} },
       ],
-      [
-        "a U+0000 inside job_id (text cannot store it)",
-        JSON.stringify({ job_id: "a\u0000b", tenant_id: "t", payload: { user_id: "u", points: 1 } }),
-        undefined,
-        undefined,
-      ],
+      ["a U+0000 inside job_id (text cannot store it)", nulInId, undefined, null],
       [
         "a U+0000 inside the payload's user_id",
         JSON.stringify({
@@ -440,19 +436,19 @@ export function consumerSuite(commitMode: CommitMode): void {
           payload: { user_id: "u\u0000", points: 1 },
         }),
         "poison-nul-user",
-        undefined,
+        null,
       ],
       [
         "a job_id over 255 characters",
         JSON.stringify({ job_id: "j".repeat(256), tenant_id: "t", payload: {} }),
         undefined,
-        undefined,
+        { job_id: "j".repeat(256), tenant_id: "t", payload: {} },
       ],
       [
         "a blank job_id",
         JSON.stringify({ job_id: "  ", tenant_id: "t", payload: { user_id: "u", points: 1 } }),
         undefined,
-        undefined,
+        { job_id: "  ", tenant_id: "t", payload: { user_id: "u", points: 1 } },
       ],
       [
         "a missing payload",
@@ -464,16 +460,22 @@ export function consumerSuite(commitMode: CommitMode): void {
         "a \\u0000 escape in the payload",
         '{"job_id":"poison-nul","tenant_id":"t","payload":{"user_id":"a\\u0000b","points":"x"}}',
         "poison-nul",
-        { raw: '{"job_id":"poison-nul","tenant_id":"t","payload":{"user_id":"a\\u0000b","points":"x"}}' },
+        null,
       ],
-    ])("a body with %s becomes one poison dead letter, acked", async (_, body, jobId, storedPayload) => {
-      const handler = bed.consumer(awardPointsConsumer);
-      const record = sqsRecord(body);
-      expect(await invoke(handler, [record])).toEqual([]);
-      const row = await deadLetter(jobId ?? record.messageId);
-      expect(row).toMatchObject({ error_kind: "poison", attempts: 1, status: "pending_review" });
-      if (storedPayload) expect(row?.payload).toEqual(storedPayload);
-    });
+    ])(
+      "a body with %s becomes one poison dead letter, acked, its body kept exactly",
+      async (_, body, jobId, payload) => {
+        const handler = bed.consumer(awardPointsConsumer);
+        const record = sqsRecord(body);
+        expect(await invoke(handler, [record])).toEqual([]);
+        const row = await deadLetter(jobId ?? record.messageId);
+        expect(row).toMatchObject({ error_kind: "poison", attempts: 1, status: "pending_review" });
+        expect(row?.payload).toEqual(payload);
+        expect(row).toBeDefined();
+        expect(bodyOf(row as unknown as StoredBodyColumns)).toBe(body);
+        expect(row?.body_form).toBe(body.includes("\u0000") ? "utf16" : "text");
+      },
+    );
 
     it("a huge body is stored whole", async () => {
       const handler = bed.consumer(awardPointsConsumer);
@@ -486,6 +488,7 @@ export function consumerSuite(commitMode: CommitMode): void {
       const row = await deadLetter("poison-huge");
       expect(row?.error_kind).toBe("poison");
       expect(JSON.stringify(row?.payload).length).toBeGreaterThan(300_000);
+      expect(row?.body).toBe(body);
     });
 
     it("a PermanentJobError dead-letters at once as hard, applying nothing", async () => {

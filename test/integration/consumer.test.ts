@@ -1,4 +1,7 @@
-/** The consumer suite (consumer-suite.ts) in per-record commit mode, the default. */
+/** The consumer suites (consumer-suite.ts, record-path-suite.ts) in per-record commit mode, the default. */
+import { describe } from "vitest";
 import { consumerSuite } from "./consumer-suite.ts";
+import { recordPathSuite } from "./record-path-suite.ts";
 
-consumerSuite("per-record");
+describe("consumer", () => consumerSuite("per-record"));
+describe("record path", () => recordPathSuite("per-record"));

@@ -229,22 +229,22 @@ describe("discarding requires a reason", () => {
   });
 });
 
-describe("one pending dead letter per (consumer, job_id)", () => {
+describe("one pending dead letter per (consumer, job_id, body)", () => {
   it("a second pending row for the same consumer and job is refused", async () => {
     await insertDeadLetter(client, { job_id: "award:order-1" });
     await expectRefused(
       attempt(
-        "INSERT INTO core.dead_letters (job_id, consumer, queue, payload, attempts, error_kind, last_error, correlation_id) SELECT job_id, consumer, queue, payload, 1, 'poison', last_error, correlation_id FROM core.dead_letters WHERE job_id = 'award:order-1'",
+        "INSERT INTO core.dead_letters (job_id, consumer, queue, payload, attempts, error_kind, last_error, correlation_id, body_form, body) SELECT job_id, consumer, queue, payload, 1, 'poison', last_error, correlation_id, body_form, body FROM core.dead_letters WHERE job_id = 'award:order-1'",
       ),
       SQLSTATE.uniqueViolation,
-      "dead_letters_one_pending_per_job",
+      "dead_letters_one_pending_per_body",
     );
   });
 
   it("an idempotent write (ON CONFLICT DO NOTHING) leaves exactly one row", async () => {
-    const write = `INSERT INTO core.dead_letters (job_id, consumer, queue, payload, attempts, error_kind, last_error, correlation_id)
-      VALUES ('award:order-2', 'award-points', 'q', '{}', 5, 'exhausted', '{"class":"Error","message":"x"}', 'c')
-      ON CONFLICT (consumer, job_id) WHERE status = 'pending_review' DO NOTHING RETURNING id`;
+    const write = `INSERT INTO core.dead_letters (job_id, consumer, queue, payload, attempts, error_kind, last_error, correlation_id, body_form, body)
+      VALUES ('award:order-2', 'award-points', 'q', '{}', 5, 'exhausted', '{"class":"Error","message":"x"}', 'c', 'text', '{}')
+      ON CONFLICT (consumer, job_id, body_fingerprint) WHERE status = 'pending_review' DO NOTHING RETURNING id`;
     expect((await attempt(write)).rowCount).toBe(1);
     expect((await attempt(write)).rowCount).toBe(0);
     const { rows } = await client.query(
@@ -349,5 +349,121 @@ describe("fence rows", () => {
       SQLSTATE.checkViolation,
       "processed_jobs_job_id_length",
     );
+  });
+});
+
+describe("the stored body (migration 0008)", () => {
+  const ROW = `INSERT INTO core.dead_letters
+      (job_id, consumer, queue, attempts, error_kind, last_error, correlation_id, body_form, body, body_utf16,
+       body_fingerprint, job_fingerprint, fence_fingerprint)
+    VALUES ('award:body', 'award-points', 'q', 1, $1, '{"class":"E","message":"m"}', 'c', $2, $3, $4, $5, $6, $7)
+    RETURNING body_fingerprint`;
+  const fp = (byte: number) => Buffer.alloc(16, byte);
+
+  it("the body fingerprint is the database's: computed from the stored bytes, whatever the writer sent", async () => {
+    const { rows } = await attempt(ROW, ["poison", "text", "héllo", null, null, null, null]);
+    const { rows: expected } = await client.query("SELECT sha256(convert_to('théllo', 'UTF8')) AS f");
+    expect(rows[0].body_fingerprint).toEqual(expected[0].f);
+    const utf16 = Buffer.from("a\u0000\ud800", "utf16le");
+    const { rows: binary } = await attempt(ROW, ["poison", "utf16", null, utf16, null, null, null]);
+    const { rows: expected16 } = await client.query(
+      "SELECT sha256(convert_to('u', 'UTF8') || $1::bytea) AS f",
+      [utf16],
+    );
+    expect(binary[0].body_fingerprint).toEqual(expected16[0].f);
+  });
+
+  it("a writer cannot claim another body's fingerprint (and so its pending row)", async () => {
+    const { rows } = await client.query("SELECT sha256(convert_to('tother', 'UTF8')) AS f");
+    await expectRefused(
+      attempt(ROW, ["poison", "text", "mine", null, rows[0].f, null, null]),
+      SQLSTATE.checkViolation,
+      "dead_letters_body_fingerprint",
+    );
+  });
+
+  it.each([
+    [
+      "form text without the text",
+      ["poison", "text", null, Buffer.from("x", "utf16le"), null, null, null],
+      "dead_letters_body_stored",
+    ],
+    [
+      "form utf16 with the text too",
+      ["poison", "utf16", "x", Buffer.from("x", "utf16le"), null, null, null],
+      "dead_letters_body_stored",
+    ],
+    ["an unknown form", ["poison", "base64", "x", null, null, null, null], "dead_letters_body_form_known"],
+    [
+      "an odd number of UTF-16 bytes",
+      ["poison", "utf16", null, Buffer.from([0x41]), null, null, null],
+      "dead_letters_utf16_even",
+    ],
+    [
+      "a conflict without the fence's fingerprint",
+      ["conflict", "text", "x", null, null, fp(1), null],
+      "dead_letters_conflict_fingerprints",
+    ],
+    [
+      "a conflict whose two fingerprints are equal",
+      ["conflict", "text", "x", null, null, fp(1), fp(1)],
+      "dead_letters_conflict_fingerprints",
+    ],
+    [
+      "a fence fingerprint on another kind",
+      ["hard", "text", "x", null, null, fp(1), fp(2)],
+      "dead_letters_conflict_fingerprints",
+    ],
+    [
+      "a job fingerprint of the wrong size",
+      ["hard", "text", "x", null, null, Buffer.alloc(32), null],
+      "dead_letters_job_fingerprint_length",
+    ],
+  ])("a dead letter with %s is refused", async (_, params, constraint) => {
+    await expectRefused(attempt(ROW, params), SQLSTATE.checkViolation, constraint);
+  });
+
+  it("a conflict naming two different jobs is accepted", async () => {
+    await attempt(ROW, ["conflict", "text", "x", null, null, fp(1), fp(2)]);
+  });
+
+  it("two different bodies of one job are two pending rows; the same body is refused a second", async () => {
+    await attempt(ROW, ["poison", "text", "first", null, null, null, null]);
+    await attempt(ROW, ["poison", "text", "second", null, null, null, null]);
+    await expectRefused(
+      attempt(ROW, ["poison", "text", "first", null, null, null, null]),
+      SQLSTATE.uniqueViolation,
+      "dead_letters_one_pending_per_body",
+    );
+  });
+});
+
+describe("blank checks do not depend on the database's collation", () => {
+  // Under ICU, PostgreSQL's [:space:] takes in U+0085, U+00A0, U+001C–U+001F…, which the harness
+  // does not count as blank: a check that followed the collation refused dead letters the harness
+  // had every reason to write. The column is given an ICU collation here to prove it no longer does.
+  it("an identity of U+0085 or U+001C is not blank, even in an ICU-collated column", async () => {
+    const { rows } = await client.query("SELECT 1 FROM pg_collation WHERE collname = 'und-x-icu'");
+    expect(rows, "this PostgreSQL has no ICU collations to test against").toHaveLength(1);
+    await attempt(`ALTER TABLE core.dead_letters ALTER COLUMN correlation_id TYPE text COLLATE "und-x-icu"`);
+    await attempt(`ALTER TABLE core.dead_letters ALTER COLUMN queue TYPE text COLLATE "und-x-icu"`);
+    for (const odd of ["\u0085", "\u001c", "\u00a0"]) {
+      await insertDeadLetter(client, { job_id: `award:${odd}`, correlation_id: odd, queue: odd });
+    }
+    await expectRefused(insertDeadLetter(client, { correlation_id: " \t\n" }), SQLSTATE.checkViolation);
+  });
+});
+
+describe("the fence's fingerprint", () => {
+  it("is 16 bytes (a fixed-width uuid), or NULL on fences written before fingerprints", async () => {
+    const FENCE = `INSERT INTO core.processed_jobs (job_id, consumer, tenant_id, fingerprint, expires_at)
+      VALUES ($1, 'award-points', 't', $2::uuid, now() + interval '7 days')`;
+    await attempt(FENCE, ["award:fp-null", null]);
+    await attempt(FENCE, ["award:fp-16", "00112233445566778899aabbccddeeff"]);
+    await expectRefused(attempt(FENCE, ["award:fp-17", `${"00".repeat(17)}`]), "22P02");
+    const { rows } = await client.query(
+      "SELECT encode(uuid_send(fingerprint), 'hex') AS hex FROM core.processed_jobs WHERE job_id = 'award:fp-16'",
+    );
+    expect(rows[0].hex).toBe("00112233445566778899aabbccddeeff");
   });
 });

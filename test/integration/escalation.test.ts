@@ -100,7 +100,7 @@ describe("escalation of stale pending dead letters", () => {
   it("a refused alert is an error the scheduler sees (the run is retried), not a silent success", async () => {
     await pendingAged("esc-refused", 5);
     bed.sink.setMode("reject-entries");
-    await expect(escalate()).rejects.toThrow(/refused the escalation/);
+    await expect(escalate()).rejects.toThrow(/refused the DeadLettersEscalated event/);
   });
 
   it("first resolves as superseded, by itself, the pending dead letters whose job was applied after all", async () => {

@@ -268,7 +268,10 @@ describe("dead-letters show", () => {
     const poisonId = await idOf("ops-show", "ops-show-poison-0");
     const poison = await ops(["dead-letters", "show", poisonId]);
     expect(poison.out).toMatch(/^error_kind\s+poison$/m);
-    expect(poison.out).toContain('"raw": "not json 0"');
+    // Not JSON: the body is shown as received (escaped), never wrapped in a made-up object.
+    expect(poison.out).toContain("body (text, not stored as JSON):");
+    expect(poison.out).toContain('"not json 0"');
+    expect(poison.out).not.toContain('"raw"');
   });
 
   it("prints the problem for an unknown id (404) and an invalid one (400), exit 1", async () => {
@@ -327,7 +330,7 @@ describe("dead-letters replay <id> and discard", () => {
 
     const again = await ops(["dead-letters", "replay", id]);
     expect(again.code).toBe(1);
-    expect(again.err).toContain("error: 409 The dead letter is no longer pending review");
+    expect(again.err).toContain("error: 409 The dead letter's state does not allow this operation");
     expect(again.err).toMatch(/^ {2}current_status: replayed$/m);
 
     const mixed = await ops(["dead-letters", "replay", id, "--consumer", "ops-replay"]);
@@ -382,7 +385,9 @@ describe("dead-letters replay (bulk)", () => {
     const run = await ops(["dead-letters", "replay", "--consumer", "ops-bulk", "--dry-run"]);
     expect(run.err).toBe("");
     expect(run.code).toBe(0);
-    expect(run.lines[0]).toMatch(/^dry run: 5 pending dead letters match; a replay would send 5 /);
+    expect(run.lines[0]).toMatch(
+      /^dry run: 5 pending dead letters match; a replay would send 5, resolve 0 as superseded .* and leave 0 pending as conflicts /,
+    );
     expect(run.out).toContain("sample (the oldest 5 of 5):");
     for (const job of jobs) expect(run.out).toContain(job);
     expect(run.out).toMatch(/^nothing was changed$/m);
@@ -397,10 +402,10 @@ describe("dead-letters replay (bulk)", () => {
     expect(run.err).toBe("");
     expect(run.code).toBe(0);
     expect(run.lines).toEqual([
-      "batch 1: 2 handled (2 replayed, 0 superseded, 0 failed) — 2 so far",
-      "batch 2: 2 handled (2 replayed, 0 superseded, 0 failed) — 4 so far",
-      "batch 3: 1 handled (1 replayed, 0 superseded, 0 failed) — 5 so far",
-      "done: 5 handled in 3 calls — 5 replayed, 0 superseded, 0 failed",
+      "batch 1: 2 handled (2 replayed, 0 superseded, 0 conflicts, 0 failed) — 2 so far",
+      "batch 2: 2 handled (2 replayed, 0 superseded, 0 conflicts, 0 failed) — 4 so far",
+      "batch 3: 1 handled (1 replayed, 0 superseded, 0 conflicts, 0 failed) — 5 so far",
+      "done: 5 handled in 3 calls — 5 replayed, 0 superseded, 0 conflicts, 0 failed",
     ]);
     expect((await rowsOf("ops-bulk")).map((r) => r.status)).toEqual(Array(5).fill("replayed"));
     expect(await rowsOf("ops-bulk-other")).toMatchObject([{ status: "pending_review" }]);
@@ -435,8 +440,8 @@ describe("dead-letters replay (bulk)", () => {
     const run = await ops(["dead-letters", "replay", "--consumer", "ops-bulk-fail"]);
     expect(run.code).toBe(1);
     expect(run.lines).toEqual([
-      "batch 1: 2 handled (0 replayed, 0 superseded, 2 failed) — 2 so far",
-      "done: 2 handled in 1 call — 0 replayed, 0 superseded, 2 failed",
+      "batch 1: 2 handled (0 replayed, 0 superseded, 0 conflicts, 2 failed) — 2 so far",
+      "done: 2 handled in 1 call — 0 replayed, 0 superseded, 0 conflicts, 2 failed",
     ]);
     for (const row of await rowsOf("ops-bulk-fail")) expect(run.err).toContain(`failed ${row.id}: `);
     expect(run.err).toContain("2 dead letters failed to send and stay pending_review");

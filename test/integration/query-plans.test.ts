@@ -18,10 +18,10 @@ beforeAll(async () => {
   client = new pg.Client({ connectionString: db.url });
   await client.connect();
   await client.query(`
-    INSERT INTO core.dead_letters (job_id, consumer, queue, tenant_id, payload, attempts, error_kind, last_error, correlation_id, created_at)
+    INSERT INTO core.dead_letters (job_id, consumer, queue, tenant_id, payload, attempts, error_kind, last_error, correlation_id, created_at, body_form, body)
     SELECT 'job-' || n, 'consumer-' || (n % 8), 'queue-' || (n % 3), 't_' || (n % 50), '{}', 1,
            (ARRAY['poison','hard','exhausted','unrecorded'])[1 + n % 4], '{"class":"E","message":"m"}', 'corr-' || n,
-           now() - make_interval(secs => n)
+           now() - make_interval(secs => n), 'text', '{"n":' || n || '}'
       FROM generate_series(1, 50000) AS n;
     ANALYZE core.dead_letters;`);
 });

@@ -46,8 +46,8 @@ async function asRole(role: Role, sql: string, params: unknown[] = []): Promise<
 }
 
 const DEAD_LETTER_INSERT = `INSERT INTO core.dead_letters
-  (job_id, consumer, queue, payload, attempts, error_kind, last_error, correlation_id)
-  VALUES ('award:new', 'award-points', 'q', '{"raw": "x"}', 1, 'poison', '{"class":"PoisonMessageError","message":"bad"}', 'c')`;
+  (job_id, consumer, queue, payload, attempts, error_kind, last_error, correlation_id, body_form, body)
+  VALUES ('award:new', 'award-points', 'q', NULL, 1, 'poison', '{"class":"PoisonMessageError","message":"bad"}', 'c', 'text', 'x')`;
 
 /** Every operation of the matrix, and the roles allowed to perform it. */
 const OPERATIONS: Array<{ what: string; sql: string; params?: (id: string) => unknown[]; allowed: Role[] }> =
@@ -91,7 +91,7 @@ const OPERATIONS: Array<{ what: string; sql: string; params?: (id: string) => un
     { what: "insert a dead letter", sql: DEAD_LETTER_INSERT, allowed: ["jobfence_consumer"] },
     {
       what: "insert a dead letter idempotently and read back its id",
-      sql: `${DEAD_LETTER_INSERT} ON CONFLICT (consumer, job_id) WHERE status = 'pending_review' DO NOTHING RETURNING id`,
+      sql: `${DEAD_LETTER_INSERT} ON CONFLICT (consumer, job_id, body_fingerprint) WHERE status = 'pending_review' DO NOTHING RETURNING id`,
       allowed: ["jobfence_consumer"],
     },
     {
@@ -100,9 +100,24 @@ const OPERATIONS: Array<{ what: string; sql: string; params?: (id: string) => un
       allowed: ["jobfence_consumer", "jobfence_ops"],
     },
     {
+      what: "find the pending dead letter of a body",
+      sql: "SELECT id, error_kind FROM core.dead_letters WHERE consumer = 'award-points' AND job_id = 'award:fixture' AND body_fingerprint = sha256('x') AND status = 'pending_review'",
+      allowed: ["jobfence_consumer", "jobfence_ops"],
+    },
+    {
       what: "read dead letter payloads and errors",
       sql: "SELECT payload, last_error, discard_reason FROM core.dead_letters",
       allowed: ["jobfence_ops"],
+    },
+    {
+      what: "read dead letter bodies",
+      sql: "SELECT body, body_utf16 FROM core.dead_letters",
+      allowed: ["jobfence_ops"],
+    },
+    {
+      what: "check the fence transaction at COMMIT",
+      sql: "SELECT core.assert_fence_transaction(pg_current_xact_id())",
+      allowed: ["jobfence_consumer"],
     },
     {
       what: "resolve a dead letter",

@@ -1,6 +1,8 @@
 /**
- * Reliability 2: the crash matrix. For each named fault point (shared/fault-points.ts) a real child
- * process (test/reliability/support/crash-child.ts) is killed with SIGKILL when it gets there:
+ * AC2 (reliability 2): the crash matrix. A crash between the work and the commit leaves neither
+ * effect nor fence, and a crash anywhere else breaks no job either: for each named fault point
+ * (shared/fault-points.ts) a real child process (test/reliability/support/crash-child.ts) is
+ * killed with SIGKILL when it gets there:
  *
  *   fence:before, fence:after-insert, fence:after-work, fence:after-commit   (both commit modes)
  *   dead-letter:in-flight, dead-letter:after                                 (both commit modes)
@@ -15,12 +17,17 @@
  * what the dead child held; a crashed replay is retried by the operator, a crashed cleanup runs
  * again. For every job: at most one effect (award_points.ledger rows), and either applied once or
  * exactly one pending dead letter; the dead child leaves no session behind and the queue is empty.
+ *
+ * The points before COMMIT (fence:after-insert, fence:after-work: the seed's acceptance criterion 2)
+ * are held to more: right after the kill, the jobs the child was working on have no effect, no fence
+ * and no dead letter; their messages come back as delivery 2 and the restart settles them without a
+ * failure; and a further duplicate delivery of them after the restart changes nothing. The bounded
+ * run kills there at the first hit (nothing committed before) as well as at a later one.
  */
 import { randomBytes } from "node:crypto";
 import { readdir, readFile } from "node:fs/promises";
 import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
-import { SendMessageCommand } from "@aws-sdk/client-sqs";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, type ExpectStatic, expect, it } from "vitest";
 import type { CommitMode } from "../../shared/consumer.ts";
@@ -30,8 +37,8 @@ import { FAULT_POINTS, type FaultPoint } from "../../shared/fault-points.ts";
 import { runFenceCleanup } from "../../shared/fence/cleanup.ts";
 import { award, type ConsumerTestBed, consumerTestBed } from "../support/consumer-harness.ts";
 import { insertDeadLetter } from "../support/fixtures.ts";
+import { queueDepth, sendMessage } from "../support/sqs.ts";
 import { IN_FLIGHT_POINTS, REFUSED_USER_PREFIX } from "./support/crash-consumer.ts";
-import { bySize, FULL_RUN, publishFigures } from "./support/crash-figures.ts";
 import {
   type CrashFate,
   crashFates,
@@ -39,10 +46,10 @@ import {
   drainQueue,
   holdsInvariant,
   idleInTransaction,
-  queueDepth,
   runCrashChild,
   sessionsLeftBy,
 } from "./support/crash-support.ts";
+import { FULL, reportFigures, sized } from "./support/figures.ts";
 
 /** Tells this run's queues and sessions from those of a run sharing the server. */
 const RUN = randomBytes(3).toString("hex");
@@ -74,6 +81,12 @@ const CONSUMER_POINTS = [
   "dead-letter:after",
 ] as const satisfies readonly FaultPoint[];
 type ConsumerPoint = (typeof CONSUMER_POINTS)[number];
+
+/**
+ * AC2's points: inside the fence transaction, before COMMIT (the fence inserted, the work not run;
+ * the work run). A kill there must leave nothing of the job's transaction behind.
+ */
+const BEFORE_COMMIT_POINTS: ReadonlySet<FaultPoint> = new Set(["fence:after-insert", "fence:after-work"]);
 
 /**
  * How many times the consuming child reaches each point with the batch {@link sendConsumeBatch}
@@ -134,19 +147,19 @@ const CLEANUP_BATCHES = Math.ceil(CLEANUP.expired / CLEANUP.batchSize);
  * statement has left the process (it never runs); a few ms usually let it commit before the kill.
  * The full run takes several, so both outcomes are met.
  */
-const IN_FLIGHT_WAITS = bySize([5], [0, 1, 5, 25]);
+const IN_FLIGHT_WAITS = sized([5], [0, 1, 5, 25]);
 
 function buildCases(): CrashCase[] {
   const cases: Array<Omit<CrashCase, "id" | "inFlightMs">> = [];
   for (const mode of ["per-record", "batch"] as const) {
     for (const point of CONSUMER_POINTS) {
-      // Full: every hit the batch reaches; bounded: one.
-      const hits = FULL_RUN
+      // Full: every hit the batch reaches; bounded: one, and for AC2's points the first as well.
+      const hits = FULL
         ? Array.from({ length: REACH[mode][point] }, (_, i) => i + 1)
-        : [BOUNDED_NTH[mode][point]];
+        : [...new Set([...(BEFORE_COMMIT_POINTS.has(point) ? [1] : []), BOUNDED_NTH[mode][point]])];
       for (const nth of hits) {
         cases.push({
-          label: `${point} #${nth}, ${mode}`,
+          label: `${point} #${nth}, ${mode}${BEFORE_COMMIT_POINTS.has(point) ? " (before COMMIT)" : ""}`,
           scenario: "consume",
           point,
           nth,
@@ -156,7 +169,7 @@ function buildCases(): CrashCase[] {
       }
     }
   }
-  const replayRestarts = bySize(
+  const replayRestarts = sized(
     [
       ["replay-single", "replay-first"],
       ["replay-bulk", "drain-first"],
@@ -178,7 +191,7 @@ function buildCases(): CrashCase[] {
       restart,
     });
   }
-  const cleanupHits = FULL_RUN ? Array.from({ length: CLEANUP_BATCHES }, (_, i) => i + 1) : [2];
+  const cleanupHits = FULL ? Array.from({ length: CLEANUP_BATCHES }, (_, i) => i + 1) : [2];
   for (const nth of cleanupHits) {
     cases.push({
       label: `cleanup:in-flight #${nth}`,
@@ -193,7 +206,7 @@ function buildCases(): CrashCase[] {
     IN_FLIGHT_POINTS.has(c.point)
       ? IN_FLIGHT_WAITS.map((inFlightMs) => ({
           ...c,
-          label: FULL_RUN
+          label: FULL
             ? `${c.label}, killed ${inFlightMs === 0 ? "at once" : `${inFlightMs} ms into the statement`}`
             : c.label,
           inFlightMs,
@@ -259,8 +272,13 @@ function tallyInFlight(point: FaultPoint, committed: boolean): void {
   if (committed) entry.committed++;
 }
 
-/** What a case expects of each job after the restart. */
-type Expected = { readonly fate: "applied" } | { readonly fate: "dead-lettered"; readonly kind: string };
+/**
+ * What a case expects of each job after the restart. An applied job of a consume case has had no
+ * dead letter at all (`deadLetters: 0`); a replayed one has its resolved one.
+ */
+type Expected =
+  | { readonly fate: "applied"; readonly deadLetters?: number }
+  | { readonly fate: "dead-lettered"; readonly kind: string };
 
 /** Adds the jobs' fates to the figures and asserts the invariant and each job's expected end. */
 async function checkJobs(
@@ -286,6 +304,7 @@ async function checkJobs(
         ledger: 1,
         fences: 1,
         pending: 0,
+        ...(want.deadLetters !== undefined ? { dead_letters: want.deadLetters } : {}),
       });
     } else if (want?.fate === "dead-lettered") {
       // One dead letter, not two: a redelivery after the crash finds the pending row and reuses it.
@@ -343,7 +362,15 @@ async function crash(
   return end.report?.jobIds ?? [];
 }
 
-async function drain(c: CrashCase, queue: { url: string; arn: string }): Promise<DrainResult> {
+/**
+ * Drains the case's queue with a normal consumer: the restart after the kill (counted in the
+ * figures), or a later round the case sends itself (`"again"`, not counted).
+ */
+async function drain(
+  c: CrashCase,
+  queue: { url: string; arn: string },
+  round: "restart" | "again" = "restart",
+): Promise<DrainResult> {
   const result = await drainQueue({
     databaseUrl: bed.db.url,
     sqs: bed.sqs,
@@ -351,61 +378,90 @@ async function drain(c: CrashCase, queue: { url: string; arn: string }): Promise
     queueUrl: queue.url,
     queueArn: queue.arn,
     commitMode: c.mode,
-    applicationName: `crash-drain-${RUN}-${c.id}`,
+    applicationName: `crash-${round === "restart" ? "drain" : "again"}-${RUN}-${c.id}`,
   });
+  if (round === "again") return result;
   figures.redelivered += result.received;
   figures.drainFailures += result.failed;
   return result;
-}
-
-async function sendBody(queueUrl: string, body: unknown): Promise<string> {
-  const sent = await bed.sqs.send(
-    new SendMessageCommand({
-      QueueUrl: queueUrl,
-      MessageBody: typeof body === "string" ? body : JSON.stringify(body),
-    }),
-  );
-  return sent.MessageId as string;
 }
 
 function envelope(jobId: string, userId: string, points: number): Record<string, unknown> {
   return award(jobId, points, userId, TENANT);
 }
 
+/** The consuming child's batch: what each job must end as, and the envelopes of the parsable ones. */
+interface ConsumeBatch {
+  readonly expected: Map<string, Expected>;
+  readonly envelopes: Map<string, Record<string, unknown>>;
+}
+
 /**
- * The consuming child's batch, in send order: awards ok-1, refused, ok-2, poison, ok-3, ok-2 again,
- * ok-4. Returns what each job must end as.
+ * Sends the consuming child's batch, in send order: awards ok-1, refused, ok-2, poison, ok-3, ok-2
+ * again, ok-4.
  */
-async function sendConsumeBatch(c: CrashCase, queueUrl: string): Promise<Map<string, Expected>> {
+async function sendConsumeBatch(c: CrashCase, queueUrl: string): Promise<ConsumeBatch> {
   const expected = new Map<string, Expected>();
-  const ok = (n: number) => {
-    const jobId = `${c.id}-ok-${n}`;
-    expected.set(jobId, { fate: "applied" });
-    return envelope(jobId, `u-${c.id}-${n}`, 10 + n);
+  const envelopes = new Map<string, Record<string, unknown>>();
+  const job = (jobId: string, userId: string, points: number, fate: Expected) => {
+    expected.set(jobId, fate);
+    envelopes.set(jobId, envelope(jobId, userId, points));
+    return envelopes.get(jobId);
   };
+  const ok = (n: number) =>
+    job(`${c.id}-ok-${n}`, `u-${c.id}-${n}`, 10 + n, { fate: "applied", deadLetters: 0 });
   const refusedId = `${c.id}-refused`;
-  expected.set(refusedId, { fate: "dead-lettered", kind: "hard" });
-  await sendBody(queueUrl, ok(1));
-  await sendBody(queueUrl, envelope(refusedId, `${REFUSED_USER_PREFIX}${c.id}`, 5));
-  await sendBody(queueUrl, ok(2));
+  await sendMessage(bed.sqs, queueUrl, ok(1));
+  await sendMessage(
+    bed.sqs,
+    queueUrl,
+    job(refusedId, `${REFUSED_USER_PREFIX}${c.id}`, 5, { fate: "dead-lettered", kind: "hard" }),
+  );
+  await sendMessage(bed.sqs, queueUrl, ok(2));
   // Poison: no job_id can be read, so its dead letter carries the SQS MessageId as job_id.
-  const poisonId = await sendBody(queueUrl, `{"job_id": "${c.id}-poison", not json`);
+  const poisonId = await sendMessage(bed.sqs, queueUrl, `{"job_id": "${c.id}-poison", not json`);
   expected.set(poisonId, { fate: "dead-lettered", kind: "poison" });
-  await sendBody(queueUrl, ok(3));
-  await sendBody(queueUrl, ok(2));
-  await sendBody(queueUrl, ok(4));
-  return expected;
+  await sendMessage(bed.sqs, queueUrl, ok(3));
+  await sendMessage(bed.sqs, queueUrl, ok(2));
+  await sendMessage(bed.sqs, queueUrl, ok(4));
+  return { expected, envelopes };
+}
+
+/** The job_id of a record's body, when it has one. */
+function jobIdOf(body: string): string | undefined {
+  try {
+    const id: unknown = JSON.parse(body)?.job_id;
+    return typeof id === "string" ? id : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 async function consumeCase(expect: ExpectStatic, c: CrashCase): Promise<void> {
   const queue = await bed.queue(`crash-${RUN}-${c.id}`, { VisibilityTimeout: "1" });
-  const expected = await sendConsumeBatch(c, queue.url);
+  const { expected, envelopes } = await sendConsumeBatch(c, queue.url);
   const reportedJobs = await crash(expect, c, {
     kind: "consume",
     commitMode: c.mode,
     queueUrl: queue.url,
     queueArn: queue.arn,
   });
+  const beforeCommit = BEFORE_COMMIT_POINTS.has(c.point);
+  /** The jobs the child was at when it died, each once (a batch transaction may hold one twice). */
+  const heldJobs = [...new Set(reportedJobs)].sort();
+
+  if (beforeCommit) {
+    // AC2: killed inside the fence transaction, before COMMIT: nothing of it committed, for any
+    // job the transaction held (the record's; in batch mode, the batch's).
+    expect(heldJobs.length, "jobs the killed transaction held").toBeGreaterThan(0);
+    const atKill = await bed.db.withClient((client) => crashFates(client, heldJobs));
+    expect(
+      atKill
+        .map((f) => ({ job: f.job_id, ledger: f.ledger, fences: f.fences, deadLetters: f.dead_letters }))
+        .sort((x, y) => (x.job < y.job ? -1 : 1)),
+      "effects, fences and dead letters right after the kill",
+    ).toEqual(heldJobs.map((job) => ({ job, ledger: 0, fences: 0, deadLetters: 0 })));
+  }
 
   if (c.point === "dead-letter:in-flight") {
     const [jobId] = reportedJobs;
@@ -415,9 +471,32 @@ async function consumeCase(expect: ExpectStatic, c: CrashCase): Promise<void> {
     tallyInFlight(c.point, (rows.rowCount ?? 0) > 0);
   }
 
-  await drain(c, queue);
+  const restart = await drain(c, queue);
   expect(await queueDepth(bed.sqs, queue.url), "messages left in the queue").toBe(0);
-  await checkJobs(expect, c, expected);
+  const fates = await checkJobs(expect, c, expected);
+  await checkBalances(expect, `u-${c.id}-`);
+  if (!beforeCommit) return;
+
+  // AC2: the killed jobs' messages were never deleted: once their visibility lapsed they came back
+  // as delivery 2, and the restart settled everything without a failure.
+  expect(restart.failed, "records the restart failed").toBe(0);
+  for (const jobId of heldJobs) {
+    expect(
+      restart.records.filter((r) => jobIdOf(r.body) === jobId).map((r) => r.receiveCount),
+      `${jobId}: receive counts of its redeliveries`,
+    ).toContain("2");
+  }
+
+  // AC2: and a further duplicate delivery of the same jobs changes nothing.
+  for (const jobId of heldJobs) await sendMessage(bed.sqs, queue.url, envelopes.get(jobId));
+  const again = await drain(c, queue, "again");
+  expect({ received: again.received, failed: again.failed }, "the duplicate delivery").toEqual({
+    received: heldJobs.length,
+    failed: 0,
+  });
+  expect(await queueDepth(bed.sqs, queue.url), "messages left after the duplicate").toBe(0);
+  const afterDuplicate = await bed.db.withClient((client) => crashFates(client, [...expected.keys()]));
+  expect(afterDuplicate, "every job's traces after the duplicate delivery").toEqual(fates);
   await checkBalances(expect, `u-${c.id}-`);
 }
 
@@ -539,7 +618,7 @@ async function cleanupCase(expect: ExpectStatic, c: CrashCase): Promise<void> {
   expect(await count("live"), "live fences after the restart's run").toBe(CLEANUP.live);
 }
 
-describe.concurrent("crash matrix: SIGKILL at each fault point, then restart and drain", () => {
+describe.concurrent("AC2 crash matrix: SIGKILL at each fault point, then restart and drain", () => {
   it.for(CASES)("$label", { timeout: 90_000 }, async (c, { expect }) => {
     if (c.scenario === "consume") await consumeCase(expect, c);
     else if (c.scenario === "cleanup") await exclusively(() => cleanupCase(expect, c));
@@ -561,7 +640,7 @@ async function productSources(): Promise<Array<{ path: string; text: string }>> 
   return files;
 }
 
-describe("crash matrix: the fault points", () => {
+describe("AC2 crash matrix: the fault points", () => {
   it("are each wired into the product and each met by a case of the matrix", async () => {
     const sources = await productSources();
     for (const point of FAULT_POINTS) {
@@ -592,7 +671,7 @@ describe("crash matrix: the fault points", () => {
   });
 });
 
-describe("crash matrix: after every crash", () => {
+describe("AC2 crash matrix: after every crash", () => {
   it("leaves no session idle in transaction, nothing doubled, nothing lost", async () => {
     // The test runs on the repository's Node, whatever the machine's own is.
     expect(Number(process.versions.node.split(".")[0])).toBeGreaterThanOrEqual(24);
@@ -602,7 +681,7 @@ describe("crash matrix: after every crash", () => {
       idle = await idleInTransaction(bed.db);
     }
     figures.seconds = Math.round((Date.now() - started) / 100) / 10;
-    await publishFigures("crash-matrix", figures);
+    await reportFigures("crash-matrix", figures);
     expect(idle).toBe(0);
     expect(figures.broken).toEqual([]);
     expect(figures.doubles).toBe(0);

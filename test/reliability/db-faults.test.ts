@@ -35,20 +35,13 @@ import {
   invoke,
   sqsRecord,
 } from "../support/consumer-harness.ts";
+import { messagesIn, sendBatch } from "../support/sqs.ts";
 import type { ConsumerProcessConfig } from "./support/consumer-process.ts";
 import { type SupervisedConsumer, superviseConsumer } from "./support/consumer-supervisor.ts";
 import { type FaultWorkOptions, firstCleanAttempt } from "./support/fault-work.ts";
 import { FULL, reportFigures, runSeed, seededRandom, sized, tally } from "./support/figures.ts";
 import { type JobFate, jobFates, judge, type Verdict } from "./support/job-fates.ts";
-import {
-  envelopeOf,
-  type LoadJob,
-  loadJobs,
-  messagesIn,
-  sendBodies,
-  sleep,
-  waitUntil,
-} from "./support/load.ts";
+import { envelopeOf, type LoadJob, loadJobs, sleep, waitUntil } from "./support/load.ts";
 import { startPgCommitProxy } from "./support/pg-commit-proxy.ts";
 
 /** Seconds between attempts, so a run sees several retries and exhaustion within seconds. */
@@ -135,7 +128,7 @@ async function faultRun(o: FaultRunOptions): Promise<FaultRunResult> {
   });
   const jobs = loadJobs(o.scenario, o.jobs);
   const jobIds = jobs.map((j) => j.jobId);
-  await sendBodies(bed.sqs, queue.url, jobs.map(envelopeOf));
+  await sendBatch(bed.sqs, queue.url, jobs.map(envelopeOf));
 
   const consumer = superviseConsumer({
     databaseUrl: o.databaseUrl,
@@ -516,7 +509,7 @@ scenarios("reliability: database faults under load", () => {
     const scenario = "db-terminate-survive";
     const queue = await bed.queue(scenario, { VisibilityTimeout: "30" });
     const [job] = loadJobs(scenario, 1) as [LoadJob];
-    await sendBodies(bed.sqs, queue.url, [envelopeOf(job)]);
+    await sendBatch(bed.sqs, queue.url, [envelopeOf(job)]);
     const consumer = superviseConsumer({
       databaseUrl: bed.db.url,
       sqsEndpoint: bed.emulator.endpoint,

@@ -24,13 +24,10 @@ import { type CommitMode, type ConsumerHandler, createConsumer } from "../../sha
 import { createPool } from "../../shared/db/pool.ts";
 import { award, sqsRecord } from "../support/consumer-harness.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
-import { bySize, FULL_RUN, publishFigures, runSeeds } from "./support/crash-figures.ts";
+import { FULL, reportFigures, runSeeds, sized } from "./support/figures.ts";
 import { type StormOrdering, type StormPlan, stormPlan } from "./support/storm-plan.ts";
 
-const SIZE = bySize(
-  { jobs: 200, deliveries: 2_000, seeds: 2 },
-  { jobs: 1_000, deliveries: 10_000, seeds: 6 },
-);
+const SIZE = sized({ jobs: 200, deliveries: 2_000, seeds: 2 }, { jobs: 1_000, deliveries: 10_000, seeds: 6 });
 /**
  * Concurrent handler instances, one connection each: with the run's own admin connections this
  * stays far below the embedded server's max_connections of 100, beside the other test files.
@@ -225,7 +222,7 @@ async function endState(db: TestDatabase, plan: StormPlan) {
 describe("duplicate storm: one effect per job, whatever the duplicates and their interleaving", () => {
   afterAll(async () => {
     const deliveries = results.reduce((n, r) => n + r.deliveries, 0);
-    await publishFigures("duplicate-storm", {
+    await reportFigures("duplicate-storm", {
       handlers: HANDLERS,
       seeds: SEEDS,
       runs: results.length,
@@ -240,7 +237,7 @@ describe("duplicate storm: one effect per job, whatever the duplicates and their
 
   it.for(RUNS)(
     "$mode, seed $seed, $ordering ordering",
-    { timeout: FULL_RUN ? 180_000 : 60_000 },
+    { timeout: FULL ? 180_000 : 60_000 },
     async (run, { expect }) => {
       const plan = stormPlan({
         seed: run.seed,

@@ -16,18 +16,19 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { CreateQueueCommand, GetQueueAttributesCommand } from "@aws-sdk/client-sqs";
 import { afterAll, beforeAll, describe, type ExpectStatic, it } from "vitest";
 import { awardPointsConsumer } from "../../functions/award-points/consumer.ts";
-import { LOCAL_ACCOUNT, localSqsClient } from "../../local/aws-clients.ts";
+import { localSqsClient } from "../../local/aws-clients.ts";
 import { startPoller } from "../../local/poller.ts";
 import { startSqsEmulator } from "../../local/sqs-emulator.ts";
 import { describeError } from "../../shared/dead-letters/last-error.ts";
+import { recordLogKeys } from "../../shared/record/protocol.ts";
 import type { RetryPolicy } from "../../shared/retry/policy.ts";
 import { type ConsumerTestBed, consumerTestBed } from "../support/consumer-harness.ts";
+import { createQueue, messagesIn, sendBatch } from "../support/sqs.ts";
 import { FULL, reportFigures, runSeed, seededRandom, sized, tally } from "./support/figures.ts";
 import { jobFates, judge } from "./support/job-fates.ts";
-import { envelopeOf, loadJobs, messagesIn, sendBodies, sleep, waitUntil } from "./support/load.ts";
+import { envelopeOf, loadJobs, sleep, waitUntil } from "./support/load.ts";
 import { type FaultRule, startSqsFaultProxy } from "./support/sqs-fault-proxy.ts";
 
 const CONSUMER = "award-points";
@@ -75,18 +76,10 @@ async function queueRun(o: QueueRunOptions, emulatorDir: string) {
   const proxy = await startSqsFaultProxy(emulator.endpoint, random);
   const sqs = localSqsClient(proxy.endpoint);
   try {
-    await sqs.send(
-      new CreateQueueCommand({
-        QueueName: o.scenario,
-        Attributes: { VisibilityTimeout: String(VISIBILITY_SECONDS) },
-      }),
-    );
-    // Path-style, through the proxy: the emulator's own URLs name a host that does not resolve.
-    const queueUrl = `${proxy.endpoint}/${LOCAL_ACCOUNT}/${o.scenario}`;
-    const { Attributes } = await sqs.send(
-      new GetQueueAttributesCommand({ QueueUrl: queueUrl, AttributeNames: ["QueueArn"] }),
-    );
-    const queueArn = Attributes?.QueueArn as string;
+    // Addressed through the proxy.
+    const { url: queueUrl, arn: queueArn } = await createQueue(sqs, proxy.endpoint, o.scenario, {
+      VisibilityTimeout: String(VISIBILITY_SECONDS),
+    });
 
     const valid = loadJobs(o.scenario, o.jobs);
     const poison = Array.from({ length: o.poison }, (_, i) => `${o.scenario}-poison-${i}`);
@@ -106,7 +99,7 @@ async function queueRun(o: QueueRunOptions, emulatorDir: string) {
       const j = Math.floor(random() * (i + 1));
       [bodies[i], bodies[j]] = [bodies[j] as string, bodies[i] as string];
     }
-    await sendBodies(sqs, queueUrl, bodies);
+    await sendBatch(sqs, queueUrl, bodies);
 
     const outcomes: Record<string, number> = {};
     const pollerErrors: Record<string, number> = {};
@@ -132,7 +125,7 @@ async function queueRun(o: QueueRunOptions, emulatorDir: string) {
             outcomes,
             outcome.status === "dead-lettered" ? `dead-lettered:${outcome.kind}` : outcome.status,
           );
-          const jobId = rc.identity?.jobId ?? "";
+          const jobId = String(recordLogKeys(rc).job_id);
           if (outcome.status === "retry" && jobId.includes("-poison-")) poisonRetries.push(jobId);
         },
       },

@@ -20,15 +20,15 @@ import { type SqsEmulator, startSqsEmulator } from "../../local/sqs-emulator.ts"
 import {
   awardQueue,
   callApi,
-  queueCounts,
   type StackProcess,
   stackNodePid,
   startStack,
   tempLocalDir,
 } from "../e2e/support.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { queueCounts, sendBatch } from "../support/sqs.ts";
 import { FULL, reportFigures, sized, tally } from "./support/figures.ts";
-import { sendBodies, sleep, waitUntil } from "./support/load.ts";
+import { sleep, waitUntil } from "./support/load.ts";
 
 const DURATION_MS = sized(10_000, 10 * 60_000);
 const SAMPLE_EVERY_MS = sized(2_000, 60_000);
@@ -199,7 +199,7 @@ it(`the local stack under steady load for ${DURATION_MS / 1000} s: memory and co
         duplicatesSent++;
       }
     }
-    await sendBodies(sqs, queue.url, bodies);
+    await sendBatch(sqs, queue.url, bodies);
     sent += bodies.length;
     if (Date.now() >= nextApiCall) {
       nextApiCall += 2000;

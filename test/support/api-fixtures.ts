@@ -1,10 +1,9 @@
 /**
  * Helpers for the dead-letter API's acceptance and robustness tests: seeding many dead letters in
- * one statement, snapshots of the columns a decision may change, queue inspection on the emulator,
- * problem+json assertions, and a second API server whose verifier trusts a key the test controls
- * (so tokens with any claims, or none, can be signed).
+ * one statement, snapshots of the columns a decision may change, problem+json assertions, and a
+ * second API server whose verifier trusts a key the test controls (so tokens with any claims, or
+ * none, can be signed). Queue helpers are in sqs.ts.
  */
-import { type Message, ReceiveMessageCommand, type SQSClient } from "@aws-sdk/client-sqs";
 import { exportJWK, generateKeyPair, type JWK, type JWTPayload, SignJWT } from "jose";
 import { expect } from "vitest";
 import { createDeadLetterApi } from "../../functions/dead-letters-api/api.ts";
@@ -12,7 +11,6 @@ import { serveHttpApi } from "../../local/http-adapter.ts";
 import { createTokenVerifier } from "../../shared/http/auth.ts";
 import { PROBLEM_CONTENT_TYPE } from "../../shared/http/problem.ts";
 import type { ApiResponse, ApiTestBed } from "./api-harness.ts";
-import type { ConsumerTestBed } from "./consumer-harness.ts";
 import type { TestDatabase } from "./database.ts";
 import { type DeadLetterValues, deadLetter } from "./fixtures.ts";
 
@@ -61,9 +59,9 @@ export async function seedDeadLetters(db: TestDatabase, rows: readonly SeedRow[]
     const { rows: inserted } = await c.query<{ id: string }>(
       `INSERT INTO core.dead_letters
          (job_id, consumer, queue, tenant_id, payload, message_attributes, attempts, error_kind, last_error,
-          status, correlation_id, created_at)
+          status, correlation_id, created_at, body_form, body)
        SELECT job_id, consumer, queue, tenant_id, payload, message_attributes, attempts, error_kind, last_error,
-              status, correlation_id, coalesce(created_at, now())
+              status, correlation_id, coalesce(created_at, now()), 'text', payload::text
          FROM jsonb_to_recordset($1::jsonb) AS r(
                 ordinal int, job_id text, consumer text, queue text, tenant_id text, payload jsonb,
                 message_attributes jsonb, attempts int, error_kind text, last_error jsonb, status text,
@@ -93,33 +91,6 @@ export async function resolveDirectly(
       [ids, status, actor],
     ),
   );
-}
-
-/** Messages on a queue of the emulator (ready, delayed and in flight), without touching them. */
-export function queueDepth(bed: ConsumerTestBed, name: string): number {
-  const queue = bed.emulator.server.inspectQueue(name);
-  if (!queue) throw new Error(`the emulator has no queue ${name}`);
-  return queue.messages.ready.length + queue.messages.delayed.length + queue.messages.inflight.length;
-}
-
-/** Receives every ready message of a queue (they stay in flight for five minutes). */
-export async function receiveAll(sqs: SQSClient, queueUrl: string): Promise<Message[]> {
-  const messages: Message[] = [];
-  for (let round = 0; round < 100; round++) {
-    const { Messages = [] } = await sqs.send(
-      new ReceiveMessageCommand({
-        QueueUrl: queueUrl,
-        MaxNumberOfMessages: 10,
-        VisibilityTimeout: 300,
-        WaitTimeSeconds: 0,
-        MessageAttributeNames: ["All"],
-        MessageSystemAttributeNames: ["All"],
-      }),
-    );
-    if (Messages.length === 0) return messages;
-    messages.push(...Messages);
-  }
-  throw new Error(`${queueUrl} did not run dry`);
 }
 
 /** Asserts an RFC 9457 problem response of `status`; a 401 also carries a Bearer challenge. */

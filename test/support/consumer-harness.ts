@@ -3,16 +3,11 @@
  * and consumers built by the real factory against them, with the pool logged in as the
  * least-privileged consumer role so every test also proves the grants suffice.
  */
-import {
-  CreateQueueCommand,
-  GetQueueAttributesCommand,
-  SendMessageCommand,
-  type SQSClient,
-} from "@aws-sdk/client-sqs";
+import type { SQSClient } from "@aws-sdk/client-sqs";
 import type { SQSRecord } from "aws-lambda";
 import type pg from "pg";
 import type { z } from "zod";
-import { LOCAL_ACCOUNT, localEventBridgeClient, localSqsClient } from "../../local/aws-clients.ts";
+import { localEventBridgeClient, localSqsClient } from "../../local/aws-clients.ts";
 import { type EventBridgeSink, startEventBridgeSink } from "../../local/eventbridge-sink.ts";
 import { lambdaContext } from "../../local/lambda-context.ts";
 import { type SqsEmulator, startSqsEmulator } from "../../local/sqs-emulator.ts";
@@ -25,6 +20,7 @@ import {
 } from "../../shared/consumer.ts";
 import { createPool } from "../../shared/db/pool.ts";
 import { createTestDatabase, type TestDatabase } from "./database.ts";
+import { createQueue, type TestQueue } from "./sqs.ts";
 
 /** The bus name tests configure; the sink accepts any. */
 export const OPS_BUS = "jobfence-ops-test";
@@ -42,8 +38,8 @@ export interface ConsumerTestBed {
     definition: ConsumerDefinition<S>,
     runtime?: ConsumerRuntime & { queueUrl?: string; lockTimeoutMs?: number },
   ): ConsumerHandler;
-  /** Creates a queue on the emulator. */
-  queue(name: string, attributes?: Record<string, string>): Promise<{ url: string; arn: string }>;
+  /** Creates a queue on the emulator ({@link createQueue}). */
+  queue(name: string, attributes?: Record<string, string>): Promise<TestQueue>;
   close(): Promise<void>;
 }
 
@@ -91,14 +87,8 @@ export async function consumerTestBed(options: ConsumerTestBedOptions = {}): Pro
         pool,
       });
     },
-    async queue(name, attributes = {}) {
-      await sqs.send(new CreateQueueCommand({ QueueName: name, Attributes: attributes }));
-      // The emulator's own URLs name a host that does not resolve; address it path-style instead.
-      const url = `${emulator.endpoint}/${LOCAL_ACCOUNT}/${name}`;
-      const attrs = await sqs.send(
-        new GetQueueAttributesCommand({ QueueUrl: url, AttributeNames: ["QueueArn"] }),
-      );
-      return { url, arn: attrs.Attributes?.QueueArn as string };
+    queue(name, attributes = {}) {
+      return createQueue(sqs, emulator.endpoint, name, attributes);
     },
     async close() {
       await Promise.all(pools.map((p) => p.end()));
@@ -106,24 +96,6 @@ export async function consumerTestBed(options: ConsumerTestBedOptions = {}): Pro
       await db.drop();
     },
   };
-}
-
-/** Sends one envelope (or any body) to a queue. */
-export async function send(
-  sqs: SQSClient,
-  queueUrl: string,
-  body: unknown,
-  options: { groupId?: string; dedupId?: string } = {},
-): Promise<string> {
-  const result = await sqs.send(
-    new SendMessageCommand({
-      QueueUrl: queueUrl,
-      MessageBody: typeof body === "string" ? body : JSON.stringify(body),
-      ...(options.groupId ? { MessageGroupId: options.groupId } : {}),
-      ...(options.dedupId ? { MessageDeduplicationId: options.dedupId } : {}),
-    }),
-  );
-  return result.MessageId as string;
 }
 
 /** An award-points envelope. */
@@ -148,7 +120,10 @@ export function sqsRecord(
   options: { messageId?: string; receiveCount?: number; groupId?: string; queueArn?: string } = {},
 ): SQSRecord {
   counter++;
-  const queueArn = options.queueArn ?? "arn:aws:sqs:eu-west-1:000000000000:award-points";
+  // A message group is a FIFO queue's (a standard queue's group, as SQS fair queues set, orders nothing).
+  const queueArn =
+    options.queueArn ??
+    `arn:aws:sqs:eu-west-1:000000000000:award-points${options.groupId === undefined ? "" : ".fifo"}`;
   return {
     messageId: options.messageId ?? `m-${process.pid}-${counter}`,
     receiptHandle: `rh-${counter}`,

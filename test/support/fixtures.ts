@@ -45,8 +45,8 @@ export async function insertDeadLetter(
   const { rows } = await client.query<{ id: string }>(
     `INSERT INTO core.dead_letters
        (job_id, consumer, queue, tenant_id, payload, message_attributes, attempts, error_kind, last_error,
-        status, correlation_id)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+        status, correlation_id, body_form, body)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'text', $12)
      RETURNING id`,
     [
       v.job_id,
@@ -60,6 +60,7 @@ export async function insertDeadLetter(
       JSON.stringify(v.last_error),
       v.status,
       v.correlation_id,
+      JSON.stringify(v.payload),
     ],
   );
   return (rows[0] as { id: string }).id;

@@ -35,6 +35,7 @@ describe("parseMessage: a valid envelope", () => {
       ok: true,
       job: { jobId: "award:order-8812", tenantId: "t_42", correlationId: "req-7f3a", payload: { amount: 5 } },
       identity: { jobId: "award:order-8812", tenantId: "t_42", correlationId: "req-7f3a" },
+      envelopePayload: { amount: 5 },
     });
   });
 

@@ -5,31 +5,9 @@
 import { describe, expect, it } from "vitest";
 import { describeError, LAST_ERROR_LIMITS } from "../../shared/dead-letters/last-error.ts";
 import { envelopeSchema } from "../../shared/envelope/envelope.ts";
-import { storablePayload } from "../../shared/envelope/storable-payload.ts";
 import { queueUrlFromArn } from "../../shared/sqs/queue-url.ts";
 
 const bytes = (value: unknown) => Buffer.byteLength(JSON.stringify(value), "utf8");
-
-describe("storablePayload", () => {
-  it.each([
-    ["a refused \\u0000 hidden behind a duplicate key", '{"a":"\\u0000","a":1}'],
-    ["a lone surrogate escape hidden behind a duplicate key", '{"a":{"b":"\\ud800","b":1}}'],
-    ["a low surrogate escape alone", '{"a":"\\udc00"}'],
-    ["a high surrogate escape followed by a non-surrogate", '{"a":"\\ud800\\u0041"}'],
-  ])("stores %s as raw text", (_, body) => {
-    expect(JSON.parse(storablePayload(body))).toEqual({ raw: body });
-  });
-
-  it("passes a valid surrogate pair escape and an escaped backslash before u0000 through", () => {
-    for (const body of ['{"a":"\\ud83d\\ude00"}', '{"path":"C:\\\\u0000x"}'])
-      expect(storablePayload(body)).toBe(body);
-  });
-
-  it("passes an object with a very large array through unchanged (no stack overflow)", () => {
-    const body = JSON.stringify({ a: new Array(200_000).fill(0) });
-    expect(storablePayload(body)).toBe(body);
-  });
-});
 
 describe("describeError", () => {
   it("cuts a message without leaving half of a surrogate pair", () => {

@@ -13,13 +13,18 @@
  *
  * The insert is SPEC §3's `ON CONFLICT DO NOTHING`: a duplicate is an answer, not an error, so
  * it neither aborts the transaction (a batch's other records go on) nor writes an ERROR line to the
- * server's log. (A plain INSERT whose unique violation signals the duplicate measured about a tenth
- * cheaper on this machine, since a speculative insertion costs a conflict check and a confirmation;
- * docs/performance.md has the figures and why it was not taken.) Several fences (batch commit) are
- * inserted in job-id order, so two transactions whose batches share jobs take the fences' locks in
- * the same order and queue behind each other instead of deadlocking.
+ * server's log (docs/performance.md compares it with a plain INSERT). Several fences (batch commit)
+ * are inserted in job-id order, so two transactions whose batches share jobs take the fences' locks
+ * in the same order and queue behind each other instead of deadlocking.
+ *
+ * The same message also reads the transaction's id (assigning one if no fence was inserted, since
+ * an insert that lost a race for a key may have taken one all the same): the harness checks at
+ * COMMIT that it commits this transaction and no other. That costs no round trip. A duplicate
+ * pays one: {@link fenceFingerprints} reads the fingerprints of the fences that were already
+ * there, to tell a repeat from a conflict.
  */
 import pg from "pg";
+import { FINGERPRINT_BYTES } from "../../envelope/fingerprint.ts";
 
 /** The fences of one transaction. */
 export interface FenceSet {
@@ -28,7 +33,23 @@ export interface FenceSet {
   /** `expires_at = processed_at + ttl` (SPEC §7); a positive whole number. */
   readonly ttlSeconds: number;
   /** One entry per job; a job id given twice is inserted once. */
-  readonly jobs: ReadonlyArray<{ readonly jobId: string; readonly tenantId: string }>;
+  readonly jobs: ReadonlyArray<FenceRow>;
+}
+
+/** One job's fence. */
+export interface FenceRow {
+  readonly jobId: string;
+  readonly tenantId: string;
+  /** The job's fingerprint (16 bytes, `jobFingerprint`). */
+  readonly fingerprint: Buffer;
+}
+
+/** What the insert did. */
+export interface FencesInserted {
+  /** The job ids whose fence this transaction now holds; any other is a duplicate. */
+  readonly fresh: Set<string>;
+  /** The transaction's id (xid8 as text). */
+  readonly xid: string;
 }
 
 /**
@@ -38,24 +59,43 @@ export interface FenceSet {
  * transaction stays usable for the others. On an error the transaction is left open and aborted:
  * the caller rolls back.
  */
-export async function beginWithFences(client: pg.ClientBase, fences: FenceSet): Promise<Set<string>> {
-  const byId = new Map<string, string>();
-  for (const job of fences.jobs) if (!byId.has(job.jobId)) byId.set(job.jobId, job.tenantId);
+export async function beginWithFences(client: pg.ClientBase, fences: FenceSet): Promise<FencesInserted> {
+  const byId = new Map<string, FenceRow>();
+  for (const job of fences.jobs) if (!byId.has(job.jobId)) byId.set(job.jobId, job);
   if (byId.size === 0) throw new RangeError("a fence set needs at least one job");
   // Sorted here (UTF-16 order: any order works, as long as every transaction uses the same one);
   // PostgreSQL inserts a VALUES list in the order written, and needs no sort of its own.
   const rows = [...byId]
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-    .map(([jobId, tenantId]) => row(fences.consumer, fences.ttlSeconds, jobId, tenantId));
+    .map(([, job]) => row(fences.consumer, fences.ttlSeconds, job));
   const results = (await client.query(
-    `BEGIN;\n${INSERT} VALUES ${rows.join(",\n")}\nON CONFLICT (job_id, consumer) DO NOTHING RETURNING job_id`,
-  )) as unknown as pg.QueryResult<{ job_id: string }>[];
-  const inserted = results[1];
-  if (!Array.isArray(results) || !inserted) throw new Error("BEGIN and the fence insert returned no results");
-  return new Set(inserted.rows.map((r) => r.job_id));
+    `BEGIN;\n${INSERT} VALUES ${rows.join(",\n")}\nON CONFLICT (job_id, consumer) DO NOTHING RETURNING job_id;\nSELECT pg_current_xact_id()::text AS xid`,
+  )) as unknown as [unknown, pg.QueryResult<{ job_id: string }>, pg.QueryResult<{ xid: string }>];
+  const inserted = Array.isArray(results) ? results[1] : undefined;
+  const xid = Array.isArray(results) ? results[2]?.rows[0]?.xid : undefined;
+  if (!inserted || xid === undefined) throw new RangeError("BEGIN and the fence insert returned no results");
+  return { fresh: new Set(inserted.rows.map((r) => r.job_id)), xid };
 }
 
-const INSERT = "INSERT INTO core.processed_jobs (job_id, consumer, tenant_id, processed_at, expires_at)";
+/**
+ * The fingerprints of existing fences (NULL for a fence written before fingerprints), by job id.
+ * Run inside the fence transaction after the insert: the insert waited for any concurrent holder,
+ * so what it found is committed and visible to this later statement.
+ */
+export async function fenceFingerprints(
+  client: pg.ClientBase,
+  consumer: string,
+  jobIds: readonly string[],
+): Promise<Map<string, Buffer | null>> {
+  const { rows } = await client.query<{ job_id: string; fingerprint: Buffer | null }>(
+    "SELECT job_id, uuid_send(fingerprint) AS fingerprint FROM core.processed_jobs WHERE consumer = $1 AND job_id = ANY ($2::text[])",
+    [consumer, jobIds],
+  );
+  return new Map(rows.map((r) => [r.job_id, r.fingerprint]));
+}
+
+const INSERT =
+  "INSERT INTO core.processed_jobs (job_id, consumer, tenant_id, fingerprint, processed_at, expires_at)";
 
 /**
  * One fence's VALUES row, every value a literal. `expires_at` is the start of the current minute
@@ -64,10 +104,15 @@ const INSERT = "INSERT INTO core.processed_jobs (job_id, consumer, tenant_id, pr
  * each value once (B-tree deduplication) instead of once per row: about 16 of the 232 bytes a
  * fence took at 1,000,000 rows (bench/fence-storage.ts).
  */
-function row(consumer: string, ttlSeconds: number, jobId: string, tenantId: string): string {
+function row(consumer: string, ttlSeconds: number, job: FenceRow): string {
   if (!Number.isSafeInteger(ttlSeconds) || ttlSeconds < 1) {
     throw new RangeError(`ttlSeconds must be a positive whole number, got ${ttlSeconds}`);
   }
+  if (job.fingerprint.length !== FINGERPRINT_BYTES) {
+    throw new RangeError(`a fence fingerprint is ${FINGERPRINT_BYTES} bytes, got ${job.fingerprint.length}`);
+  }
   const literal = pg.escapeLiteral;
-  return `(${literal(jobId)}, ${literal(consumer)}, ${literal(tenantId)}, now(), date_trunc('minute', now()) + make_interval(secs => ${ttlSeconds + 60}))`;
+  // Hex digits only, so the literal needs no escaping. The column is uuid (16 bytes, no header).
+  const fingerprint = `'${job.fingerprint.toString("hex")}'::uuid`;
+  return `(${literal(job.jobId)}, ${literal(consumer)}, ${literal(job.tenantId)}, ${fingerprint}, now(), date_trunc('minute', now()) + make_interval(secs => ${ttlSeconds + 60}))`;
 }

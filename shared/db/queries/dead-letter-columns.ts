@@ -9,10 +9,11 @@ export function utc(column: string): string {
   return `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
 }
 
-/** Every column but the payload and message attributes. */
+/** Every column but the body, the payload and the message attributes; fingerprints as hex. */
 export const SUMMARY_COLUMNS = `
   id, job_id, consumer, queue, tenant_id, attempts, error_kind, last_error, status, discard_reason,
-  correlation_id, ${utc("created_at")} AS created_at, ${utc("resolved_at")} AS resolved_at, resolved_by`;
+  correlation_id, ${utc("created_at")} AS created_at, ${utc("resolved_at")} AS resolved_at, resolved_by,
+  body_form, encode(job_fingerprint, 'hex') AS job_fingerprint, encode(fence_fingerprint, 'hex') AS fence_fingerprint`;
 
 /** A dead letter as the API returns it. */
 export interface DeadLetterSummaryRow {
@@ -30,10 +31,15 @@ export interface DeadLetterSummaryRow {
   created_at: string;
   resolved_at: string | null;
   resolved_by: string | null;
+  body_form: string;
+  job_fingerprint: string | null;
+  fence_fingerprint: string | null;
 }
 
 /** A whole dead letter. */
 export interface DeadLetterRow extends DeadLetterSummaryRow {
-  payload: Record<string, unknown>;
+  /** The body exactly as received. */
+  body: string;
+  payload: Record<string, unknown> | null;
   message_attributes: Record<string, unknown>;
 }

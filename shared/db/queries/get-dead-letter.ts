@@ -1,20 +1,33 @@
-/** One whole dead letter by id; its payload and attributes exact to the digit (see exact-json.ts). */
+/**
+ * One whole dead letter by id: its body exactly as received, its payload and attributes exact to
+ * the digit (see exact-json.ts).
+ */
+import { bodyOf } from "../../dead-letters/stored-body.ts";
 import { parseJsonExact } from "../exact-json.ts";
 import type { Queryable } from "../queryable.ts";
 import { type DeadLetterRow, SUMMARY_COLUMNS } from "./dead-letter-columns.ts";
 
+type StoredRow = Omit<DeadLetterRow, "body" | "payload" | "message_attributes"> & {
+  body: string | null;
+  body_utf16: Buffer | null;
+  payload_text: string | null;
+  message_attributes_text: string;
+};
+
 export async function getDeadLetter(db: Queryable, id: string): Promise<DeadLetterRow | undefined> {
-  const { rows } = await db.query<DeadLetterRow & { payload_text: string; message_attributes_text: string }>(
-    `SELECT ${SUMMARY_COLUMNS}, payload::text AS payload_text, message_attributes::text AS message_attributes_text
+  const { rows } = await db.query<StoredRow>(
+    `SELECT ${SUMMARY_COLUMNS}, body, body_utf16, payload::text AS payload_text,
+            message_attributes::text AS message_attributes_text
        FROM core.dead_letters WHERE id = $1`,
     [id],
   );
   const row = rows[0];
   if (!row) return undefined;
-  const { payload_text, message_attributes_text, ...rest } = row;
+  const { body: _body, body_utf16: _utf16, payload_text, message_attributes_text, ...rest } = row;
   return {
     ...rest,
-    payload: parseJsonExact(payload_text) as Record<string, unknown>,
+    body: bodyOf(row),
+    payload: payload_text === null ? null : (parseJsonExact(payload_text) as Record<string, unknown>),
     message_attributes: parseJsonExact(message_attributes_text) as Record<string, unknown>,
   };
 }

@@ -1,97 +1,127 @@
 /**
- * Records a dead letter idempotently: at most one pending row per (consumer, job_id), enforced by
- * the unique partial index, so a second write for the same job (a redelivery after a crash
- * between the insert and the ack) returns the existing row instead of adding one.
+ * Records a dead letter idempotently per distinct message content: at most one pending row per
+ * (consumer, job_id, body fingerprint), enforced by a unique partial index, so the same body
+ * written again (a redelivery after a crash between the insert and the ack) finds its row, while a
+ * different body of the same job gets a row of its own.
  *
- * With `unlessApplied`, nothing is written when the job's fence exists: the job was applied after
- * all (an attempt whose COMMIT succeeded but whose answer was lost counts as failed), and a job must
- * never be both applied and dead-lettered. The check and the insert are one statement.
+ * With `checkFence`, the job's fence decides in the same statement: a fence with the message's
+ * fingerprint (or one written before fingerprints) means the job was applied after all (an attempt
+ * whose COMMIT succeeded but whose answer was lost), and nothing is written; a fence with another
+ * fingerprint means this message is a different job under an applied job's id, and the row is
+ * written as a `conflict` naming both fingerprints.
  */
 import type { ErrorKind } from "../../dead-letters/error-kind.ts";
 import type { LastError } from "../../dead-letters/last-error.ts";
+import type { StoredBody } from "../../dead-letters/stored-body.ts";
+import { DeadLetterRaceError } from "../../errors.ts";
 import type { Queryable } from "../queryable.ts";
 
-/** The columns a writer supplies; status, timestamps and id come from the database. */
+/** The columns a writer supplies; status, timestamps, id and the body fingerprint come from the database. */
 export interface DeadLetterDraft {
   readonly jobId: string;
   readonly consumer: string;
   readonly queue: string;
   readonly tenantId: string | null;
-  /** JSON text of an object that jsonb accepts (see `storablePayload`). */
-  readonly payloadJson: string;
+  readonly correlationId: string;
+  readonly body: StoredBody;
+  /** JSON text of an object for the `payload` column, or null (see `jsonbCandidate`). */
+  readonly payloadJson: string | null;
   readonly messageAttributes: Record<string, unknown>;
   readonly attempts: number;
   readonly errorKind: ErrorKind;
   readonly lastError: LastError;
-  readonly correlationId: string;
-  /** Write nothing if the job's fence exists (every kind but poison, whose id may not be the job's). */
-  readonly unlessApplied: boolean;
+  /** The message's job fingerprint, when its envelope could be read. */
+  readonly jobFingerprint: Buffer | null;
+  /** Conflicts: the applied job's fingerprint. */
+  readonly fenceFingerprint: Buffer | null;
+  /** Let the job's fence decide (see the module comment). Needs `jobFingerprint`. */
+  readonly checkFence: boolean;
 }
 
-/** The pending dead letter of the job after the write, or that the job turned out applied. */
+/** The pending dead letter of the message after the write, or that the job turned out applied. */
 export type RecordedDeadLetter =
   | {
       readonly applied?: false;
       readonly id: string;
-      /** False when an earlier write had already recorded this job's pending dead letter. */
+      /** The row's kind: the draft's, or `conflict` when the fence named another job. */
+      readonly errorKind: ErrorKind;
+      /** False when an earlier write had already recorded this body's pending dead letter. */
       readonly created: boolean;
     }
   | { readonly applied: true };
 
 const INSERT = `
+  WITH fence AS (
+    SELECT uuid_send(fingerprint) AS fingerprint FROM core.processed_jobs
+     WHERE $17::boolean AND job_id = $1 AND consumer = $2
+  )
   INSERT INTO core.dead_letters
-    (job_id, consumer, queue, tenant_id, payload, message_attributes, attempts, error_kind, last_error, correlation_id)
-  VALUES ($1, $2, $3, $4, $5::jsonb, $6::jsonb, $7, $8, $9::jsonb, $10)
-  ON CONFLICT (consumer, job_id) WHERE status = 'pending_review' DO NOTHING
-  RETURNING id`;
+    (job_id, consumer, queue, tenant_id, correlation_id, body_form, body, body_utf16, body_fingerprint,
+     payload, message_attributes, attempts, error_kind, last_error, job_fingerprint, fence_fingerprint)
+  SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11::jsonb, $12,
+         CASE WHEN fence.fingerprint IS NULL THEN $13 ELSE 'conflict' END,
+         $14::jsonb, $15, coalesce(fence.fingerprint, $16)
+    FROM (VALUES (1)) AS one
+    LEFT JOIN fence ON true
+   WHERE NOT EXISTS (SELECT 1 FROM fence WHERE fence.fingerprint IS NULL OR fence.fingerprint = $15)
+  ON CONFLICT (consumer, job_id, body_fingerprint) WHERE status = 'pending_review' DO NOTHING
+  RETURNING id, error_kind`;
 
-/** The same insert, skipped when the job's fence exists. */
-const INSERT_UNLESS_APPLIED = `
-  INSERT INTO core.dead_letters
-    (job_id, consumer, queue, tenant_id, payload, message_attributes, attempts, error_kind, last_error, correlation_id)
-  SELECT $1, $2, $3, $4, $5::jsonb, $6::jsonb, $7, $8, $9::jsonb, $10
-   WHERE NOT EXISTS (SELECT 1 FROM core.processed_jobs WHERE job_id = $1 AND consumer = $2)
-  ON CONFLICT (consumer, job_id) WHERE status = 'pending_review' DO NOTHING
-  RETURNING id`;
-
-const FENCE_EXISTS = "SELECT 1 FROM core.processed_jobs WHERE job_id = $1 AND consumer = $2";
+const FENCE_MATCHES = `
+  SELECT 1 FROM core.processed_jobs
+   WHERE job_id = $1 AND consumer = $2 AND (fingerprint IS NULL OR uuid_send(fingerprint) = $3)`;
 
 const FIND_PENDING = `
-  SELECT id FROM core.dead_letters
-   WHERE consumer = $1 AND job_id = $2 AND status = 'pending_review'`;
+  SELECT id, error_kind FROM core.dead_letters
+   WHERE consumer = $1 AND job_id = $2 AND body_fingerprint = $3 AND status = 'pending_review'`;
 
 /** Bounded: each retry means the pending row was resolved between two of our statements. */
 const MAX_TRIES = 3;
 
-/** Writes the dead letter, or finds the pending one already recorded for the same job. */
+/** Writes the dead letter, or finds the pending one already recorded for the same body. */
 export async function insertDeadLetter(db: Queryable, draft: DeadLetterDraft): Promise<RecordedDeadLetter> {
+  if (draft.checkFence && draft.jobFingerprint === null) {
+    throw new RangeError("a dead letter checked against the fence needs the job's fingerprint");
+  }
+  const { body } = draft;
   const params = [
     draft.jobId,
     draft.consumer,
     draft.queue,
     draft.tenantId,
+    draft.correlationId,
+    body.form,
+    body.form === "text" ? body.text : null,
+    body.form === "utf16" ? body.utf16 : null,
+    body.fingerprint,
     draft.payloadJson,
     JSON.stringify(draft.messageAttributes),
     draft.attempts,
     draft.errorKind,
     JSON.stringify(draft.lastError),
-    draft.correlationId,
+    draft.jobFingerprint,
+    draft.fenceFingerprint,
+    draft.checkFence,
   ];
   for (let tries = 0; tries < MAX_TRIES; tries++) {
-    const inserted = await db.query<{ id: string }>(
-      draft.unlessApplied ? INSERT_UNLESS_APPLIED : INSERT,
-      params,
-    );
-    if (inserted.rows[0]) return { id: inserted.rows[0].id, created: true };
-    if (draft.unlessApplied && (await db.query(FENCE_EXISTS, [draft.jobId, draft.consumer])).rowCount) {
+    const inserted = await db.query<{ id: string; error_kind: ErrorKind }>(INSERT, params);
+    const row = inserted.rows[0];
+    if (row) return { id: row.id, errorKind: row.error_kind, created: true };
+    if (
+      draft.checkFence &&
+      (await db.query(FENCE_MATCHES, [draft.jobId, draft.consumer, draft.jobFingerprint])).rowCount
+    ) {
       return { applied: true };
     }
-    // A conflicting pending row exists (possibly committed after this statement's snapshot, which
+    // A pending row of this body exists (possibly committed after this statement's snapshot, which
     // is why it is looked up in a statement of its own).
-    const existing = await db.query<{ id: string }>(FIND_PENDING, [draft.consumer, draft.jobId]);
-    if (existing.rows[0]) return { id: existing.rows[0].id, created: false };
+    const existing = await db.query<{ id: string; error_kind: ErrorKind }>(FIND_PENDING, [
+      draft.consumer,
+      draft.jobId,
+      body.fingerprint,
+    ]);
+    const found = existing.rows[0];
+    if (found) return { id: found.id, errorKind: found.error_kind, created: false };
   }
-  throw new Error(
-    `could not record the dead letter of ${draft.consumer}/${draft.jobId}: its pending row kept changing`,
-  );
+  throw new DeadLetterRaceError(draft.consumer, draft.jobId);
 }

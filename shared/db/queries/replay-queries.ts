@@ -7,20 +7,23 @@ import type { Queryable } from "../queryable.ts";
 import { type DeadLetterSummaryRow, SUMMARY_COLUMNS, utc } from "./dead-letter-columns.ts";
 import { sqlWhere, whereOf } from "./dead-letter-filter.ts";
 
-/** What a replay needs of a dead letter. The payload is jsonb's text, so large numbers keep every digit. */
+/** What a replay needs of a dead letter: the stored body (sent as it was received) and the job's fingerprint. */
 export interface ReplayRow {
   id: string;
   status: string;
   job_id: string;
   consumer: string;
   queue: string;
-  payload_text: string;
+  body_form: string;
+  body: string | null;
+  body_utf16: Buffer | null;
+  job_fingerprint: Buffer | null;
   message_attributes: Record<string, unknown>;
   created_at: string;
 }
 
-const REPLAY_COLUMNS = `id, status, job_id, consumer, queue, payload::text AS payload_text, message_attributes,
-  ${utc("created_at")} AS created_at`;
+const REPLAY_COLUMNS = `id, status, job_id, consumer, queue, body_form, body, body_utf16, job_fingerprint,
+  message_attributes, ${utc("created_at")} AS created_at`;
 
 /** Locks one dead letter for a decision (replay or discard); waits for a concurrent one to finish. */
 export async function lockDeadLetter(tx: Queryable, id: string): Promise<ReplayRow | undefined> {
@@ -59,16 +62,20 @@ export async function countReplayMatches(
   filter: Partial<DeadLetterFilter>,
   sampleSize: number,
   after?: KeysetPosition,
-): Promise<{ matched: number; superseded: number; sample: DeadLetterSummaryRow[] }> {
+): Promise<{ matched: number; superseded: number; conflicts: number; sample: DeadLetterSummaryRow[] }> {
   const where = whereOf(
     { ...filter, status: "pending_review" },
     after ? { position: after, direction: "newer" } : undefined,
   );
-  const counted = await db.query<{ matched: string; superseded: string }>(
+  // The same rule as replayDecision (dead-letters/replay.ts), counted in the database.
+  const counted = await db.query<{ matched: string; superseded: string; conflicts: string }>(
     `SELECT count(*) AS matched,
-            count(*) FILTER (WHERE EXISTS (SELECT 1 FROM core.processed_jobs p
-                                            WHERE p.job_id = d.job_id AND p.consumer = d.consumer)) AS superseded
-       FROM core.dead_letters d ${sqlWhere(where)}`,
+            count(*) FILTER (WHERE p.job_id IS NOT NULL
+                               AND (p.fingerprint IS NULL OR d.job_fingerprint IS NULL
+                                    OR uuid_send(p.fingerprint) = d.job_fingerprint)) AS superseded,
+            count(*) FILTER (WHERE uuid_send(p.fingerprint) <> d.job_fingerprint) AS conflicts
+       FROM (SELECT job_id, consumer, job_fingerprint FROM core.dead_letters ${sqlWhere(where)}) AS d
+       LEFT JOIN core.processed_jobs p ON p.job_id = d.job_id AND p.consumer = d.consumer`,
     where.params,
   );
   const sample = await db.query<DeadLetterSummaryRow>(
@@ -78,25 +85,29 @@ export async function countReplayMatches(
   return {
     matched: Number(counted.rows[0]?.matched ?? 0),
     superseded: Number(counted.rows[0]?.superseded ?? 0),
+    conflicts: Number(counted.rows[0]?.conflicts ?? 0),
     sample: sample.rows,
   };
 }
 
-/** Which of these (job_id, consumer) pairs have a fence: their jobs succeeded by another path. */
-export async function fencedJobs(
+/**
+ * The fences of these (job_id, consumer) pairs, by {@link fenceKey}: each present key's job was
+ * applied, with the fingerprint given (null for a fence written before fingerprints).
+ */
+export async function fencesOf(
   db: Queryable,
   jobs: ReadonlyArray<{ job_id: string; consumer: string }>,
-): Promise<Set<string>> {
-  if (jobs.length === 0) return new Set();
-  const { rows } = await db.query<{ job_id: string; consumer: string }>(
-    `SELECT p.job_id, p.consumer FROM core.processed_jobs p
+): Promise<Map<string, Buffer | null>> {
+  if (jobs.length === 0) return new Map();
+  const { rows } = await db.query<{ job_id: string; consumer: string; fingerprint: Buffer | null }>(
+    `SELECT p.job_id, p.consumer, uuid_send(p.fingerprint) AS fingerprint FROM core.processed_jobs p
        JOIN unnest($1::text[], $2::text[]) AS j(job_id, consumer) USING (job_id, consumer)`,
     [jobs.map((j) => j.job_id), jobs.map((j) => j.consumer)],
   );
-  return new Set(rows.map((r) => fenceKey(r)));
+  return new Map(rows.map((r) => [fenceKey(r), r.fingerprint]));
 }
 
-/** The key {@link fencedJobs} returns for a job. */
+/** The key {@link fencesOf} returns for a job. */
 export function fenceKey(job: { job_id: string; consumer: string }): string {
   return JSON.stringify([job.job_id, job.consumer]);
 }

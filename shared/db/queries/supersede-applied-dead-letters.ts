@@ -1,8 +1,10 @@
 /**
  * Pending dead letters whose job was applied after all: the fence exists (a replay that crashed
  * between its SQS send and its commit, SPEC §6, or a producer that sent the job again). They are
- * resolved as `superseded`, as a replay would have found them. Poison is left alone: its job id
- * may be the message id, and a malformed message stays a finding for a person to see.
+ * resolved as `superseded`, as a replay would have found them, when the applied job is theirs
+ * (the same fingerprint, or a fence from before fingerprints). A dead letter carrying another job
+ * under the same id stays pending: that is a conflict for a person to decide. Poison is left alone:
+ * its job id may be the message id, and a malformed message stays a finding for a person to see.
  */
 import type { Queryable } from "../queryable.ts";
 
@@ -13,7 +15,10 @@ export async function supersedeAppliedDeadLetters(db: Queryable, actor: string):
         SET status = 'superseded', resolved_at = now(), resolved_by = $1
       WHERE d.status = 'pending_review'
         AND d.error_kind <> 'poison'
-        AND EXISTS (SELECT 1 FROM core.processed_jobs AS p WHERE p.job_id = d.job_id AND p.consumer = d.consumer)`,
+        AND d.error_kind <> 'conflict'
+        AND EXISTS (SELECT 1 FROM core.processed_jobs AS p
+                     WHERE p.job_id = d.job_id AND p.consumer = d.consumer
+                       AND (p.fingerprint IS NULL OR d.job_fingerprint IS NULL OR uuid_send(p.fingerprint) = d.job_fingerprint))`,
     [actor],
   );
   return rowCount ?? 0;

@@ -11,6 +11,7 @@ import { localEventBridgeClient, localSqsClient } from "../../../local/aws-clien
 import { startPoller } from "../../../local/poller.ts";
 import { createConsumer } from "../../../shared/consumer.ts";
 import { createPool } from "../../../shared/db/pool.ts";
+import { recordLogKeys } from "../../../shared/record/protocol.ts";
 import type { RetryPolicy } from "../../../shared/retry/policy.ts";
 import { type FaultWorkOptions, faultyAwardPoints } from "./fault-work.ts";
 
@@ -98,7 +99,7 @@ async function main(): Promise<void> {
       tell({
         type: "outcome",
         status: outcome.status === "dead-lettered" ? `dead-lettered:${outcome.kind}` : outcome.status,
-        jobId: rc.identity?.jobId ?? rc.record.messageId,
+        jobId: recordLogKeys(rc).job_id,
         attempt: rc.attempt,
         ...(cause === undefined ? {} : { error: errorKey(cause) }),
       });

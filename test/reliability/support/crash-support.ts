@@ -4,7 +4,7 @@
  */
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { GetQueueAttributesCommand, type SQSClient } from "@aws-sdk/client-sqs";
+import type { SQSClient } from "@aws-sdk/client-sqs";
 import type { Context } from "aws-lambda";
 import type pg from "pg";
 import { localEventBridgeClient } from "../../../local/aws-clients.ts";
@@ -13,6 +13,7 @@ import { lambdaContext } from "../../../local/lambda-context.ts";
 import { type CommitMode, createConsumer } from "../../../shared/consumer.ts";
 import { createPool } from "../../../shared/db/pool.ts";
 import type { TestDatabase } from "../../support/database.ts";
+import { queueDepth } from "../../support/sqs.ts";
 import {
   CRASH_CHILD_ENV,
   CRASH_MARK,
@@ -68,25 +69,6 @@ export function runCrashChild(config: CrashChildConfig, timeoutMs = 30_000): Pro
   });
 }
 
-/** Messages a queue still holds: visible, in flight (received, not deleted) and delayed. */
-export async function queueDepth(sqs: SQSClient, queueUrl: string): Promise<number> {
-  const { Attributes: a = {} } = await sqs.send(
-    new GetQueueAttributesCommand({
-      QueueUrl: queueUrl,
-      AttributeNames: [
-        "ApproximateNumberOfMessages",
-        "ApproximateNumberOfMessagesNotVisible",
-        "ApproximateNumberOfMessagesDelayed",
-      ],
-    }),
-  );
-  return (
-    Number(a.ApproximateNumberOfMessages ?? 0) +
-    Number(a.ApproximateNumberOfMessagesNotVisible ?? 0) +
-    Number(a.ApproximateNumberOfMessagesDelayed ?? 0)
-  );
-}
-
 /** What the restart's drain did. */
 export interface DrainResult {
   /** Records received, redeliveries of what the dead child held included. */
@@ -94,6 +76,8 @@ export interface DrainResult {
   /** Records the consumer reported as failures (left for another delivery). */
   readonly failed: number;
   readonly polls: number;
+  /** Every record received, in order: its body and its ApproximateReceiveCount. */
+  readonly records: ReadonlyArray<{ readonly body: string; readonly receiveCount: string }>;
 }
 
 /** Where the restart's consumer runs. */
@@ -141,13 +125,17 @@ export async function drainQueue(target: DrainTarget, deadlineMs = 20_000): Prom
     let received = 0;
     let failed = 0;
     let polls = 0;
+    const records: Array<{ body: string; receiveCount: string }> = [];
     while (Date.now() < stopAt) {
       // Depth first: an empty queue ends the drain without waiting out a long poll.
-      if ((await queueDepth(target.sqs, target.queueUrl)) === 0) return { received, failed, polls };
+      if ((await queueDepth(target.sqs, target.queueUrl)) === 0) return { received, failed, polls, records };
       const delivered = await pollOnce(source, handler, context);
       polls++;
       received += delivered.received.length;
       failed += delivered.failedIds.length;
+      for (const r of delivered.received) {
+        records.push({ body: r.body, receiveCount: r.attributes.ApproximateReceiveCount });
+      }
     }
     throw new Error(
       `queue ${target.queueUrl} did not drain within ${deadlineMs} ms: ` +

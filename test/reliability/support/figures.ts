@@ -61,3 +61,14 @@ export function runSeed(): number {
   const given = Number(process.env.JOBFENCE_RELIABILITY_SEED);
   return Number.isInteger(given) && given > 0 ? given : Math.floor(Math.random() * 2 ** 31) + 1;
 }
+
+/**
+ * The seeds of a run that takes several: JOBFENCE_RELIABILITY_SEED (comma-separated) replays given
+ * ones; otherwise `count` fresh ones, printed with the figures so a failure can be reproduced.
+ */
+export function runSeeds(count: number): number[] {
+  const given = process.env.JOBFENCE_RELIABILITY_SEED;
+  if (given) return given.split(",").map((s) => Number.parseInt(s.trim(), 10) >>> 0);
+  const base = (Date.now() ^ (process.pid << 16)) >>> 0;
+  return Array.from({ length: count }, (_, i) => (base + Math.imul(i + 1, 0x9e3779b1)) >>> 0);
+}

@@ -1,6 +1,7 @@
-/** Sending award-points jobs in bulk and waiting for a run to settle. */
-import { SendMessageBatchCommand, type SQSClient } from "@aws-sdk/client-sqs";
-import type { SqsEmulator } from "../../../local/sqs-emulator.ts";
+/**
+ * Award-points jobs in bulk and waiting for a run to settle (sending and counting them: the
+ * shared ../../support/sqs.ts).
+ */
 
 /** One award-points job of a run. */
 export interface LoadJob {
@@ -28,27 +29,6 @@ export function envelopeOf(job: LoadJob): string {
     correlation_id: `corr-${job.jobId}`,
     payload: { user_id: job.userId, points: job.points },
   });
-}
-
-/** Sends every body, ten per SendMessageBatch; throws if any entry failed. */
-export async function sendBodies(sqs: SQSClient, queueUrl: string, bodies: readonly string[]): Promise<void> {
-  for (let i = 0; i < bodies.length; i += 10) {
-    const result = await sqs.send(
-      new SendMessageBatchCommand({
-        QueueUrl: queueUrl,
-        Entries: bodies.slice(i, i + 10).map((body, j) => ({ Id: String(j), MessageBody: body })),
-      }),
-    );
-    if (result.Failed && result.Failed.length > 0)
-      throw new Error(`SendMessageBatch failed: ${JSON.stringify(result.Failed)}`);
-  }
-}
-
-/** Messages a queue of the in-process emulator holds: ready, delayed and in flight. */
-export function messagesIn(emulator: SqsEmulator, queueName: string): number {
-  const queue = emulator.server.inspectQueue(queueName);
-  if (!queue) throw new Error(`the emulator has no queue ${queueName}`);
-  return queue.messages.ready.length + queue.messages.delayed.length + queue.messages.inflight.length;
 }
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));

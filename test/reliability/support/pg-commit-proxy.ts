@@ -10,6 +10,7 @@
  */
 import { once } from "node:events";
 import { type AddressInfo, connect, createServer, type Socket } from "node:net";
+import { isCommitQuery } from "../../../bench/latency-proxy.ts";
 
 export interface PgCommitProxy {
   /** `url` with its host and port replaced by the proxy's. */
@@ -76,15 +77,7 @@ export async function startPgCommitProxy(upstreamUrl: string): Promise<PgCommitP
         if (pending.length < length) return;
         const message = pending.subarray(0, length);
         pending = pending.subarray(length);
-        if (
-          toLose > 0 &&
-          message[0] === 0x51 &&
-          message
-            .subarray(5, length - 1)
-            .toString("utf8")
-            .trim()
-            .toUpperCase() === "COMMIT"
-        ) {
+        if (toLose > 0 && isCommitQuery(message)) {
           toLose--;
           lost++;
           swallowing = true;

@@ -3,7 +3,7 @@
  * can be replayed: which job each delivery carries, in what order they arrive, and how they are
  * cut into SQS batches. Pure.
  */
-import { prng } from "./crash-figures.ts";
+import { seededRandom } from "./figures.ts";
 
 /** How a job's deliveries are spread over the storm. */
 export type StormOrdering =
@@ -44,7 +44,7 @@ export interface StormPlan {
 }
 
 export function stormPlan(options: StormPlanOptions): StormPlan {
-  const random = prng(options.seed);
+  const random = seededRandom(options.seed);
   const below = (n: number) => Math.floor(random() * n);
   const maxBatchSize = options.maxBatchSize ?? 10;
   const window = options.burstWindow ?? 64;

@@ -10,22 +10,34 @@ import { type Metrics, MetricUnit } from "@aws-lambda-powertools/metrics";
 import type { Context, SQSBatchItemFailure, SQSBatchResponse, SQSEvent, SQSRecord } from "aws-lambda";
 import { describeError } from "../dead-letters/last-error.ts";
 import { METRIC } from "../metrics/names.ts";
-import { isAcked, type RecordContext, type RecordOutcome } from "./record-context.ts";
+import { type BatchSettlement, isAcked, type RecordContext, type RecordOutcome } from "./record-context.ts";
 
 /** Options of {@link sqsBatchProcessor}. */
 export interface SqsBatchOptions<P> {
-  /** Builds the record's context; may throw for an unusable record (it is then reported). */
-  readonly contextOf: (record: SQSRecord) => RecordContext<P>;
+  /**
+   * Builds the record's context, with what the batch transaction did with it when there was one;
+   * may throw for an unusable record (it is then reported).
+   */
+  readonly contextOf: (record: SQSRecord, settlement?: BatchSettlement) => RecordContext<P>;
   /** The per-record Middy chain. */
   readonly processRecord: (rc: RecordContext<P>, context: Context) => Promise<RecordOutcome>;
   /**
-   * Runs once per batch before any record's chain, with the contexts of every usable record in
-   * batch order (batch-commit mode settles them in one transaction here). @default none
+   * Batch-commit mode: runs once per batch before any record's chain, with every record in batch
+   * order, and settles what it can in one transaction. @default none (per-record mode)
    */
-  readonly prepareBatch?: (contexts: RecordContext<P>[]) => Promise<void>;
+  readonly settleBatch?: (records: readonly SQSRecord[]) => Promise<Map<SQSRecord, BatchSettlement>>;
   readonly keepGroupOrder: boolean;
   readonly metrics: Metrics;
   readonly logger: Logger;
+}
+
+/**
+ * The record's message group when its order must hold: on a FIFO queue only. A standard queue's
+ * messages can carry a MessageGroupId too (SQS fair queues use it for fairness, not order), and
+ * holding a group back there would only spend its messages' receives.
+ */
+export function orderedGroupOf(record: SQSRecord): string | undefined {
+  return record.eventSourceARN?.endsWith(".fifo") ? record.attributes.MessageGroupId : undefined;
 }
 
 /** SPEC §4: the attempt number is ApproximateReceiveCount (1 if SQS did not send it). */
@@ -62,19 +74,22 @@ export function sqsBatchProcessor<P>(
   return async (event, context) => {
     const batchItemFailures: SQSBatchItemFailure[] = [];
     const failedGroups = new Set<string>();
-    const contexts = event.Records.map((record): RecordContext<P> | { error: unknown } => {
-      try {
-        return options.contextOf(record);
-      } catch (error) {
-        return { error };
-      }
-    });
-    const usable = contexts.filter((c): c is RecordContext<P> => !("error" in c));
+    const build = (settlements?: Map<SQSRecord, BatchSettlement>) =>
+      event.Records.map((record): RecordContext<P> | { error: unknown } => {
+        try {
+          return options.contextOf(record, settlements?.get(record));
+        } catch (error) {
+          return { error };
+        }
+      });
+    let contexts = build();
     // With an unusable record in the batch, its place in a message group is unknown to the batch
     // transaction: every record then runs on its own, as in per-record mode.
-    if (options.prepareBatch && usable.length === contexts.length) await options.prepareBatch(usable);
+    if (options.settleBatch && contexts.every((c) => !("error" in c))) {
+      contexts = build(await options.settleBatch(event.Records));
+    }
     for (const [index, record] of event.Records.entries()) {
-      const group = options.keepGroupOrder ? record.attributes.MessageGroupId : undefined;
+      const group = options.keepGroupOrder ? orderedGroupOf(record) : undefined;
       if (group !== undefined && failedGroups.has(group)) {
         metrics.addMetric(METRIC.fifoSkipped, MetricUnit.Count, 1);
         logger.info("record left for redelivery behind a failure in its message group", {

@@ -1,0 +1,214 @@
+/**
+ * The fence transaction (SPEC §3), the one copy both commit modes use:
+ *
+ *   BEGIN; INSERT fence(s) … ON CONFLICT DO NOTHING   -- one round trip; returns the fresh ones
+ *   (SELECT the fingerprints of fences that existed)  -- only when some did: a duplicate pays this
+ *   work(job, tx) …                                   -- on the guarded connection (work-transaction.ts)
+ *   SELECT core.assert_fence_transaction(xid); COMMIT -- one round trip: the COMMIT runs only if the
+ *                                                        open transaction is still the fence's
+ *
+ * Every path ends the connection's loan exactly once: released after COMMIT or ROLLBACK, destroyed
+ * when either failed for a reason other than the server's answer (the connection's state is then
+ * unknown, and the pool must not hand it to the next record).
+ */
+import { performance } from "node:perf_hooks";
+import pg from "pg";
+import { beginWithFences, type FenceSet, fenceFingerprints } from "../db/queries/begin-with-fences.ts";
+import {
+  FOREIGN_TRANSACTION_SQLSTATE,
+  ForeignTransactionError,
+  TransactionRolledBackError,
+} from "../errors.ts";
+import { faultHook } from "../fault-points.ts";
+import type { BatchSettlement } from "../record/record-context.ts";
+import { guardTransaction, type Transaction } from "./work-transaction.ts";
+
+/** SQLSTATE of a statement sent into a transaction that has already failed. */
+const IN_FAILED_TRANSACTION = "25P02";
+
+/** What opening the transaction found. */
+export interface OpenedFences {
+  readonly transaction: FenceTransaction;
+  /** Job ids whose fence this transaction holds. */
+  readonly fresh: ReadonlySet<string>;
+  /** Every other job id, with its existing fence's fingerprint (null: written before fingerprints). */
+  readonly existing: ReadonlyMap<string, Buffer | null>;
+}
+
+/** One open fence transaction on a pooled connection. */
+export class FenceTransaction {
+  /** The connection as the work may use it: queries only (see work-transaction.ts). */
+  readonly tx: Transaction;
+  readonly #client: pg.PoolClient;
+  readonly #closeGuard: () => void;
+  readonly #xid: string;
+  readonly #jobIds: string[];
+  readonly #startedAt: number;
+  #ended = false;
+
+  private constructor(client: pg.PoolClient, xid: string, jobIds: string[], startedAt: number) {
+    const guard = guardTransaction(client);
+    this.tx = guard.tx;
+    this.#closeGuard = () => guard.close();
+    this.#client = client;
+    this.#xid = xid;
+    this.#jobIds = jobIds;
+    this.#startedAt = startedAt;
+  }
+
+  /**
+   * Takes a connection, begins and inserts the fences. Throws (with the connection returned or
+   * destroyed) when the database refuses or cannot be reached, including a lock timeout behind a
+   * concurrent delivery of the same job.
+   */
+  static async open(pool: pg.Pool, fences: FenceSet): Promise<OpenedFences> {
+    const jobIds = [...new Set(fences.jobs.map((j) => j.jobId))];
+    if (faultHook) await faultHook("fence:before", { jobIds });
+    const client = await pool.connect();
+    const startedAt = performance.now();
+    try {
+      const { fresh, xid } = await beginWithFences(client, fences);
+      // Spliced into the COMMIT's SQL below: it must be the digits PostgreSQL sent.
+      if (!/^\d+$/.test(xid)) throw new RangeError(`not a transaction id: ${xid}`);
+      const others = jobIds.filter((id) => !fresh.has(id));
+      const existing =
+        others.length > 0 ? await fenceFingerprints(client, fences.consumer, others) : new Map();
+      if (faultHook) await faultHook("fence:after-insert", { jobIds });
+      return { transaction: new FenceTransaction(client, xid, jobIds, startedAt), fresh, existing };
+    } catch (error) {
+      await endLoan(client, error);
+      throw error;
+    }
+  }
+
+  /**
+   * Commits, after checking that the open transaction is still the one that inserted the fences;
+   * returns the milliseconds from BEGIN to COMMIT. Throws TransactionRolledBackError when the
+   * server rolled back instead (the work let a statement fail), ForeignTransactionError when the
+   * work ended the fence's transaction, or the connection's error (the outcome is then unknown;
+   * the fence makes a redelivery safe either way).
+   */
+  async commit(): Promise<number> {
+    this.#end();
+    if (faultHook) await faultHook("fence:after-work", { jobIds: this.#jobIds });
+    let results: pg.QueryResult[];
+    try {
+      results = (await this.#client.query(
+        `SELECT core.assert_fence_transaction('${this.#xid}'::xid8);\nCOMMIT`,
+      )) as unknown as pg.QueryResult[];
+    } catch (error) {
+      const failure = commitFailure(error);
+      await endLoan(this.#client, error);
+      throw failure;
+    }
+    const command = Array.isArray(results) ? results[1]?.command : undefined;
+    // A COMMIT in a failed transaction is answered ROLLBACK, without an error.
+    if (command !== "COMMIT") {
+      this.#client.release();
+      throw new TransactionRolledBackError(command);
+    }
+    this.#client.release();
+    const elapsedMs = performance.now() - this.#startedAt;
+    if (faultHook) await faultHook("fence:after-commit", { jobIds: this.#jobIds });
+    return elapsedMs;
+  }
+
+  /**
+   * Whether the transaction has failed (a statement of the work failed and the work went on): a
+   * COMMIT would be answered ROLLBACK. Read from the server's last ReadyForQuery, no round trip.
+   */
+  get failed(): boolean {
+    return this.#client.getTransactionStatus() === "E";
+  }
+
+  /**
+   * Rolls back and returns the connection (destroys it if the rollback fails). Safe to call twice.
+   * Returns a ForeignTransactionError when the transaction it rolls back is not the fence's (the
+   * work ended it by a path the guard did not see, and what it committed stands): the failure is
+   * then no longer the work's to retry, since a retry would find the fence and skip the rest.
+   */
+  async abandon(): Promise<ForeignTransactionError | undefined> {
+    if (this.#ended) return undefined;
+    this.#end();
+    const client = this.#client;
+    const status = client.getTransactionStatus();
+    if (status === "I") {
+      await rollBackAndRelease(client);
+      return foreignTransaction("no transaction was open when the harness rolled back", undefined);
+    }
+    if (status !== "T") {
+      // Failed ('E'): nothing can be asked of it; the ROLLBACK ends it.
+      await rollBackAndRelease(client);
+      return undefined;
+    }
+    try {
+      await client.query(`SELECT core.assert_fence_transaction('${this.#xid}'::xid8);\nROLLBACK`);
+      client.release();
+      return undefined;
+    } catch (error) {
+      await endLoan(client, error);
+      const failure = commitFailure(error);
+      return failure instanceof ForeignTransactionError ? failure : undefined;
+    }
+  }
+
+  #end(): void {
+    if (this.#ended) throw new RangeError("the fence transaction has already ended");
+    this.#ended = true;
+    this.#closeGuard();
+  }
+}
+
+function foreignTransaction(detail: string, cause: unknown): ForeignTransactionError {
+  return new ForeignTransactionError(
+    `the work ended the fence's transaction (${detail}); what it committed stands`,
+    cause === undefined ? undefined : { cause },
+  );
+}
+
+/** What a failed commit (or checked rollback) means to the record. */
+function commitFailure(error: unknown): unknown {
+  const code = (error as { code?: unknown }).code;
+  if (code === FOREIGN_TRANSACTION_SQLSTATE) {
+    return foreignTransaction("the transaction open at its end is another one", error);
+  }
+  if (code === IN_FAILED_TRANSACTION) return new TransactionRolledBackError("ROLLBACK");
+  return error;
+}
+
+/**
+ * Ends the loan after an error: a server's answer (an error with an SQLSTATE) leaves the
+ * connection usable once rolled back; anything else (a broken socket, a timeout) leaves its
+ * state unknown, so it is destroyed.
+ */
+async function endLoan(client: pg.PoolClient, error: unknown): Promise<void> {
+  if (error instanceof pg.DatabaseError) {
+    await rollBackAndRelease(client);
+  } else {
+    client.release(asError(error));
+  }
+}
+
+async function rollBackAndRelease(client: pg.PoolClient): Promise<void> {
+  try {
+    await client.query("ROLLBACK");
+    client.release();
+  } catch (rollbackError) {
+    client.release(asError(rollbackError));
+  }
+}
+
+/**
+ * What an existing fence means for a message with `fingerprint`: the same job (a duplicate), or
+ * another job under the same id (a conflict). A fence written before fingerprints existed cannot
+ * tell, and counts as the same job (SPEC §3).
+ */
+export function settlementOfExisting(fingerprint: Buffer, fenced: Buffer | null): BatchSettlement {
+  if (fenced === null || fenced.equals(fingerprint)) return { status: "duplicate" };
+  return { status: "conflict", fenceFingerprint: fenced };
+}
+
+/** `value` as an Error, for APIs that take one. */
+export function asError(value: unknown): Error {
+  return value instanceof Error ? value : new Error(String(value));
+}

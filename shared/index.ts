@@ -1,0 +1,40 @@
+/**
+ * jobfence's public surface: what a consumer author, a producer and the functions that host them
+ * import. Everything else under shared/ is the library's own and may change without notice.
+ */
+
+// The backstop drain, one per consumer.
+export {
+  type BackstopDrainConfig,
+  type BackstopDrainHandler,
+  type BackstopDrainRuntime,
+  createBackstopDrain,
+  drainConfigFromEnv,
+  parseDrainConfig,
+} from "./backstop/drain.ts";
+export type { ConsumerConfig, ConsumerConfigInput } from "./config/consumer-config.ts";
+// The consumer factory and what a definition is made of.
+export {
+  type CommitMode,
+  type ConsumerDefinition,
+  type ConsumerHandler,
+  type ConsumerRuntime,
+  createConsumer,
+  type OutcomeObserver,
+  type Transaction,
+  type WorkJob,
+} from "./consumer.ts";
+export { ERROR_KIND, ERROR_KINDS, type ErrorKind } from "./dead-letters/error-kind.ts";
+export { DEAD_LETTER_STATUS, DEAD_LETTER_STATUSES, type DeadLetterStatus } from "./dead-letters/status.ts";
+export { BODY_FORM, BODY_FORMS, type BodyForm } from "./dead-letters/stored-body.ts";
+export { canonicalJson } from "./envelope/canonical-json.ts";
+// The envelope, and what identifies a job: schemas for payload strings the database stores, the
+// fingerprint a producer can compute to check two messages are the same job.
+export { envelopeSchema, type Job, storableText } from "./envelope/envelope.ts";
+export { FINGERPRINT_BYTES, fingerprintHex, jobFingerprint } from "./envelope/fingerprint.ts";
+// Every error jobfence throws on purpose, under JobfenceError.
+export * from "./errors.ts";
+export { TTL_DEFAULTS, validateFenceTtl } from "./fence/ttl.ts";
+// What a record can become, and the dead letters' vocabulary.
+export type { RecordOutcome } from "./record/record-context.ts";
+export { DEFAULT_RETRY_POLICY, type RetryOverride, type RetryPolicy } from "./retry/policy.ts";
