@@ -38,7 +38,7 @@ import { observeOutcome } from "./middleware/observe-outcome.ts";
 import { parseEnvelope } from "./middleware/parse-envelope.ts";
 import { recordDeadLetter } from "./middleware/record-dead-letter.ts";
 import { type OutcomeObserver, RecordProtocol, type WorkJob, workJob } from "./record/protocol.ts";
-import type { BatchSettlement, RecordContext, RecordOutcome } from "./record/record-context.ts";
+import type { PreparedRecord, ReadMessage, RecordContext, RecordOutcome } from "./record/record-context.ts";
 import { attemptOf, orderedGroupOf, sqsBatchProcessor } from "./record/sqs-batch.ts";
 import {
   DEFAULT_RETRY_POLICY,
@@ -210,25 +210,34 @@ export function createConsumer<S extends z.ZodType>(
     .use(parseEnvelope(protocol))
     .use(fenceTransaction(protocol));
 
-  const settle = async (records: readonly SQSRecord[]): Promise<Map<SQSRecord, BatchSettlement>> => {
-    const batch = records.map((record): BatchRecord<z.output<S>> & { record: SQSRecord } => {
-      const read = protocol.readMessage(record);
-      const message = "poison" in read ? undefined : read;
-      return {
-        record,
-        message,
-        group: orderedGroupOf(record),
-        work: (tx) => definition.work(workJob(record, (message as NonNullable<typeof message>).job), tx),
-      };
-    });
-    const settled = new Map<SQSRecord, BatchSettlement>();
+  const settle = async (
+    records: readonly SQSRecord[],
+  ): Promise<Map<SQSRecord, PreparedRecord<z.output<S>>>> => {
+    const batch = records.map(
+      (record): BatchRecord<z.output<S>> & { record: SQSRecord; read: ReadMessage<z.output<S>> } => {
+        const read = protocol.readMessage(record);
+        const message = "poison" in read ? undefined : read;
+        return {
+          record,
+          read,
+          message,
+          group: orderedGroupOf(record),
+          work: (tx) => definition.work(workJob(record, (message as NonNullable<typeof message>).job), tx),
+        };
+      },
+    );
+    const prepared = new Map<SQSRecord, PreparedRecord<z.output<S>>>(
+      batch.map((r) => [r.record, { read: r.read }]),
+    );
     try {
       const report = await settleBatch(
         { pool, consumer: definition.name, ttlSeconds: config.fenceTtlSeconds },
         batch,
       );
-      for (const [r, settlement] of report.settlements)
-        settled.set((r as (typeof batch)[number]).record, settlement);
+      for (const [r, settlement] of report.settlements) {
+        const { record, read } = r as (typeof batch)[number];
+        prepared.set(record, { read, settlement });
+      }
       if (report.redos > 0) metrics.addMetric(METRIC.batchRedone, MetricUnit.Count, report.redos);
       if (report.redos > 0 || report.deferred > 0) {
         logger.info("batch transaction: records taken out, redone or left to transactions of their own", {
@@ -246,15 +255,16 @@ export function createConsumer<S extends z.ZodType>(
         error: describeError(error),
       });
     }
-    return settled;
+    return prepared;
   };
 
   const processBatch = sqsBatchProcessor<z.output<S>>({
-    contextOf: (record, settlement) => ({
+    contextOf: (record, prepared) => ({
       record,
       attempt: attemptOf(record),
       queueUrl: config.queueUrl ?? queueUrlFromArn(record.eventSourceARN),
-      ...(settlement ? { settlement } : {}),
+      ...(prepared?.settlement ? { settlement: prepared.settlement } : {}),
+      ...(prepared ? { read: prepared.read } : {}),
       state: { step: "received" },
     }),
     processRecord,

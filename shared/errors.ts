@@ -1,7 +1,9 @@
 /**
- * Typed errors of the jobfence library. Behaviour is decided by class (`instanceof`), never by
- * message text. Every error has a stable `name` and may carry the underlying `cause`.
+ * Typed errors of the jobfence library, every one under {@link JobfenceError}. Behaviour is
+ * decided by class (`instanceof`), never by message text. Every error has a stable `name` and may
+ * carry the underlying `cause`.
  */
+import { PROBLEM, type ProblemKind } from "./http/problem.ts";
 
 /** Root of every error jobfence throws on purpose. */
 export class JobfenceError extends Error {
@@ -240,4 +242,36 @@ export class InvalidCursorError extends JobfenceError {
 /** A secret that cannot be used as a login. */
 export class LoginSecretError extends JobfenceError {
   override name = "LoginSecretError";
+}
+
+/** An SQS event the harness cannot use as given (a record whose queue ARN is not one). */
+export class InvalidEventError extends JobfenceError {
+  override name = "InvalidEventError";
+}
+
+/** The database answered a jobfence function in a way its migration does not allow. */
+export class UnexpectedDatabaseAnswerError extends JobfenceError {
+  override name = "UnexpectedDatabaseAnswerError";
+}
+
+/** An error that is answered with a problem document. */
+export class HttpProblem extends JobfenceError {
+  override name = "HttpProblem";
+  readonly kind: ProblemKind;
+  readonly status: number;
+  /** Extension members (e.g. `errors` with the fields that failed validation). */
+  readonly extensions: Record<string, unknown>;
+  /** Extra response headers (e.g. WWW-Authenticate on a 401). */
+  readonly headers: Record<string, string>;
+  constructor(
+    kind: ProblemKind,
+    detail: string,
+    options: { extensions?: Record<string, unknown>; headers?: Record<string, string>; cause?: unknown } = {},
+  ) {
+    super(detail, { cause: options.cause });
+    this.kind = kind;
+    this.status = PROBLEM[kind].status;
+    this.extensions = options.extensions ?? {};
+    this.headers = options.headers ?? {};
+  }
 }

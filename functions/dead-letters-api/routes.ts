@@ -26,8 +26,8 @@ import {
   type ReplayDeps,
   replayDeadLetter,
 } from "../../shared/dead-letters/replay.ts";
+import { HttpProblem } from "../../shared/errors.ts";
 import { PERMISSION, type Permission } from "../../shared/http/auth.ts";
-import { HttpProblem } from "../../shared/http/problem.ts";
 import { parseJsonBody, parsePathParameter, parseQuery } from "../../shared/http/request.ts";
 
 /** What a route's operation receives. */

@@ -38,6 +38,6 @@ export function scramSha256Verifier(password: string, options: ScramOptions = {}
 /** The iterations and salt of a stored verifier, to recompute it for a candidate password. */
 export function parseScramVerifier(verifier: string): { iterations: number; salt: Buffer } {
   const match = /^SCRAM-SHA-256\$(\d+):([A-Za-z0-9+/=]+)\$[A-Za-z0-9+/=]+:[A-Za-z0-9+/=]+$/.exec(verifier);
-  if (!match?.[1] || !match[2]) throw new Error("not a SCRAM-SHA-256 verifier");
+  if (!match?.[1] || !match[2]) throw new RangeError("not a SCRAM-SHA-256 verifier");
   return { iterations: Number(match[1]), salt: Buffer.from(match[2], "base64") };
 }

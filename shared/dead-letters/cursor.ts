@@ -50,7 +50,7 @@ export function encodeCursor(position: KeysetPosition, filter: object, walk: Cur
 export function decodeCursor(cursor: string, filter: object, walk: CursorWalk): KeysetPosition {
   let parsed: unknown;
   try {
-    if (!/^[A-Za-z0-9_-]+$/.test(cursor)) throw new Error("not base64url");
+    if (!/^[A-Za-z0-9_-]+$/.test(cursor)) throw new InvalidCursorError("not base64url");
     parsed = JSON.parse(Buffer.from(cursor, "base64url").toString("utf8"));
   } catch {
     throw new InvalidCursorError("cursor is not one this API issued");

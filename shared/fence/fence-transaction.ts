@@ -41,12 +41,13 @@ export class FenceTransaction {
   readonly tx: Transaction;
   readonly #client: pg.PoolClient;
   readonly #closeGuard: () => void;
-  readonly #xid: string;
+  /** The transaction's id, when it inserted a fence (only then can work run in it). */
+  readonly #xid: string | null;
   readonly #jobIds: string[];
   readonly #startedAt: number;
   #ended = false;
 
-  private constructor(client: pg.PoolClient, xid: string, jobIds: string[], startedAt: number) {
+  private constructor(client: pg.PoolClient, xid: string | null, jobIds: string[], startedAt: number) {
     const guard = guardTransaction(client);
     this.tx = guard.tx;
     this.#closeGuard = () => guard.close();
@@ -69,7 +70,7 @@ export class FenceTransaction {
     try {
       const { fresh, xid } = await beginWithFences(client, fences);
       // Spliced into the COMMIT's SQL below: it must be the digits PostgreSQL sent.
-      if (!/^\d+$/.test(xid)) throw new RangeError(`not a transaction id: ${xid}`);
+      if (xid !== null && !/^\d+$/.test(xid)) throw new RangeError(`not a transaction id: ${xid}`);
       const others = jobIds.filter((id) => !fresh.has(id));
       const existing =
         others.length > 0 ? await fenceFingerprints(client, fences.consumer, others) : new Map();
@@ -93,8 +94,11 @@ export class FenceTransaction {
     if (faultHook) await faultHook("fence:after-work", { jobIds: this.#jobIds });
     let results: pg.QueryResult[];
     try {
+      // With no fence inserted no work ran, and there is nothing to check: COMMIT alone.
       results = (await this.#client.query(
-        `SELECT core.assert_fence_transaction('${this.#xid}'::xid8);\nCOMMIT`,
+        this.#xid === null
+          ? "SELECT;\nCOMMIT"
+          : `SELECT core.assert_fence_transaction('${this.#xid}'::xid8);\nCOMMIT`,
       )) as unknown as pg.QueryResult[];
     } catch (error) {
       const failure = commitFailure(error);
@@ -136,7 +140,7 @@ export class FenceTransaction {
       await rollBackAndRelease(client);
       return foreignTransaction("no transaction was open when the harness rolled back", undefined);
     }
-    if (status !== "T") {
+    if (status !== "T" || this.#xid === null) {
       // Failed ('E'): nothing can be asked of it; the ROLLBACK ends it.
       await rollBackAndRelease(client);
       return undefined;

@@ -112,8 +112,28 @@ function refuse(open: boolean, text: unknown, name: unknown, callbackForm: boole
       `a named query with no text would run ${JSON.stringify(name)} unchecked`,
     );
   }
-  const refused = refusedStatement(text);
+  const refused = checkedStatement(text);
   return refused && new TransactionControlError(refused.statement, refused.why);
+}
+
+/**
+ * Texts already checked, and their answer. A consumer sends the same few statements for every job
+ * and the answer depends on the text alone, so each is lexed once per container rather than once
+ * per job; texts of any length are kept up to a bound, the oldest forgotten first. A cache of a
+ * pure function's answers, not state of any request.
+ */
+const CHECKED = new Map<string, Refusal | undefined>();
+const CHECKED_MAX = 512;
+const CHECKED_MAX_TEXT = 8192;
+
+function checkedStatement(text: string): Refusal | undefined {
+  if (CHECKED.has(text)) return CHECKED.get(text);
+  const answer = refusedStatement(text);
+  if (text.length <= CHECKED_MAX_TEXT) {
+    if (CHECKED.size >= CHECKED_MAX) CHECKED.delete(CHECKED.keys().next().value as string);
+    CHECKED.set(text, answer);
+  }
+  return answer;
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {

@@ -6,7 +6,7 @@
  */
 import { createLocalJWKSet, createRemoteJWKSet, type JWK, type JWTPayload, jwtVerify } from "jose";
 import { storableText } from "../envelope/envelope.ts";
-import { HttpProblem } from "./problem.ts";
+import { ConfigurationError, HttpProblem } from "../errors.ts";
 
 /** The permissions of the dead-letter API. */
 export const PERMISSION = {
@@ -58,7 +58,9 @@ export function permissionsOf(claims: JWTPayload): Set<string> {
 const BEARER = /^Bearer ([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*)$/i;
 
 export function createTokenVerifier(options: TokenVerifierOptions): TokenVerifier {
-  if (!options.jwksUrl === !options.jwks) throw new Error("give exactly one of jwksUrl and jwks");
+  if (!options.jwksUrl === !options.jwks) {
+    throw new ConfigurationError("token verifier", ["give exactly one of jwksUrl and jwks"]);
+  }
   const keys = options.jwks
     ? createLocalJWKSet(options.jwks)
     : createRemoteJWKSet(new URL(options.jwksUrl as string));

@@ -9,11 +9,12 @@ import { describeError } from "../dead-letters/last-error.ts";
 import {
   DeadLetterConflictError,
   DeadLetterNotFoundError,
+  HttpProblem,
   InvalidCursorError,
   ReplayConflictError,
   ReplaySendError,
 } from "../errors.ts";
-import { HttpProblem, problemResponse } from "./problem.ts";
+import { problemResponse } from "./problem.ts";
 
 /** SQLSTATE classes and codes that mean the database is unreachable or overloaded, not that we erred. */
 const UNAVAILABLE_SQLSTATE = /^(08|53|57P0[1-3])|^55P03$/;

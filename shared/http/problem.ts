@@ -3,7 +3,7 @@
  * mistake a 4xx naming what was wrong, never a 500; only our own faults are 5xx.
  */
 import type { APIGatewayProxyStructuredResultV2 } from "aws-lambda";
-import { JobfenceError } from "../errors.ts";
+import type { HttpProblem } from "../errors.ts";
 
 /** Media type of every error response. */
 export const PROBLEM_CONTENT_TYPE = "application/problem+json";
@@ -24,28 +24,6 @@ export const PROBLEM = {
 
 /** One of {@link PROBLEM}'s keys. */
 export type ProblemKind = keyof typeof PROBLEM;
-
-/** An error that is answered with a problem document. */
-export class HttpProblem extends JobfenceError {
-  override name = "HttpProblem";
-  readonly kind: ProblemKind;
-  readonly status: number;
-  /** Extension members (e.g. `errors` with the fields that failed validation). */
-  readonly extensions: Record<string, unknown>;
-  /** Extra response headers (e.g. WWW-Authenticate on a 401). */
-  readonly headers: Record<string, string>;
-  constructor(
-    kind: ProblemKind,
-    detail: string,
-    options: { extensions?: Record<string, unknown>; headers?: Record<string, string>; cause?: unknown } = {},
-  ) {
-    super(detail, { cause: options.cause });
-    this.kind = kind;
-    this.status = PROBLEM[kind].status;
-    this.extensions = options.extensions ?? {};
-    this.headers = options.headers ?? {};
-  }
-}
 
 /** The `type` URI of a problem kind. */
 export function problemType(kind: ProblemKind): string {

@@ -1,7 +1,7 @@
 /** Validating the parts of an API Gateway (v2) request with zod; a failure is a 400 problem. */
 import type { APIGatewayProxyEventV2 } from "aws-lambda";
 import type { z } from "zod";
-import { HttpProblem } from "./problem.ts";
+import { HttpProblem } from "../errors.ts";
 
 /** The zod issues as problem `errors`: where and what. */
 function invalid(where: string, error: z.ZodError): HttpProblem {

@@ -16,8 +16,9 @@
  * A record is acked only when it was applied, was a duplicate, or its dead letter committed.
  *
  * In batch-commit mode the batch's records share one fence transaction (batch-transaction.ts),
- * which runs steps 2–4 for all of them first; each record then arrives here carrying its
- * settlement as a value, and step 2 takes it instead of opening a transaction of its own.
+ * which runs steps 2–4 for all of them first; each record then arrives here carrying, as values,
+ * how the batch read it (step 1 takes that) and its settlement (step 2 takes that instead of
+ * opening a transaction of its own).
  */
 
 import type { Logger } from "@aws-lambda-powertools/logger";
@@ -43,7 +44,13 @@ import { FenceTransaction, settlementOfExisting } from "../fence/fence-transacti
 import type { Transaction } from "../fence/work-transaction.ts";
 import { deadLetteredMetric, METRIC } from "../metrics/names.ts";
 import { isLastAttempt, type RetryPolicy, retryDelaySeconds } from "../retry/policy.ts";
-import type { BatchSettlement, JobMessage, RecordContext, RecordOutcome } from "./record-context.ts";
+import type {
+  BatchSettlement,
+  JobMessage,
+  ReadMessage,
+  RecordContext,
+  RecordOutcome,
+} from "./record-context.ts";
 import { attemptOf } from "./sqs-batch.ts";
 
 /** The job as `work` receives it. */
@@ -85,17 +92,13 @@ export class RecordProtocol<S extends z.ZodType> {
   }
 
   /** Step 1, pure: the record's body as a job with its fingerprint, or PoisonMessageError. */
-  readMessage(
-    record: SQSRecord,
-  ):
-    | JobMessage<z.output<S>>
-    | { poison: PoisonMessageError; identity: MessageIdentity; fingerprint: Buffer | null } {
+  readMessage(record: SQSRecord): ReadMessage<z.output<S>> {
     return readMessage(record, this.#o.payload, this.#o.fingerprint);
   }
 
   /** Step 1 on the record's context: throws PoisonMessageError for a body that is not a job. */
   parse(rc: RecordContext<z.output<S>>): void {
-    const read = this.readMessage(rc.record);
+    const read = rc.read ?? this.readMessage(rc.record);
     if ("poison" in read) {
       rc.state = { step: "poison", identity: read.identity, fingerprint: read.fingerprint };
       throw read.poison;
@@ -257,9 +260,7 @@ export function readMessage<S extends z.ZodType>(
   record: SQSRecord,
   payload: S,
   narrow?: (payload: z.output<S>) => unknown,
-):
-  | JobMessage<z.output<S>>
-  | { poison: PoisonMessageError; identity: MessageIdentity; fingerprint: Buffer | null } {
+): ReadMessage<z.output<S>> {
   const parsed = parseMessage(record.body ?? "", payload, record.messageId);
   const { identity } = parsed;
   if (!parsed.ok) {

@@ -5,6 +5,7 @@
 import type { SQSRecord } from "aws-lambda";
 import type { ErrorKind } from "../dead-letters/error-kind.ts";
 import type { Job, MessageIdentity } from "../envelope/envelope.ts";
+import type { PoisonMessageError } from "../errors.ts";
 import type { FenceTransaction } from "../fence/fence-transaction.ts";
 
 /** The per-record "event" of the Middy chain: the record, and where it is on its path. */
@@ -16,6 +17,8 @@ export interface RecordContext<P = unknown> {
   readonly queueUrl: string;
   /** Batch-commit mode: what the batch's shared transaction did with this record, handed in as a value. */
   readonly settlement?: BatchSettlement;
+  /** Batch-commit mode: the record as the batch already read it (step 1 is then not run twice). */
+  readonly read?: ReadMessage<P>;
   /** Each step of the protocol moves this on. */
   state: RecordState<P>;
 }
@@ -26,6 +29,22 @@ export interface JobMessage<P> {
   readonly identity: MessageIdentity;
   /** The job's fingerprint (SPEC §2). */
   readonly fingerprint: Buffer;
+}
+
+/** A body that is not a job: why, who the message says it is, and its job's fingerprint if any. */
+export interface PoisonMessage {
+  readonly poison: PoisonMessageError;
+  readonly identity: MessageIdentity;
+  readonly fingerprint: Buffer | null;
+}
+
+/** What step 1 makes of a record's body. */
+export type ReadMessage<P> = JobMessage<P> | PoisonMessage;
+
+/** What the batch hands a record: how it read it, and what its transaction did with it (if it decided). */
+export interface PreparedRecord<P> {
+  readonly read: ReadMessage<P>;
+  readonly settlement?: BatchSettlement;
 }
 
 /** Where a record is. Each value says which step left it there. */

@@ -10,7 +10,7 @@ import { type Metrics, MetricUnit } from "@aws-lambda-powertools/metrics";
 import type { Context, SQSBatchItemFailure, SQSBatchResponse, SQSEvent, SQSRecord } from "aws-lambda";
 import { describeError } from "../dead-letters/last-error.ts";
 import { METRIC } from "../metrics/names.ts";
-import { type BatchSettlement, isAcked, type RecordContext, type RecordOutcome } from "./record-context.ts";
+import { isAcked, type PreparedRecord, type RecordContext, type RecordOutcome } from "./record-context.ts";
 
 /** Options of {@link sqsBatchProcessor}. */
 export interface SqsBatchOptions<P> {
@@ -18,14 +18,14 @@ export interface SqsBatchOptions<P> {
    * Builds the record's context, with what the batch transaction did with it when there was one;
    * may throw for an unusable record (it is then reported).
    */
-  readonly contextOf: (record: SQSRecord, settlement?: BatchSettlement) => RecordContext<P>;
+  readonly contextOf: (record: SQSRecord, prepared?: PreparedRecord<P>) => RecordContext<P>;
   /** The per-record Middy chain. */
   readonly processRecord: (rc: RecordContext<P>, context: Context) => Promise<RecordOutcome>;
   /**
    * Batch-commit mode: runs once per batch before any record's chain, with every record in batch
    * order, and settles what it can in one transaction. @default none (per-record mode)
    */
-  readonly settleBatch?: (records: readonly SQSRecord[]) => Promise<Map<SQSRecord, BatchSettlement>>;
+  readonly settleBatch?: (records: readonly SQSRecord[]) => Promise<Map<SQSRecord, PreparedRecord<P>>>;
   readonly keepGroupOrder: boolean;
   readonly metrics: Metrics;
   readonly logger: Logger;
@@ -74,10 +74,10 @@ export function sqsBatchProcessor<P>(
   return async (event, context) => {
     const batchItemFailures: SQSBatchItemFailure[] = [];
     const failedGroups = new Set<string>();
-    const build = (settlements?: Map<SQSRecord, BatchSettlement>) =>
+    const build = (prepared?: Map<SQSRecord, PreparedRecord<P>>) =>
       event.Records.map((record): RecordContext<P> | { error: unknown } => {
         try {
-          return options.contextOf(record, settlements?.get(record));
+          return options.contextOf(record, prepared?.get(record));
         } catch (error) {
           return { error };
         }
@@ -86,7 +86,12 @@ export function sqsBatchProcessor<P>(
     // With an unusable record in the batch, its place in a message group is unknown to the batch
     // transaction: every record then runs on its own, as in per-record mode.
     if (options.settleBatch && contexts.every((c) => !("error" in c))) {
-      contexts = build(await options.settleBatch(event.Records));
+      try {
+        contexts = build(await options.settleBatch(event.Records));
+      } catch (error) {
+        // A bug in the batch step, not a record's failure: every record runs on its own instead.
+        logger.error("batch step failed; records run one by one", { error: describeError(error) });
+      }
     }
     for (const [index, record] of event.Records.entries()) {
       const group = options.keepGroupOrder ? orderedGroupOf(record) : undefined;

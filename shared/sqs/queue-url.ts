@@ -1,4 +1,5 @@
 /** Queue addressing. Pure. */
+import { InvalidEventError } from "../errors.ts";
 
 /**
  * The queue URL for a queue ARN (`arn:aws:sqs:<region>:<account>:<name>`), as SQS itself forms
@@ -7,7 +8,7 @@
 export function queueUrlFromArn(arn: string): string {
   const parts = arn.split(":");
   if (parts.length !== 6 || parts[0] !== "arn" || parts[2] !== "sqs" || parts.some((part) => !part)) {
-    throw new Error(`not an SQS queue ARN: ${arn}`);
+    throw new InvalidEventError(`not an SQS queue ARN: ${arn}`);
   }
   const [, partition, , region, account, name] = parts;
   const domain = partition === "aws-cn" ? "amazonaws.com.cn" : "amazonaws.com";

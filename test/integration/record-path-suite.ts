@@ -148,6 +148,11 @@ export function recordPathSuite(commitMode: CommitMode): void {
         "jsonb-extra",
         '{"user_id":"u","points":-1},"extra":1e999999',
       ],
+      [
+        "a body of SQS's 1 MiB limit, with a number jsonb refuses",
+        "jsonb-mib",
+        `{"user_id":"${"u".repeat(1_048_000)}","points":1e999999}`,
+      ],
     ];
     for (const [what, jobId, payload] of refused) {
       it(`${what}: acked on its first receive, one poison row, payload NULL, the body exact`, async () => {

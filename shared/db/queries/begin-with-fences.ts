@@ -17,11 +17,11 @@
  * are inserted in job-id order, so two transactions whose batches share jobs take the fences' locks
  * in the same order and queue behind each other instead of deadlocking.
  *
- * The same message also reads the transaction's id (assigning one if no fence was inserted, since
- * an insert that lost a race for a key may have taken one all the same): the harness checks at
- * COMMIT that it commits this transaction and no other. That costs no round trip. A duplicate
- * pays one: {@link fenceFingerprints} reads the fingerprints of the fences that were already
- * there, to tell a repeat from a conflict.
+ * Each inserted row also returns the transaction's id, which the insert has just assigned: the
+ * harness checks at COMMIT that it commits this transaction and no other. That costs neither a
+ * round trip nor a statement. When no fence was inserted there is no id to check (and no work runs
+ * in that transaction). A duplicate pays a round trip: {@link fenceFingerprints} reads the
+ * fingerprints of the fences that were already there, to tell a repeat from a conflict.
  */
 import pg from "pg";
 import { FINGERPRINT_BYTES } from "../../envelope/fingerprint.ts";
@@ -48,8 +48,8 @@ export interface FenceRow {
 export interface FencesInserted {
   /** The job ids whose fence this transaction now holds; any other is a duplicate. */
   readonly fresh: Set<string>;
-  /** The transaction's id (xid8 as text). */
-  readonly xid: string;
+  /** The transaction's id (xid8 as text), or null when no fence was inserted. */
+  readonly xid: string | null;
 }
 
 /**
@@ -69,12 +69,11 @@ export async function beginWithFences(client: pg.ClientBase, fences: FenceSet): 
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
     .map(([, job]) => row(fences.consumer, fences.ttlSeconds, job));
   const results = (await client.query(
-    `BEGIN;\n${INSERT} VALUES ${rows.join(",\n")}\nON CONFLICT (job_id, consumer) DO NOTHING RETURNING job_id;\nSELECT pg_current_xact_id()::text AS xid`,
-  )) as unknown as [unknown, pg.QueryResult<{ job_id: string }>, pg.QueryResult<{ xid: string }>];
+    `BEGIN;\n${INSERT} VALUES ${rows.join(",\n")}\nON CONFLICT (job_id, consumer) DO NOTHING RETURNING job_id, pg_current_xact_id()::text AS xid`,
+  )) as unknown as [unknown, pg.QueryResult<{ job_id: string; xid: string }>];
   const inserted = Array.isArray(results) ? results[1] : undefined;
-  const xid = Array.isArray(results) ? results[2]?.rows[0]?.xid : undefined;
-  if (!inserted || xid === undefined) throw new RangeError("BEGIN and the fence insert returned no results");
-  return { fresh: new Set(inserted.rows.map((r) => r.job_id)), xid };
+  if (!inserted) throw new RangeError("BEGIN and the fence insert returned no results");
+  return { fresh: new Set(inserted.rows.map((r) => r.job_id)), xid: inserted.rows[0]?.xid ?? null };
 }
 
 /**
@@ -101,8 +100,8 @@ const INSERT =
  * One fence's VALUES row, every value a literal. `expires_at` is the start of the current minute
  * plus the TTL plus one minute: never before `now() + ttl` (a fence outlives its TTL by under a
  * minute), and the same for every fence written in one minute, so the expires_at index stores
- * each value once (B-tree deduplication) instead of once per row: about 16 of the 232 bytes a
- * fence took at 1,000,000 rows (bench/fence-storage.ts).
+ * each value once (B-tree deduplication) instead of once per row (docs/performance.md, "Fence
+ * storage", has what that saves).
  */
 function row(consumer: string, ttlSeconds: number, job: FenceRow): string {
   if (!Number.isSafeInteger(ttlSeconds) || ttlSeconds < 1) {

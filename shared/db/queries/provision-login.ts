@@ -1,4 +1,5 @@
 /** Creates or updates one function login through `core.provision_login` (migration 0006). */
+import { UnexpectedDatabaseAnswerError } from "../../errors.ts";
 import type { Queryable } from "../queryable.ts";
 import { scramSha256Verifier } from "../scram.ts";
 
@@ -23,6 +24,6 @@ export async function provisionLogin(db: Queryable, login: FunctionLogin): Promi
   );
   const outcome = rows[0]?.outcome;
   if (outcome !== "created" && outcome !== "updated")
-    throw new Error("core.provision_login returned no outcome");
+    throw new UnexpectedDatabaseAnswerError("core.provision_login returned no outcome");
   return outcome;
 }
