@@ -7,7 +7,7 @@
  * Method, per mode and repetition: a fresh pool (jobfence_consumer, max = concurrency) whose
  * connections count every query call they make (one call = one round trip: pg sends a query and
  * waits for its answer) and every statement sent (a call is one statement, except the harness's
- * simple-protocol messages: `BEGIN; INSERT fence; SELECT its transaction id` is three and
+ * simple-protocol messages: `BEGIN; INSERT fence` is two and
  * `SELECT core.assert_fence_transaction(…); COMMIT` two); the jobs are applied, the
  * pool is ended, and the server's counters are read through bench/pg-counters.ts (transactions and
  * rows written from pg_stat_database, WAL from the insert LSN). WAL per job varies with full-page
@@ -51,8 +51,8 @@ function countingPool(url: string): { pool: pg.Pool; counts: { roundTrips: numbe
     (client as { query: unknown }).query = (...args: unknown[]) => {
       counts.roundTrips += 1;
       const text = typeof args[0] === "string" ? args[0] : "";
-      // The harness joins the statements of one message with ";\n" (BEGIN; fence insert; its
-      // transaction id — and the COMMIT check; COMMIT); no other query here holds one.
+      // The harness joins the statements of one message with ";\n" (BEGIN; fence insert — and the
+      // COMMIT check; COMMIT); no other query here holds one.
       counts.statements += 1 + (text.match(/;\n/g)?.length ?? 0);
       return query(...args);
     };
