@@ -11,8 +11,19 @@ import {
 } from "../errors.ts";
 import { ERROR_KIND, type ErrorKind } from "./error-kind.ts";
 
-/** The dead-letter kind of an error, or undefined for a transient one. */
+/**
+ * The dead-letter kind of an error, or undefined for a transient one. A thrown value that cannot
+ * even be asked its class (a Proxy whose prototype trap throws) counts as transient.
+ */
 export function errorKindOf(error: unknown): ErrorKind | undefined {
+  try {
+    return kindOf(error);
+  } catch {
+    return undefined;
+  }
+}
+
+function kindOf(error: unknown): ErrorKind | undefined {
   if (error instanceof PoisonMessageError) return ERROR_KIND.poison;
   if (error instanceof PermanentJobError) return ERROR_KIND.hard;
   if (error instanceof RetriesExhaustedError) return ERROR_KIND.exhausted;

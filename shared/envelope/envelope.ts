@@ -134,10 +134,10 @@ export function parseMessage<S extends z.ZodType>(
       envelopePayload: payload,
     };
   }
-  if (!parsed.success) {
+  if (typeof parsed !== "object" || parsed === null || parsed.success !== true) {
     return {
       ok: false,
-      error: new PoisonMessageError(POISON_REASON.invalidPayload, summarize(parsed.error)),
+      error: new PoisonMessageError(POISON_REASON.invalidPayload, summarize(parsed?.error)),
       identity,
       envelopePayload: payload,
     };
@@ -200,11 +200,22 @@ export function messageIdStandIn(messageId: string): string {
     .digest("hex")}`;
 }
 
-/** A one-line, bounded summary of zod issues: `path: message; path: message`. */
-function summarize(error: z.ZodError): string {
+/** A one-line, bounded summary of zod issues: `path: message; path: message`. Never throws. */
+function summarize(error: z.ZodError | undefined): string {
+  try {
+    return summarizeIssues(error as z.ZodError);
+  } catch {
+    return "the schema refused it (its issues could not be read)";
+  }
+}
+
+function summarizeIssues(error: z.ZodError): string {
   const lines = error.issues
     .slice(0, 10)
-    .map((issue) => `${issue.path.length ? issue.path.join(".") : "(root)"}: ${issue.message}`);
+    .map(
+      (issue) =>
+        `${issue.path.length ? issue.path.map(String).join(".") : "(root)"}: ${String(issue.message)}`,
+    );
   if (error.issues.length > 10) lines.push(`… ${error.issues.length - 10} more`);
   return lines.join("; ");
 }

@@ -23,6 +23,11 @@ import { faultHook } from "../fault-points.ts";
 import type { BatchSettlement } from "../record/record-context.ts";
 import { guardTransaction, type Transaction } from "./work-transaction.ts";
 
+/** Whether a fence of these jobs was committed by the given transaction (its xmin). */
+const FENCES_COMMITTED_BY = `
+  SELECT EXISTS (SELECT 1 FROM core.processed_jobs
+                  WHERE consumer = $1 AND job_id = ANY ($2::text[]) AND xmin = xid($3::xid8)) AS committed`;
+
 /** SQLSTATE of a statement sent into a transaction that has already failed. */
 const IN_FAILED_TRANSACTION = "25P02";
 
@@ -44,16 +49,24 @@ export class FenceTransaction {
   /** The transaction's id, when it inserted a fence (only then can work run in it). */
   readonly #xid: string | null;
   readonly #jobIds: string[];
+  readonly #consumer: string;
   readonly #startedAt: number;
   #ended = false;
 
-  private constructor(client: pg.PoolClient, xid: string | null, jobIds: string[], startedAt: number) {
+  private constructor(
+    client: pg.PoolClient,
+    consumer: string,
+    xid: string | null,
+    jobIds: string[],
+    startedAt: number,
+  ) {
     const guard = guardTransaction(client);
     this.tx = guard.tx;
     this.#closeGuard = () => guard.close();
     this.#client = client;
     this.#xid = xid;
     this.#jobIds = jobIds;
+    this.#consumer = consumer;
     this.#startedAt = startedAt;
   }
 
@@ -75,7 +88,11 @@ export class FenceTransaction {
       const existing =
         others.length > 0 ? await fenceFingerprints(client, fences.consumer, others) : new Map();
       if (faultHook) await faultHook("fence:after-insert", { jobIds });
-      return { transaction: new FenceTransaction(client, xid, jobIds, startedAt), fresh, existing };
+      return {
+        transaction: new FenceTransaction(client, fences.consumer, xid, jobIds, startedAt),
+        fresh,
+        existing,
+      };
     } catch (error) {
       await endLoan(client, error);
       throw error;
@@ -140,10 +157,30 @@ export class FenceTransaction {
       await rollBackAndRelease(client);
       return foreignTransaction("no transaction was open when the harness rolled back", undefined);
     }
-    if (status !== "T" || this.#xid === null) {
-      // Failed ('E'): nothing can be asked of it; the ROLLBACK ends it.
+    if (this.#xid === null) {
+      // No fence was inserted, so no work ran: nothing to check.
       await rollBackAndRelease(client);
       return undefined;
+    }
+    if (status !== "T") {
+      // Failed ('E'): nothing can be asked of it before the ROLLBACK. After it, a fence this
+      // transaction inserted can only still exist if the work committed it (and began anew): one
+      // more round trip, on the failure path only.
+      try {
+        await client.query("ROLLBACK");
+        const { rows } = await client.query<{ committed: boolean }>(FENCES_COMMITTED_BY, [
+          this.#consumer,
+          this.#jobIds,
+          this.#xid,
+        ]);
+        client.release();
+        return rows[0]?.committed
+          ? foreignTransaction("its fences were committed by the work itself", undefined)
+          : undefined;
+      } catch (error) {
+        client.release(asError(error));
+        return undefined;
+      }
     }
     try {
       await client.query(`SELECT core.assert_fence_transaction('${this.#xid}'::xid8);\nROLLBACK`);

@@ -166,6 +166,10 @@ const WHY = {
   temp: "a temporary object outlives the transaction on the pooled connection (the next job would see it); add ON COMMIT DROP",
   hold: "a cursor WITH HOLD outlives the transaction on the pooled connection",
   settings: "UPDATE pg_settings is a session-level SET that outlives the transaction; use SET LOCAL",
+  scope:
+    "search_path, role and session_authorization decide which tables a statement reaches and with whose rights; batch-mates share the transaction: qualify names instead",
+  setConfigName:
+    "set_config with a setting name that is not a literal could change any setting, the guard cannot tell which",
 } as const;
 
 /** Session-level advisory lock functions, and the transaction-level one to use instead. */
@@ -178,6 +182,13 @@ const SESSION_LOCKS: ReadonlyMap<string, string> = new Map([
 
 /** Settings that change how the server splits the text into tokens. */
 const LEXER_SETTINGS: ReadonlySet<string> = new Set(["standard_conforming_strings", "client_encoding"]);
+
+/**
+ * Settings that change which table an unqualified name means, or whose rights a statement runs
+ * with. Even for the transaction only they are refused: in batch-commit mode the batch's later
+ * records share it, and a search_path with pg_temp turns a plain CREATE TABLE into a temporary one.
+ */
+const SCOPE_SETTINGS: ReadonlySet<string> = new Set(["search_path", "role", "session_authorization"]);
 
 /** Why the statement's leading keywords are refused (leading parentheses skipped). */
 function statementRefusal(all: readonly Token[]): string | undefined {
@@ -213,8 +224,10 @@ function statementRefusal(all: readonly Token[]): string | undefined {
           return undefined;
         case "local": {
           if (keyword(t, 2) === "names") return WHY.lexer;
-          const name = nameAt(t, 2)?.name;
-          return name !== undefined && LEXER_SETTINGS.has(asciiLower(name)) ? WHY.lexer : undefined;
+          // SET LOCAL ROLE / SESSION AUTHORIZATION are keyword forms: refused with the settings below.
+          const name = keyword(t, 2) === "session" ? "session_authorization" : nameAt(t, 2)?.name;
+          if (name !== undefined && LEXER_SETTINGS.has(asciiLower(name))) return WHY.lexer;
+          return name !== undefined && SCOPE_SETTINGS.has(asciiLower(name)) ? WHY.scope : undefined;
         }
         default:
           return WHY.set;
@@ -252,12 +265,10 @@ function createRefusal(t: readonly Token[]): string | undefined {
 
 /** SELECT … INTO TEMP, and UPDATE of pg_settings (a SET in disguise), anywhere in a statement. */
 function sessionObjectRefusal(t: readonly Token[]): string | undefined {
-  if (
-    hasWords(t, ["into", "temp"]) ||
-    hasWords(t, ["into", "temporary"]) ||
-    hasWords(t, ["into", "pg_temp"])
-  ) {
-    return WHY.temp;
+  // SELECT … INTO [LOCAL | GLOBAL] TEMP[ORARY] [TABLE] t, or INTO pg_temp.t.
+  for (const scope of [[], ["local"], ["global"]]) {
+    for (const word of ["temp", "temporary", "pg_temp"])
+      if (hasWords(t, ["into", ...scope, word])) return WHY.temp;
   }
   if (hasWord(t, "update") && hasName(t, "pg_settings")) return WHY.settings;
   return undefined;
@@ -293,7 +304,10 @@ function callRefusal(tokens: readonly Token[]): string | undefined {
     const local = args?.[2];
     if (args?.length !== 3 || local?.length !== 1 || keyword(local, 0) !== "true") return WHY.setConfig;
     const setting = args[0] && literal(args[0]);
-    if (setting !== undefined && LEXER_SETTINGS.has(asciiLower(setting))) return WHY.lexer;
+    // A name the guard cannot read could be any setting, the ones below among them.
+    if (setting === undefined) return WHY.setConfigName;
+    if (LEXER_SETTINGS.has(asciiLower(setting))) return WHY.lexer;
+    if (SCOPE_SETTINGS.has(asciiLower(setting))) return WHY.scope;
   }
   return undefined;
 }

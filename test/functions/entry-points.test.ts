@@ -76,3 +76,21 @@ describe.each(ENTRY_POINTS)("$module", ({ module, env, required }) => {
     expect(typeof loaded.handler).toBe("function");
   });
 });
+
+describe("the backstop drain's entry point", () => {
+  it("refuses a consumer this deployment does not know: it could not fingerprint its jobs as the consumer does", async () => {
+    environment({
+      DATABASE_URL,
+      JOBFENCE_OPS_BUS_NAME: "ops",
+      JOBFENCE_CONSUMER: "no-such-consumer",
+      JOBFENCE_SOURCE_QUEUE_URL: "https://sqs.eu-west-1.amazonaws.com/123456789012/x",
+      JOBFENCE_SOURCE_MAX_RECEIVE_COUNT: "8",
+    });
+    const error = await import("../../functions/backstop-drain/handler.ts").then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toMatchObject({ name: "ConfigurationError" });
+    expect((error as Error).message).toContain("no-such-consumer");
+  });
+});

@@ -107,13 +107,18 @@ describe("escalation of stale pending dead letters", () => {
     const healed = await pendingAged("esc-healed", 5);
     const poison = await pendingAged("esc-healed", 5, { error_kind: "poison", attempts: 1 });
     const unapplied = await pendingAged("esc-healed", 5);
+    // The work committed the fence's transaction itself: the fence exists, the effect may be half done.
+    const foreign = await pendingAged("esc-healed", 5, {
+      error_kind: "hard",
+      last_error: { class: "ForeignTransactionError", message: "the work ended the fence's transaction" },
+    });
     await bed.db.withClient(async (c) => {
       // The fences of the first two jobs exist: a replay committed its effect but crashed before
       // resolving the dead letter (or the producer sent the job again).
       await c.query(
         `INSERT INTO core.processed_jobs (job_id, consumer, tenant_id, processed_at, expires_at)
          SELECT job_id, consumer, 't', now(), now() + interval '7 days' FROM core.dead_letters WHERE id = ANY ($1::uuid[])`,
-        [[healed, poison]],
+        [[healed, poison, foreign]],
       );
     });
     expect(await resolveHealedDeadLetters(opsPool)).toBe(1);
@@ -127,10 +132,12 @@ describe("escalation of stale pending dead letters", () => {
     expect(rows.get(unapplied)).toMatchObject({ status: "pending_review", resolved_by: null });
     // Poison is a finding about a message, whatever became of a job with its id.
     expect(rows.get(poison)).toMatchObject({ status: "pending_review", resolved_by: null });
+    // A job whose work committed on its own is for a person, fence or not.
+    expect(rows.get(foreign)).toMatchObject({ status: "pending_review", resolved_by: null });
     // A second run finds nothing more to do; the summary counts only what is still pending.
     expect(await resolveHealedDeadLetters(opsPool)).toBe(0);
     const summary = await escalate();
     const listed = summary?.consumers.find((c) => c.consumer === "esc-healed");
-    expect(listed?.count).toBe(2);
+    expect(listed?.count).toBe(3);
   });
 });

@@ -93,9 +93,19 @@ describe("FenceTransaction", () => {
     const { transaction: second } = await open("ft-bypass-abandon-2");
     await raw?.query("COMMIT");
     expect(await second.abandon()).toBeInstanceOf(ForeignTransactionError);
+    // Committed behind the guard's back, then left failed: the rollback cannot ask first, so it
+    // looks for the fences afterwards.
+    const { transaction: failed } = await open("ft-bypass-failed");
+    await raw?.query("COMMIT; BEGIN; SELECT 1").catch(() => undefined);
+    await raw?.query("SELECT 1/0").catch(() => undefined);
+    expect(failed.failed).toBe(true);
+    expect(await failed.abandon()).toBeInstanceOf(ForeignTransactionError);
     // A plain rollback of the fence's own transaction says nothing.
     const { transaction: third } = await open("ft-abandon-own");
     expect(await third.abandon()).toBeUndefined();
+    const { transaction: fourth } = await open("ft-abandon-own-failed");
+    await fourth.tx.query("SELECT 1/0").catch(() => undefined);
+    expect(await fourth.abandon()).toBeUndefined();
     expect(await fenceCount("ft-abandon-own")).toBe(0);
     expect(pool.idleCount).toBe(pool.totalCount);
   });

@@ -338,6 +338,18 @@ export function recordPathSuite(commitMode: CommitMode): void {
       ],
       ["a thrown symbol", () => Symbol("s")],
       ["a thrown object without a prototype", () => Object.create(null)],
+      [
+        "a thrown Proxy whose prototype cannot be read",
+        () =>
+          new Proxy(
+            {},
+            {
+              getPrototypeOf: () => {
+                throw new Error("no prototype");
+              },
+            },
+          ),
+      ],
     ];
     for (const [what, make] of unreadable) {
       it(`the work throws ${what}: one dead letter, acked`, async () => {

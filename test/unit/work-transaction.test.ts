@@ -46,11 +46,8 @@ const ALLOWED: readonly string[] = [
   "ROLLBACK TO SAVEPOINT s",
   "rollback work to savepoint s",
   "ROLLBACK TRANSACTION TO s",
-  "SET LOCAL search_path = app",
   "set local statement_timeout = '1s'",
-  "SET LOCAL ROLE jobfence_worker",
   "SET LOCAL TIME ZONE 'UTC'",
-  "SET LOCAL SESSION AUTHORIZATION DEFAULT",
   "SET /* transaction-scoped */ LOCAL x.y = 1",
   "SET TRANSACTION ISOLATION LEVEL SERIALIZABLE",
   "SET CONSTRAINTS ALL DEFERRED",
@@ -116,6 +113,25 @@ const ALLOWED: readonly string[] = [
 
 /** Refused texts, each with the statement the refusal names. */
 const REFUSED: ReadonlyArray<readonly [sql: string, statement: string]> = [
+  // What decides which table a name means, even for the transaction only (batch-mates share it;
+  // pg_temp first makes a plain CREATE TABLE temporary), and set_config of a name it cannot read.
+  ["SET LOCAL search_path = pg_temp, public", "SET LOCAL search_path = pg_temp, public"],
+  ["set local search_path to other, public", "set local search_path to other, public"],
+  ["SET LOCAL ROLE someone", "SET LOCAL ROLE someone"],
+  ["SET LOCAL search_path = app", "SET LOCAL search_path = app"],
+  ["SET LOCAL SESSION AUTHORIZATION DEFAULT", "SET LOCAL SESSION AUTHORIZATION DEFAULT"],
+  ["SET LOCAL SESSION AUTHORIZATION someone", "SET LOCAL SESSION AUTHORIZATION someone"],
+  [
+    "SELECT set_config('search_path', 'pg_temp, public', true)",
+    "SELECT set_config('search_path', 'pg_temp, public', true)",
+  ],
+  [
+    "SELECT set_config('standard_' || 'conforming_strings', 'off', true)",
+    "SELECT set_config('standard_' || 'conforming_strings', 'off', true)",
+  ],
+  ["SELECT set_config($1, 'x', true)", "SELECT set_config($1, 'x', true)"],
+  ["SELECT 1 AS x INTO LOCAL TEMP ledger", "SELECT 1 AS x INTO LOCAL TEMP ledger"],
+  ["SELECT 1 AS x INTO GLOBAL TEMPORARY TABLE ledger", "SELECT 1 AS x INTO GLOBAL TEMPORARY TABLE ledger"],
   // Session-scoped objects: they outlive the transaction on the pooled connection.
   ["CREATE TEMP TABLE effects (id int)", "CREATE TEMP TABLE effects (id int)"],
   ["create temporary table t as select 1", "create temporary table t as select 1"],

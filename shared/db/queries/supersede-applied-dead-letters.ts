@@ -3,7 +3,9 @@
  * between its SQS send and its commit, SPEC §6, or a producer that sent the job again). They are
  * resolved as `superseded`, as a replay would have found them, when the applied job is theirs
  * (the same fingerprint, or a fence from before fingerprints). A dead letter carrying another job
- * under the same id stays pending: that is a conflict for a person to decide. Poison is left alone:
+ * under the same id stays pending: that is a conflict for a person to decide, as is a job whose work
+ * committed the fence's transaction itself (ForeignTransactionError: the fence exists, the effect
+ * may be half done). Poison is left alone:
  * its job id may be the message id, and a malformed message stays a finding for a person to see.
  */
 import type { Queryable } from "../queryable.ts";
@@ -16,6 +18,8 @@ export async function supersedeAppliedDeadLetters(db: Queryable, actor: string):
       WHERE d.status = 'pending_review'
         AND d.error_kind <> 'poison'
         AND d.error_kind <> 'conflict'
+        -- The work committed its own transaction: the fence exists, the job may be half done.
+        AND d.last_error ->> 'class' IS DISTINCT FROM 'ForeignTransactionError'
         AND EXISTS (SELECT 1 FROM core.processed_jobs AS p
                      WHERE p.job_id = d.job_id AND p.consumer = d.consumer
                        AND (p.fingerprint IS NULL OR d.job_fingerprint IS NULL OR uuid_send(p.fingerprint) = d.job_fingerprint))`,
