@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import { parseJsonExact } from "../../shared/db/exact-json.ts";
 import { canonicalJson } from "../../shared/envelope/canonical-json.ts";
 import { CanonicalJsonError } from "../../shared/errors.ts";
+import { seededRandom } from "../reliability/support/figures.ts";
 
 /** The CanonicalJsonError `fn` throws; fails the test when it throws anything else or nothing. */
 function canonicalJsonErrorOf(fn: () => unknown): CanonicalJsonError {
@@ -34,18 +35,6 @@ const anyUnit = fc.oneof(
 
 /** Any JSON value, its strings and keys drawn from {@link anyUnit}. */
 const anyJson = fc.jsonValue({ stringUnit: anyUnit, maxDepth: 6 });
-
-/** A tiny deterministic PRNG (mulberry32), so shuffles replay with fast-check's seed. */
-function randomFrom(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
-  };
-}
 
 /** `value` with every object's keys inserted in a random order (small test values only: recursive). */
 function shuffleKeys(value: unknown, random: () => number): unknown {
@@ -324,7 +313,7 @@ describe("canonicalJson: properties", () => {
     const whitespace = fc.string({ unit: fc.constantFrom(" ", "\t", "\n", "\r"), maxLength: 10 });
     fc.assert(
       fc.property(anyJson, fc.integer(), whitespace, (value, seed, space) => {
-        const reordered = shuffleKeys(value, randomFrom(seed));
+        const reordered = shuffleKeys(value, seededRandom(seed));
         expect(canonicalJson(JSON.parse(JSON.stringify(reordered, null, space)))).toBe(canonicalJson(value));
       }),
     );
@@ -411,7 +400,7 @@ describe("canonicalJson: size", () => {
   });
 
   it("handles a 1 MiB payload", () => {
-    const random = randomFrom(8785);
+    const random = seededRandom(8785);
     const items: unknown[] = [];
     const payload = { order: "o-1", currency: "EUR", items };
     let size = 0;
