@@ -78,8 +78,9 @@ export async function writeDeadLetter(sink: DeadLetterSink, failed: FailedMessag
   const lastError = describeError(failed.error, { unwrapCause: failed.kind === "exhausted" });
   let recorded: Awaited<ReturnType<typeof insertDeadLetter>> | undefined;
   let form: StoredForm = 1;
+  let draft: DeadLetterDraft;
   for (; ; form = (form + 1) as StoredForm) {
-    const draft = draftOf(sink.consumer, failed, lastError, form);
+    draft = draftOf(sink.consumer, failed, lastError, form);
     try {
       const inserting = insertDeadLetter(sink.pool, draft);
       if (faultHook) await faultHook("dead-letter:in-flight", { jobIds: [draft.jobId] });
@@ -91,7 +92,7 @@ export async function writeDeadLetter(sink: DeadLetterSink, failed: FailedMessag
     }
   }
   if (recorded.applied) return { status: "applied" };
-  if (faultHook) await faultHook("dead-letter:after", { jobIds: [failed.identity.jobId] });
+  if (faultHook) await faultHook("dead-letter:after", { jobIds: [draft.jobId] });
 
   let alertError: unknown;
   try {
@@ -102,11 +103,10 @@ export async function writeDeadLetter(sink: DeadLetterSink, failed: FailedMessag
         id: recorded.id,
         consumer: sink.consumer,
         queue: failed.queueUrl,
-        job_id: form === 3 ? messageIdStandIn(failed.record.messageId) : failed.identity.jobId,
+        job_id: draft.jobId,
         error_kind: recorded.errorKind,
         attempts: failed.attempts,
-        correlation_id:
-          form === 3 ? messageIdStandIn(failed.record.messageId) : failed.identity.correlationId,
+        correlation_id: draft.correlationId,
         lastError,
         first_recorded: recorded.created,
         job_fingerprint: fingerprintHex(failed.jobFingerprint),

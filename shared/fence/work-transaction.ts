@@ -190,6 +190,13 @@ const LEXER_SETTINGS: ReadonlySet<string> = new Set(["standard_conforming_string
  */
 const SCOPE_SETTINGS: ReadonlySet<string> = new Set(["search_path", "role", "session_authorization"]);
 
+/** Why a setting may not change even for the transaction (SET LOCAL, a local set_config). */
+function localSettingRefusal(name: string): string | undefined {
+  const setting = asciiLower(name);
+  if (LEXER_SETTINGS.has(setting)) return WHY.lexer;
+  return SCOPE_SETTINGS.has(setting) ? WHY.scope : undefined;
+}
+
 /** Why the statement's leading keywords are refused (leading parentheses skipped). */
 function statementRefusal(all: readonly Token[]): string | undefined {
   let skip = 0;
@@ -226,8 +233,7 @@ function statementRefusal(all: readonly Token[]): string | undefined {
           if (keyword(t, 2) === "names") return WHY.lexer;
           // SET LOCAL ROLE / SESSION AUTHORIZATION are keyword forms: refused with the settings below.
           const name = keyword(t, 2) === "session" ? "session_authorization" : nameAt(t, 2)?.name;
-          if (name !== undefined && LEXER_SETTINGS.has(asciiLower(name))) return WHY.lexer;
-          return name !== undefined && SCOPE_SETTINGS.has(asciiLower(name)) ? WHY.scope : undefined;
+          return name === undefined ? undefined : localSettingRefusal(name);
         }
         default:
           return WHY.set;
@@ -306,8 +312,8 @@ function callRefusal(tokens: readonly Token[]): string | undefined {
     const setting = args[0] && literal(args[0]);
     // A name the guard cannot read could be any setting, the ones below among them.
     if (setting === undefined) return WHY.setConfigName;
-    if (LEXER_SETTINGS.has(asciiLower(setting))) return WHY.lexer;
-    if (SCOPE_SETTINGS.has(asciiLower(setting))) return WHY.scope;
+    const refused = localSettingRefusal(setting);
+    if (refused !== undefined) return refused;
   }
   return undefined;
 }
