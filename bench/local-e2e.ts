@@ -58,11 +58,11 @@ import {
 } from "@aws-sdk/client-sqs";
 import pg from "pg";
 import {
-  BACKSTOP_EXTRA_RECEIVES,
   BACKSTOP_RETENTION_SECONDS,
   CONSUMERS,
   type ConsumerDeployment,
   queueNames,
+  resolveDeliveryTimings,
   VISIBILITY_TO_TIMEOUT_RATIO,
 } from "../functions/consumers.ts";
 import { LOCAL_ACCOUNT, LOCAL_REGION, localEventBridgeClient, localSqsClient } from "../local/aws-clients.ts";
@@ -464,7 +464,11 @@ async function main(): Promise<void> {
       `${emulator.endpoint}, ${sqsDir ? "messages in SQLite (as the stack keeps them)" : "messages in memory"}`,
   );
   const setup = localSqsClient(emulator.endpoint); // sends and checks: not timed
-  const maxAttempts = DEPLOYMENT.definition.retry?.maxAttempts ?? LOCAL_RETRY_POLICY.maxAttempts;
+  // The redrive count the local stack and the CDK construct use (only maxAttempts of the policy counts).
+  const { maxReceiveCount } = resolveDeliveryTimings(DEPLOYMENT, {
+    ...LOCAL_RETRY_POLICY,
+    maxAttempts: DEPLOYMENT.definition.retry?.maxAttempts ?? LOCAL_RETRY_POLICY.maxAttempts,
+  });
   const names = queueNames(DEPLOYMENT);
   const backstop = await ensureQueue(setup, emulator.endpoint, names.backstop, {
     MessageRetentionPeriod: String(BACKSTOP_RETENTION_SECONDS),
@@ -474,7 +478,7 @@ async function main(): Promise<void> {
     MessageRetentionPeriod: String(DEPLOYMENT.queueRetentionSeconds),
     RedrivePolicy: JSON.stringify({
       deadLetterTargetArn: backstop.arn,
-      maxReceiveCount: maxAttempts + BACKSTOP_EXTRA_RECEIVES,
+      maxReceiveCount,
     }),
   });
   const sink = await startEventBridgeSink();

@@ -4,6 +4,15 @@
  */
 import type { z } from "zod";
 import { type ConsumerDefinition, TTL_DEFAULTS } from "../shared/index.ts";
+import {
+  DELIVERY_TIMING_DEFAULTS,
+  type DeliveryTimings,
+  defaultMaxReceiveCount,
+  defaultRecordBudgetMs,
+  defaultReturnReserveMs,
+  VISIBILITY_TO_TIMEOUT_RATIO,
+} from "../shared/retry/delivery-timings.ts";
+import type { RetryPolicy } from "../shared/retry/policy.ts";
 import { awardPointsConsumer } from "./award-points/consumer.ts";
 
 /** How a consumer is deployed. */
@@ -12,7 +21,10 @@ export interface ConsumerDeployment {
   readonly definition: ConsumerDefinition<z.ZodType<any>>;
   /** Whether its queue is FIFO. */
   readonly fifo: boolean;
-  /** The function's timeout; the queue's visibility timeout is six times it (SPEC §10). */
+  /**
+   * The function's timeout; the queue's visibility timeout is six times it plus the batching
+   * window (SPEC §10, AWS's guidance for SQS event sources).
+   */
   readonly functionTimeoutSeconds: number;
   /** The source queue's retention. */
   readonly queueRetentionSeconds: number;
@@ -20,14 +32,39 @@ export interface ConsumerDeployment {
   readonly batchSize: number;
   /** Invocations at once (the event source's maximum concurrency). */
   readonly maxConcurrency: number;
+  /**
+   * The source queue's redrive to the backstop, in receives. Validated with the other timings
+   * (shared/retry/delivery-timings.ts): high enough for the receives that run nothing, low enough
+   * that with the database unreachable the backstop gets a message well within its retention.
+   * @default minimumMaxReceiveCount: 19 for a standard queue, 100 for FIFO, with the default policy
+   */
+  readonly maxReceiveCount?: number;
+  /**
+   * The event source's MaximumBatchingWindowInSeconds (0–300; Lambda supports none on FIFO).
+   * @default 0
+   */
+  readonly batchingWindowSeconds?: number;
+  /**
+   * Confirmed interruptions (crashes, timeouts) before a message is dead-lettered `interrupted`.
+   * @default DELIVERY_TIMING_DEFAULTS.MAX_INTERRUPTIONS (2)
+   */
+  readonly maxInterruptions?: number;
+  /**
+   * No record starts when less than this remains of the invocation.
+   * @default defaultRecordBudgetMs: a third of the function timeout, at most 10 s
+   */
+  readonly recordBudgetMs?: number;
+  /**
+   * The harness stops waiting for a running record this long before the timeout.
+   * @default defaultReturnReserveMs: a tenth of the function timeout, at most 2 s
+   */
+  readonly returnReserveMs?: number;
 }
 
-/** SPEC §10: the visibility timeout is at least six times the function timeout. */
-export const VISIBILITY_TO_TIMEOUT_RATIO = 6;
+/** SPEC §10: the visibility timeout is at least six times the function timeout (defined with the other timings). */
+export { VISIBILITY_TO_TIMEOUT_RATIO };
 /** SPEC §5: the backstop queue keeps messages 14 days. */
 export const BACKSTOP_RETENTION_SECONDS = 14 * 86_400;
-/** SPEC §5: the redrive to the backstop happens after maxAttempts + 3 receives. */
-export const BACKSTOP_EXTRA_RECEIVES = 3;
 
 export const CONSUMERS: readonly ConsumerDeployment[] = [
   {
@@ -45,4 +82,39 @@ export function queueNames(deployment: ConsumerDeployment): { source: string; ba
   const suffix = deployment.fifo ? ".fifo" : "";
   const name = deployment.definition.name;
   return { source: `${name}${suffix}`, backstop: `${name}-backstop${suffix}` };
+}
+
+/**
+ * A consumer's delivery timings, with what the deployment leaves out filled in from
+ * shared/retry/delivery-timings.ts: the one resolution the CDK construct and the local stack both
+ * use, so the redrive count deployed is the one run locally. Resolves only; the caller validates
+ * (`validateDeliveryTimings`), so a construct can report its problems together with its others.
+ *
+ * @param retryPolicy the effective policy (the definition's override applied to the default)
+ * @param visibilityTimeoutSeconds the source queue's visibility timeout, when set explicitly;
+ *   by default 6 × the function timeout + the batching window
+ */
+export function resolveDeliveryTimings(
+  deployment: ConsumerDeployment,
+  retryPolicy: RetryPolicy,
+  visibilityTimeoutSeconds?: number,
+): DeliveryTimings {
+  const timeout = deployment.functionTimeoutSeconds;
+  const batchingWindowSeconds = deployment.batchingWindowSeconds ?? 0;
+  const maxInterruptions = deployment.maxInterruptions ?? DELIVERY_TIMING_DEFAULTS.MAX_INTERRUPTIONS;
+  return Object.freeze({
+    retryPolicy,
+    maxInterruptions,
+    maxReceiveCount:
+      deployment.maxReceiveCount ??
+      defaultMaxReceiveCount({ retryPolicy, maxInterruptions, fifo: deployment.fifo }),
+    visibilityTimeoutSeconds:
+      visibilityTimeoutSeconds ?? VISIBILITY_TO_TIMEOUT_RATIO * timeout + batchingWindowSeconds,
+    functionTimeoutSeconds: timeout,
+    batchingWindowSeconds,
+    queueRetentionSeconds: deployment.queueRetentionSeconds,
+    fifo: deployment.fifo,
+    recordBudgetMs: deployment.recordBudgetMs ?? defaultRecordBudgetMs(timeout),
+    returnReserveMs: deployment.returnReserveMs ?? defaultReturnReserveMs(timeout),
+  });
 }

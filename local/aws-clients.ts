@@ -1,9 +1,11 @@
 /**
  * SDK clients for local emulators: a fixed region and dummy credentials (nothing here talks to
- * AWS), pointed at the emulator's endpoint.
+ * AWS), pointed at the emulator's endpoint, with the library's timeouts (shared/aws/clients.ts)
+ * but a single attempt: a local failure is reported at once rather than retried.
  */
-import { EventBridgeClient } from "@aws-sdk/client-eventbridge";
-import { SQSClient } from "@aws-sdk/client-sqs";
+import type { EventBridgeClient } from "@aws-sdk/client-eventbridge";
+import type { SQSClient } from "@aws-sdk/client-sqs";
+import { createEventBridgeClient, createSqsClient } from "../shared/aws/clients.ts";
 
 /** The region every local resource pretends to live in. */
 export const LOCAL_REGION = "eu-west-1";
@@ -14,10 +16,10 @@ const credentials = { accessKeyId: "local", secretAccessKey: "local" };
 
 /** An SQS client for the emulator at `endpoint`. */
 export function localSqsClient(endpoint: string): SQSClient {
-  return new SQSClient({ endpoint, region: LOCAL_REGION, credentials, maxAttempts: 1 });
+  return createSqsClient({ endpoint, region: LOCAL_REGION, credentials, maxAttempts: 1 });
 }
 
 /** An EventBridge client for the sink at `endpoint`. */
 export function localEventBridgeClient(endpoint: string): EventBridgeClient {
-  return new EventBridgeClient({ endpoint, region: LOCAL_REGION, credentials, maxAttempts: 1 });
+  return createEventBridgeClient({ endpoint, region: LOCAL_REGION, credentials, maxAttempts: 1 });
 }

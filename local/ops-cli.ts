@@ -683,6 +683,15 @@ const showCommand: Command = {
       ctx.io.out("stack:");
       for (const line of d.last_error.stack.split("\n")) ctx.io.out(`  ${clean(line)}`);
     }
+    if (Array.isArray(d.attempt_history) && d.attempt_history.length > 0) {
+      ctx.io.out("");
+      ctx.io.out("attempts:");
+      for (const entry of d.attempt_history) {
+        ctx.io.out(
+          `  ${clean(entry.attempt)}  ${clean(entry.at)}  receive ${clean(entry.receive_count)}  ${clean(entry.kind)}  ${clean(entry.error?.name)}: ${clean(entry.error?.message)}`,
+        );
+      }
+    }
     ctx.io.out("");
     ctx.io.out("message_attributes:");
     for (const line of prettyJson(d.message_attributes ?? {}).split("\n")) ctx.io.out(`  ${clean(line)}`);

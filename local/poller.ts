@@ -1,9 +1,11 @@
 /**
  * An event-source poller that behaves like Lambda's SQS event source mapping: long-polls
  * ReceiveMessage with every attribute, hands the real handler a real-shaped SQS event, deletes
- * exactly the records not in batchItemFailures, with a bounded number of invocations at once.
+ * exactly the records not in batchItemFailures, with a bounded number of invocations at once. An
+ * invocation that outlives the function timeout deletes nothing (local/event-source.ts) and frees
+ * its slot, as a timed-out Lambda invocation does; its batch comes back after the visibility timeout.
  */
-import type { Context } from "aws-lambda";
+import type { Context, SQSRecord } from "aws-lambda";
 import { deliver, type QueueSource, receiveRecords, type SqsHandler } from "./event-source.ts";
 import { lambdaContext } from "./lambda-context.ts";
 
@@ -19,11 +21,40 @@ export interface PollerOptions {
   readonly timeoutSeconds: number;
   /** Told about a failed receive, invocation or delete; the poller goes on after a pause. */
   readonly onError: (error: unknown) => void;
+  /**
+   * Told about an invocation that timed out; the poller goes on at once. Without it a timeout is
+   * reported to `onError`, as an {@link InvocationTimeoutError} (and the poller goes on at once).
+   */
+  readonly onTimeout?: (timeout: InvocationTimeout) => void;
+}
+
+/** An invocation that did not return within the function timeout. */
+export interface InvocationTimeout {
+  readonly functionName: string;
+  readonly timeoutMs: number;
+  /** Its batch: none was deleted, every record comes back after the visibility timeout. */
+  readonly records: readonly SQSRecord[];
+}
+
+/** What `onError` is told of a timed-out invocation when the poller has no `onTimeout`. */
+export class InvocationTimeoutError extends Error {
+  readonly timeout: InvocationTimeout;
+  constructor(timeout: InvocationTimeout) {
+    super(
+      `${timeout.functionName} timed out after ${timeout.timeoutMs} ms; its ${timeout.records.length} ` +
+        "message(s) come back after the visibility timeout",
+    );
+    this.name = "InvocationTimeoutError";
+    this.timeout = timeout;
+  }
 }
 
 /** A running poller. */
 export interface Poller {
-  /** Stops polling and waits for invocations in progress to finish. */
+  /**
+   * Stops polling and waits for invocations in progress to finish or time out (a timed-out
+   * handler may still be running: see local/event-source.ts).
+   */
   stop(): Promise<void>;
 }
 
@@ -36,8 +67,14 @@ export function startPoller(options: PollerOptions): Poller {
       try {
         const records = await receiveRecords(options.source, abort.signal);
         if (records.length === 0 || abort.signal.aborted) continue;
-        const context: Context = lambdaContext(options.functionName, options.timeoutSeconds * 1000);
-        await deliver(options.source, records, options.handler, context);
+        const timeoutMs = options.timeoutSeconds * 1000;
+        const context: Context = lambdaContext(options.functionName, timeoutMs);
+        const delivered = await deliver(options.source, records, options.handler, context, { timeoutMs });
+        if (delivered.timedOut) {
+          const timeout = { functionName: options.functionName, timeoutMs, records };
+          if (options.onTimeout) options.onTimeout(timeout);
+          else options.onError(new InvocationTimeoutError(timeout));
+        }
       } catch (error) {
         if (abort.signal.aborted) break;
         options.onError(error);

@@ -16,12 +16,11 @@ import {
 } from "@aws-sdk/client-sqs";
 import type pg from "pg";
 import {
-  BACKSTOP_EXTRA_RECEIVES,
   BACKSTOP_RETENTION_SECONDS,
   CONSUMERS,
   type ConsumerDeployment,
   queueNames,
-  VISIBILITY_TO_TIMEOUT_RATIO,
+  resolveDeliveryTimings,
 } from "../functions/consumers.ts";
 import { createDeadLetterApi } from "../functions/dead-letters-api/api.ts";
 import { deploymentMigrationSets } from "../functions/migrate/sets.ts";
@@ -34,6 +33,7 @@ import { describeError } from "../shared/dead-letters/last-error.ts";
 import { runFenceCleanup } from "../shared/fence/cleanup.ts";
 import { createTokenVerifier } from "../shared/http/auth.ts";
 import { type OutcomeObserver, recordLogKeys } from "../shared/record/protocol.ts";
+import type { DeliveryTimings } from "../shared/retry/delivery-timings.ts";
 import { LOCAL_ACCOUNT, LOCAL_REGION, localEventBridgeClient, localSqsClient } from "./aws-clients.ts";
 import { type EventBridgeSink, startEventBridgeSink } from "./eventbridge-sink.ts";
 import { serveHttpApi } from "./http-adapter.ts";
@@ -159,11 +159,17 @@ async function start(
       const job = recordLogKeys(rc).job_id;
       if (outcome.status === "retry") {
         say(
-          `retry      ${consumer} job ${job}: attempt ${rc.attempt} failed (${describeError(outcome.error).message}); again in ${outcome.delaySeconds}s`,
+          outcome.recorded
+            ? `retry      ${consumer} job ${job}: attempt ${outcome.attempt} failed (${describeError(outcome.error).message}); again in ${outcome.delaySeconds}s`
+            : `retry      ${consumer} job ${job}: failed (${describeError(outcome.error).message}) and could not be counted; back after the queue's visibility timeout`,
+        );
+      } else if (outcome.status === "held") {
+        say(
+          `held       ${consumer} job ${job}: another delivery holds its fence; back in ${outcome.delaySeconds}s, no attempt spent`,
         );
       } else if (outcome.status === "dead-lettered") {
         say(
-          `DEAD       ${consumer} job ${job}: ${outcome.kind} after ${rc.attempt} attempt(s), dead letter ${outcome.deadLetterId}${outcome.created ? "" : " (already recorded)"} — ${describeError(outcome.error, { unwrapCause: outcome.kind === "exhausted" }).message}`,
+          `DEAD       ${consumer} job ${job}: ${outcome.kind} after ${outcome.attempts} attempt(s), dead letter ${outcome.deadLetterId}${outcome.created ? "" : " (already recorded)"} — ${describeError(outcome.error, { unwrapCause: outcome.kind === "exhausted" }).message}`,
         );
       } else if (outcome.status === "dead-letter-failed" || outcome.status === "failed") {
         say(
@@ -180,8 +186,13 @@ async function start(
   });
   for (const deployment of CONSUMERS) {
     const name = deployment.definition.name;
-    const maxAttempts = deployment.definition.retry?.maxAttempts ?? config.retryPolicy.maxAttempts;
-    const created = await createQueues(sqs, sqsEndpoint, deployment, maxAttempts + BACKSTOP_EXTRA_RECEIVES);
+    // The redrive count the CDK construct would deploy (of the policy, only maxAttempts counts).
+    const timings = resolveDeliveryTimings(deployment, {
+      ...config.retryPolicy,
+      maxAttempts: deployment.definition.retry?.maxAttempts ?? config.retryPolicy.maxAttempts,
+    });
+    const { maxReceiveCount } = timings;
+    const created = await createQueues(sqs, sqsEndpoint, deployment, timings);
     queues[name] = { url: created.source.url, backstopUrl: created.backstop.url };
 
     const consumer = createConsumer(deployment.definition, {
@@ -192,6 +203,15 @@ async function start(
         lockTimeoutMs: config.lockTimeoutMs,
         functionTimeoutSeconds: deployment.functionTimeoutSeconds,
         queueRetentionSeconds: deployment.queueRetentionSeconds,
+        // The queue's redrive and visibility as created above: the consumer validates them together
+        // with its retry policy and time budget, as a deployed one does.
+        maxReceiveCount,
+        visibilityTimeoutSeconds: timings.visibilityTimeoutSeconds,
+        batchingWindowSeconds: timings.batchingWindowSeconds,
+        fifo: timings.fifo,
+        maxInterruptions: timings.maxInterruptions,
+        recordBudgetMs: timings.recordBudgetMs,
+        returnReserveMs: timings.returnReserveMs,
       },
       pool: pool("jobfence_consumer", deployment.maxConcurrency + 1),
       sqs,
@@ -204,7 +224,7 @@ async function start(
       {
         consumer: name,
         sourceQueueUrl: created.source.url,
-        sourceMaxReceiveCount: maxAttempts + BACKSTOP_EXTRA_RECEIVES,
+        sourceMaxReceiveCount: maxReceiveCount,
         databaseUrl,
         opsBusName: LOCAL_OPS_BUS,
       },
@@ -231,6 +251,10 @@ async function start(
         concurrency: deployment.maxConcurrency,
         timeoutSeconds: deployment.functionTimeoutSeconds,
         onError,
+        onTimeout: (timeout) =>
+          say(
+            `TIMEOUT    ${name}: an invocation of ${timeout.records.length} record(s) ran past its ${deployment.functionTimeoutSeconds}s timeout; nothing deleted, the batch comes back`,
+          ),
       }),
       startPoller({
         source: {
@@ -248,7 +272,7 @@ async function start(
       }),
     );
     say(
-      `consumer   ${name}: ${created.source.url} (backstop after ${maxAttempts + BACKSTOP_EXTRA_RECEIVES} receives: ${created.backstop.url})`,
+      `consumer   ${name}: ${created.source.url} (backstop after ${maxReceiveCount} receives: ${created.backstop.url})`,
     );
   }
 
@@ -321,15 +345,16 @@ async function createQueues(
   sqs: SQSClient,
   endpoint: string,
   deployment: ConsumerDeployment,
-  maxReceiveCount: number,
+  timings: DeliveryTimings,
 ): Promise<{ source: { url: string; arn: string }; backstop: { url: string; arn: string } }> {
+  const { maxReceiveCount } = timings;
   const names = queueNames(deployment);
   const fifo = deployment.fifo ? { FifoQueue: "true" } : undefined;
   const backstop = await ensureQueue(sqs, endpoint, names.backstop, fifo, {
     MessageRetentionPeriod: String(BACKSTOP_RETENTION_SECONDS),
   });
   const source = await ensureQueue(sqs, endpoint, names.source, fifo, {
-    VisibilityTimeout: String(deployment.functionTimeoutSeconds * VISIBILITY_TO_TIMEOUT_RATIO),
+    VisibilityTimeout: String(timings.visibilityTimeoutSeconds),
     MessageRetentionPeriod: String(deployment.queueRetentionSeconds),
     RedrivePolicy: JSON.stringify({ deadLetterTargetArn: backstop.arn, maxReceiveCount }),
   });

@@ -13,12 +13,13 @@ import { Logger } from "@aws-lambda-powertools/logger";
 import { injectLambdaContext } from "@aws-lambda-powertools/logger/middleware";
 import { Metrics, MetricUnit } from "@aws-lambda-powertools/metrics";
 import { logMetrics } from "@aws-lambda-powertools/metrics/middleware";
-import { EventBridgeClient } from "@aws-sdk/client-eventbridge";
-import { SQSClient } from "@aws-sdk/client-sqs";
+import type { EventBridgeClient } from "@aws-sdk/client-eventbridge";
+import type { SQSClient } from "@aws-sdk/client-sqs";
 import middy, { type MiddyfiedHandler } from "@middy/core";
 import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from "aws-lambda";
 import type pg from "pg";
 import type { z } from "zod";
+import { createEventBridgeClient, createSqsClient } from "./aws/clients.ts";
 import {
   type ConsumerConfig,
   type ConsumerConfigInput,
@@ -27,6 +28,7 @@ import {
 } from "./config/consumer-config.ts";
 import { CONSUMER_NAME } from "./config/fields.ts";
 import { createPool } from "./db/pool.ts";
+import { EMPTY_LEDGER } from "./db/queries/message-attempts.ts";
 import { describeError } from "./dead-letters/last-error.ts";
 import { ConfigurationError } from "./errors.ts";
 import { type BatchRecord, settleBatch } from "./fence/batch-transaction.ts";
@@ -39,7 +41,18 @@ import { parseEnvelope } from "./middleware/parse-envelope.ts";
 import { recordDeadLetter } from "./middleware/record-dead-letter.ts";
 import { type OutcomeObserver, RecordProtocol, type WorkJob, workJob } from "./record/protocol.ts";
 import type { PreparedRecord, ReadMessage, RecordContext, RecordOutcome } from "./record/record-context.ts";
-import { attemptOf, orderedGroupOf, sqsBatchProcessor } from "./record/sqs-batch.ts";
+import { returnToQueue } from "./record/return-to-queue.ts";
+import {
+  type InvocationClock,
+  orderedGroupOf,
+  receiveCountOf,
+  sqsBatchProcessor,
+} from "./record/sqs-batch.ts";
+import {
+  defaultRecordBudgetMs,
+  defaultReturnReserveMs,
+  validateDeliveryTimings,
+} from "./retry/delivery-timings.ts";
 import {
   DEFAULT_RETRY_POLICY,
   type RetryOverride,
@@ -49,6 +62,13 @@ import {
 import { queueUrlFromArn } from "./sqs/queue-url.ts";
 
 export type { OutcomeObserver, Transaction, WorkJob };
+
+/**
+ * How the return reserve is spent once the invocation's time is up: recording the running record's
+ * interruption gets this share, returning the records that did not run a third of it, and the
+ * rest is slack before Lambda's own timeout.
+ */
+const INTERRUPT_SHARE_OF_RESERVE = 0.4;
 
 /**
  * How the records of one SQS batch commit: `per-record` (the default) gives each record its own
@@ -108,6 +128,8 @@ export interface ConsumerRuntime {
   readonly random?: () => number;
   /** Told every record's outcome (the local stack's progress). @default none */
   readonly onOutcome?: OutcomeObserver;
+  /** Wall clock in ms (retention-aware retries). @default Date.now */
+  readonly now?: () => number;
 }
 
 /** The Lambda handler, with what a host (the local stack, a test) needs to manage it. */
@@ -157,8 +179,14 @@ export function createConsumer<S extends z.ZodType>(
       }),
     );
   }
-  if (problems.length > 0 || !config || !retryPolicy)
+  const timings = config && {
+    recordBudgetMs: config.recordBudgetMs ?? defaultRecordBudgetMs(config.functionTimeoutSeconds),
+    returnReserveMs: config.returnReserveMs ?? defaultReturnReserveMs(config.functionTimeoutSeconds),
+  };
+  if (config && retryPolicy && timings) problems.push(...timingProblems(config, retryPolicy, timings));
+  if (problems.length > 0 || !config || !retryPolicy || !timings)
     throw new ConfigurationError(`consumer "${definition.name}"`, problems);
+  const { queueUrl } = config;
 
   const logger = runtime.logger ?? new Logger({ serviceName: definition.name });
   logger.appendPersistentKeys({ consumer: definition.name });
@@ -174,8 +202,8 @@ export function createConsumer<S extends z.ZodType>(
       applicationName: `jobfence:${definition.name}`,
       onIdleError: (error) => logger.warn("idle database connection failed", { error: error.message }),
     });
-  const sqs = runtime.sqs ?? new SQSClient({});
-  const eventBridge = runtime.eventBridge ?? new EventBridgeClient({});
+  const sqs = runtime.sqs ?? createSqsClient();
+  const eventBridge = runtime.eventBridge ?? createEventBridgeClient();
 
   const commitMode = definition.commitMode ?? "per-record";
   const protocol = new RecordProtocol<S>({
@@ -187,7 +215,12 @@ export function createConsumer<S extends z.ZodType>(
     ttlSeconds: config.fenceTtlSeconds,
     sqs,
     retryPolicy,
+    maxInterruptions: config.maxInterruptions,
+    queueRetentionSeconds: config.queueRetentionSeconds,
+    functionTimeoutSeconds: config.functionTimeoutSeconds,
+    ...(config.maxReceiveCount === undefined ? {} : { maxReceiveCount: config.maxReceiveCount }),
     random: runtime.random ?? Math.random,
+    ...(runtime.now ? { now: runtime.now } : {}),
     deadLetters: { pool, consumer: definition.name, eventBridge, opsBusName: config.opsBusName },
     metrics,
     logger,
@@ -212,17 +245,21 @@ export function createConsumer<S extends z.ZodType>(
 
   const settle = async (
     records: readonly SQSRecord[],
+    clock: InvocationClock,
   ): Promise<Map<SQSRecord, PreparedRecord<z.output<S>>>> => {
+    // First deliveries go with the batch. A redelivery takes its own path (and on FIFO so do the
+    // later records of its group): it claims its delivery in the attempt ledger right before its
+    // work, so a marker names only a record whose work really started (protocol.ts).
     const batch = records.map(
       (record): BatchRecord<z.output<S>> & { record: SQSRecord; read: ReadMessage<z.output<S>> } => {
         const read = protocol.readMessage(record);
-        const message = "poison" in read ? undefined : read;
+        const message = "poison" in read || receiveCountOf(record) > 1 ? undefined : read;
         return {
           record,
           read,
           message,
           group: orderedGroupOf(record),
-          work: (tx) => definition.work(workJob(record, (message as NonNullable<typeof message>).job), tx),
+          work: (tx) => definition.work(workJob(record, (message as NonNullable<typeof message>).job, 1), tx),
         };
       },
     );
@@ -231,12 +268,20 @@ export function createConsumer<S extends z.ZodType>(
     );
     try {
       const report = await settleBatch(
-        { pool, consumer: definition.name, ttlSeconds: config.fenceTtlSeconds },
+        { pool, consumer: definition.name, ttlSeconds: config.fenceTtlSeconds, clock },
         batch,
       );
       for (const [r, settlement] of report.settlements) {
         const { record, read } = r as (typeof batch)[number];
         prepared.set(record, { read, settlement });
+      }
+      if (report.interrupted) {
+        // The batch's time ran out in this record's work: the batch is rolled back and returned,
+        // and the interruption is this record's.
+        const { record, read } = report.interrupted as (typeof batch)[number];
+        const rc = contextOf(record, { read }, clock.signal);
+        if (!("poison" in read)) rc.state = { step: "parsed", message: read };
+        await protocol.interrupt(rc, timings.returnReserveMs * INTERRUPT_SHARE_OF_RESERVE);
       }
       if (report.redos > 0) metrics.addMetric(METRIC.batchRedone, MetricUnit.Count, report.redos);
       if (report.redos > 0 || report.deferred > 0) {
@@ -258,18 +303,35 @@ export function createConsumer<S extends z.ZodType>(
     return prepared;
   };
 
-  const processBatch = sqsBatchProcessor<z.output<S>>({
-    contextOf: (record, prepared) => ({
+  function contextOf(
+    record: SQSRecord,
+    prepared: PreparedRecord<z.output<S>> | undefined,
+    signal: AbortSignal,
+  ): RecordContext<z.output<S>> {
+    return {
       record,
-      attempt: attemptOf(record),
-      queueUrl: config.queueUrl ?? queueUrlFromArn(record.eventSourceARN),
+      receiveCount: receiveCountOf(record),
+      ledger: EMPTY_LEDGER,
+      claimed: false,
+      signal,
+      queueUrl: queueUrl ?? queueUrlFromArn(record.eventSourceARN),
       ...(prepared?.settlement ? { settlement: prepared.settlement } : {}),
       ...(prepared ? { read: prepared.read } : {}),
       state: { step: "received" },
-    }),
+    };
+  }
+
+  const processBatch = sqsBatchProcessor<z.output<S>>({
+    contextOf,
     processRecord,
     ...(commitMode === "batch" ? { settleBatch: settle } : {}),
     keepGroupOrder: true,
+    timing: {
+      recordBudgetMs: timings.recordBudgetMs,
+      returnReserveMs: timings.returnReserveMs,
+      interrupt: (rc) => protocol.interrupt(rc, timings.returnReserveMs * INTERRUPT_SHARE_OF_RESERVE),
+      returnUnrun: (records, timeoutMs) => returnToQueue(sqs, queueUrl, records, timeoutMs),
+    },
     metrics,
     logger,
   });
@@ -278,6 +340,42 @@ export function createConsumer<S extends z.ZodType>(
     .use(injectLambdaContext(logger))
     .use(logMetrics(metrics));
   return Object.assign(handler, { consumer: definition.name, retryPolicy, commitMode, config, pool });
+}
+
+/**
+ * The delivery timings validated together (SPEC §4), as far as the configuration tells them: all
+ * of them when the deployment passed the queue's redrive count and visibility timeout (the CDK
+ * construct does), the time budget alone otherwise (the local stack, tests).
+ */
+function timingProblems(
+  config: ConsumerConfig,
+  retryPolicy: RetryPolicy,
+  budget: { recordBudgetMs: number; returnReserveMs: number },
+): string[] {
+  if (config.maxReceiveCount !== undefined && config.visibilityTimeoutSeconds !== undefined) {
+    return validateDeliveryTimings({
+      retryPolicy,
+      maxInterruptions: config.maxInterruptions,
+      maxReceiveCount: config.maxReceiveCount,
+      visibilityTimeoutSeconds: config.visibilityTimeoutSeconds,
+      functionTimeoutSeconds: config.functionTimeoutSeconds,
+      batchingWindowSeconds: config.batchingWindowSeconds,
+      queueRetentionSeconds: config.queueRetentionSeconds,
+      fifo: config.fifo ?? false,
+      ...budget,
+    });
+  }
+  const problems: string[] = [];
+  const timeoutMs = config.functionTimeoutSeconds * 1000;
+  if (budget.returnReserveMs >= budget.recordBudgetMs)
+    problems.push(
+      `return reserve ${budget.returnReserveMs} ms must be below the record budget ${budget.recordBudgetMs} ms`,
+    );
+  if (budget.recordBudgetMs >= timeoutMs)
+    problems.push(
+      `record budget ${budget.recordBudgetMs} ms must be below the function timeout ${timeoutMs} ms`,
+    );
+  return problems;
 }
 
 function collect<T>(problems: string[], build: () => T): T | undefined {

@@ -93,14 +93,80 @@ export class PoisonMessageError extends JobfenceError {
 }
 
 /** A transient failure on the last allowed attempt: dead-lettered with `error_kind = 'exhausted'`. */
+/** Why a transient failure was not retried. */
+export const EXHAUSTED_REASON = {
+  /** The failure was the last of the policy's attempts. */
+  attempts: "attempts",
+  /** The backoff would have outlived the message's retention: retrying would lose it. */
+  retention: "retention",
+  /** The message had used its queue's receives: the next one would move it to the backstop. */
+  receiveLimit: "receive-limit",
+} as const;
+export type ExhaustedReason = (typeof EXHAUSTED_REASON)[keyof typeof EXHAUSTED_REASON];
+
 export class RetriesExhaustedError extends JobfenceError {
   override name = "RetriesExhaustedError";
-  /** The attempt on which retries ran out. */
+  /** The attempt on which retries ran out: failed runs of the work, this one included. */
   readonly attempts: number;
-  constructor(attempts: number, cause: unknown) {
-    super(`gave up after attempt ${attempts}`, { cause });
+  readonly reason: ExhaustedReason;
+  constructor(
+    attempts: number,
+    cause: unknown,
+    reason: ExhaustedReason = EXHAUSTED_REASON.attempts,
+    detail = "",
+  ) {
+    super(
+      reason === EXHAUSTED_REASON.attempts
+        ? `gave up after attempt ${attempts}`
+        : reason === EXHAUSTED_REASON.retention
+          ? `gave up after attempt ${attempts}: the retry would outlive the message's retention${detail}`
+          : `gave up after attempt ${attempts}: the message used its queue's receives${detail}`,
+      { cause },
+    );
     this.attempts = attempts;
+    this.reason = reason;
   }
+}
+
+/**
+ * A message whose deliveries kept ending without an outcome while its work was in flight (the
+ * invocation timed out, crashed or ran out of memory): dead-lettered as `interrupted` so that it
+ * stops taking its batch-mates down with it.
+ */
+export class InterruptedJobError extends JobfenceError {
+  override name = "InterruptedJobError";
+  readonly interruptions: number;
+  constructor(interruptions: number) {
+    super(`${interruptions} deliveries ended without an outcome while this record was in flight`);
+    this.interruptions = interruptions;
+  }
+}
+
+/**
+ * The fence insert waited `lock_timeout` on the fence of a concurrent, still-open delivery of the
+ * same job. Not a failure of the job: the other delivery decides; this one goes back to the queue
+ * without costing an attempt.
+ */
+export class FenceLockTimeoutError extends JobfenceError {
+  override name = "FenceLockTimeoutError";
+  readonly jobIds: readonly string[];
+  constructor(jobIds: readonly string[], cause: unknown) {
+    super(
+      `another delivery holds the fence of ${jobIds.length === 1 ? `job ${jobIds[0]}` : `${jobIds.length} jobs`}`,
+      {
+        cause,
+      },
+    );
+    this.jobIds = jobIds;
+  }
+}
+
+/**
+ * The invocation's time ran out while the record was running: the harness stopped waiting for it,
+ * rolled its transaction back and did nothing more for it.
+ */
+export class InvocationDeadlineError extends JobfenceError {
+  override name = "InvocationDeadlineError";
 }
 
 /**

@@ -3,6 +3,15 @@
  * import. Everything else under shared/ is the library's own and may change without notice.
  */
 
+// Every AWS SDK client the library builds, with connection and request timeouts.
+export {
+  AWS_CLIENT_DEFAULTS,
+  type AwsClientOptions,
+  type AwsClientTimeouts,
+  createEventBridgeClient,
+  createSecretsManagerClient,
+  createSqsClient,
+} from "./aws/clients.ts";
 // The backstop drain, one per consumer.
 export {
   type BackstopDrainConfig,

@@ -1,6 +1,6 @@
 /** Lambda entry point of the dead-letter API; configured from the environment at init. */
-import { SQSClient } from "@aws-sdk/client-sqs";
 import type { JWK } from "jose";
+import { createSqsClient } from "../../shared/aws/clients.ts";
 import { createPool } from "../../shared/db/pool.ts";
 import { createTokenVerifier } from "../../shared/http/auth.ts";
 import { createDeadLetterApi } from "./api.ts";
@@ -16,7 +16,7 @@ export const handler = createDeadLetterApi({
     applicationName: "jobfence:dead-letters-api",
     ...(config.dbRole ? { role: config.dbRole } : {}),
   }),
-  sqs: new SQSClient({}),
+  sqs: createSqsClient(),
   verifier: createTokenVerifier({
     issuer: config.issuer,
     audience: config.audience,

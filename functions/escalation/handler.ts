@@ -1,8 +1,8 @@
 /** Lambda entry point of the daily escalation of stale pending dead letters. */
 
 import { Logger } from "@aws-lambda-powertools/logger";
-import { EventBridgeClient } from "@aws-sdk/client-eventbridge";
 import { z } from "zod";
+import { createEventBridgeClient } from "../../shared/aws/clients.ts";
 import { databaseUrlField, dbRoleField, opsBusNameField } from "../../shared/config/fields.ts";
 import { configFromEnv } from "../../shared/config/parse.ts";
 import { createPool } from "../../shared/db/pool.ts";
@@ -36,7 +36,7 @@ const pool = createPool({
   applicationName: "jobfence:escalation",
   ...(config.dbRole ? { role: config.dbRole } : {}),
 });
-const eventBridge = new EventBridgeClient({});
+const eventBridge = createEventBridgeClient();
 
 export async function handler(): Promise<{ healed: number; escalated: boolean; total: number }> {
   const healed = await resolveHealedDeadLetters(pool);

@@ -5,8 +5,9 @@
  * passwords to their secrets' values, and concurrent invocations are serialised by the runner's
  * advisory lock.
  */
-import { SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
+import type { SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
 import pg from "pg";
+import { createSecretsManagerClient } from "../../shared/aws/clients.ts";
 import { type MigrationReport, runMigrations } from "../../shared/db/migrate.ts";
 import { migrateConfigFromEnv } from "./config.ts";
 import { type ProvisionedLogin, provisionLogins, readLoginSecret } from "./logins.ts";
@@ -30,7 +31,7 @@ export function createMigrateHandler(deps: MigrateDependencies = {}): () => Prom
   return async () => {
     // Read before connecting: a configuration or secret problem changes nothing in the database.
     const config = migrateConfigFromEnv(process.env);
-    if (config.loginSecrets.length > 0) secretsManager ??= new SecretsManagerClient({});
+    if (config.loginSecrets.length > 0) secretsManager ??= createSecretsManagerClient();
     const logins = await Promise.all(
       config.loginSecrets.map((spec) => readLoginSecret(secretsManager as SecretsManagerClient, spec)),
     );

@@ -6,7 +6,8 @@
  * Everything is validated at synth and every problem is reported together in one
  * ConfigurationError: the retry override (whose type already requires a rationale), the fence TTL
  * against retention and the retry window (the same `validateFenceTtl` the consumer runs at
- * start-up), and the queue and event-source bounds.
+ * start-up), the delivery timings together (`validateDeliveryTimings`: visibility, redrive count,
+ * retention, time budget), and the queue and event-source bounds.
  */
 import { Duration } from "aws-cdk-lib";
 import * as cloudwatch from "aws-cdk-lib/aws-cloudwatch";
@@ -16,22 +17,18 @@ import * as lambdaEventSources from "aws-cdk-lib/aws-lambda-event-sources";
 import * as sqs from "aws-cdk-lib/aws-sqs";
 import { Construct } from "constructs";
 import {
-  BACKSTOP_EXTRA_RECEIVES,
   BACKSTOP_RETENTION_SECONDS,
   type ConsumerDeployment,
   queueNames,
+  resolveDeliveryTimings,
   VISIBILITY_TO_TIMEOUT_RATIO,
 } from "../../functions/consumers.ts";
 import { DRAIN_ENV } from "../../shared/backstop/drain.ts";
 import { CONSUMER_ENV } from "../../shared/config/consumer-config.ts";
 import { ConfigurationError } from "../../shared/errors.ts";
 import { TTL_DEFAULTS, validateFenceTtl } from "../../shared/fence/ttl.ts";
-import {
-  DEFAULT_RETRY_POLICY,
-  type RetryPolicy,
-  resolveRetryPolicy,
-  SQS_MAX_VISIBILITY_SECONDS,
-} from "../../shared/retry/policy.ts";
+import { type DeliveryTimings, validateDeliveryTimings } from "../../shared/retry/delivery-timings.ts";
+import { DEFAULT_RETRY_POLICY, type RetryPolicy, resolveRetryPolicy } from "../../shared/retry/policy.ts";
 import { BACKSTOP_DRAIN_DEFAULTS, CONSUMER_DEFAULTS } from "../defaults.ts";
 import type { DatabaseAccess } from "./database.ts";
 import { JobfenceFunction } from "./jobfence-function.ts";
@@ -58,8 +55,9 @@ export interface JobConsumerProps {
    */
   readonly fenceTtlSeconds?: number;
   /**
-   * The source queue's visibility timeout; at least 6 × the function timeout (SPEC §10).
-   * @default 6 × the deployment's functionTimeoutSeconds
+   * The source queue's visibility timeout; at least 6 × the function timeout + the batching
+   * window (SPEC §10, AWS's guidance for SQS event sources).
+   * @default 6 × the deployment's functionTimeoutSeconds + its batchingWindowSeconds
    */
   readonly visibilityTimeoutSeconds?: number;
   /**
@@ -85,6 +83,8 @@ interface ConsumerSettings {
   readonly visibilityTimeoutSeconds: number;
   readonly fenceTtlSeconds: number;
   readonly maxReceiveCount: number;
+  /** Everything `validateDeliveryTimings` checked, as deployed. */
+  readonly timings: DeliveryTimings;
 }
 
 /** Validates the props and resolves what they leave out; throws one error listing every problem. */
@@ -105,17 +105,10 @@ export function resolveConsumerSettings(props: JobConsumerProps): ConsumerSettin
   }
 
   const timeout = deployment.functionTimeoutSeconds;
-  const visibility = props.visibilityTimeoutSeconds ?? VISIBILITY_TO_TIMEOUT_RATIO * timeout;
-  if (!Number.isInteger(visibility) || visibility < VISIBILITY_TO_TIMEOUT_RATIO * timeout) {
-    problems.push(
-      `visibility timeout ${visibility} s must be a whole number at least ${VISIBILITY_TO_TIMEOUT_RATIO} × ` +
-        `the function timeout ${timeout} s = ${VISIBILITY_TO_TIMEOUT_RATIO * timeout} s`,
-    );
-  } else if (visibility > SQS_MAX_VISIBILITY_SECONDS) {
-    problems.push(
-      `visibility timeout ${visibility} s exceeds SQS's 12 h limit (${SQS_MAX_VISIBILITY_SECONDS} s)`,
-    );
-  }
+  // Visibility, redrive count, retention and time budget are only safe together: one validation
+  // checks them as a set (the consumer's start-up runs the same one).
+  const timings = resolveDeliveryTimings(deployment, retryPolicy, props.visibilityTimeoutSeconds);
+  problems.push(...validateDeliveryTimings(timings));
 
   const maxBatch = deployment.fifo ? MAX_BATCH.fifo : MAX_BATCH_WITHOUT_WINDOW;
   if (
@@ -150,12 +143,15 @@ export function resolveConsumerSettings(props: JobConsumerProps): ConsumerSettin
     }),
   );
 
-  if (problems.length > 0) throw new ConfigurationError(`JobConsumer "${name}"`, problems);
+  // validateDeliveryTimings and validateFenceTtl word the function-timeout and retention bounds
+  // alike; report such a line once.
+  if (problems.length > 0) throw new ConfigurationError(`JobConsumer "${name}"`, [...new Set(problems)]);
   return {
     retryPolicy,
-    visibilityTimeoutSeconds: visibility,
+    visibilityTimeoutSeconds: timings.visibilityTimeoutSeconds,
     fenceTtlSeconds,
-    maxReceiveCount: retryPolicy.maxAttempts + BACKSTOP_EXTRA_RECEIVES,
+    maxReceiveCount: timings.maxReceiveCount,
+    timings,
   };
 }
 
@@ -163,7 +159,10 @@ export function resolveConsumerSettings(props: JobConsumerProps): ConsumerSettin
 export class JobConsumer extends Construct {
   /** The queue producers send jobs to. */
   readonly queue: sqs.Queue;
-  /** Where the source queue redrives after maxAttempts + 3 receives (SPEC §5). */
+  /**
+   * Where the source queue redrives after the validated maxReceiveCount (SPEC §5): by default the
+   * minimum that still leaves room for the receives that run nothing.
+   */
   readonly backstopQueue: sqs.Queue;
   /** The consumer function. */
   readonly consumerFunction: JobfenceFunction;
@@ -184,6 +183,7 @@ export class JobConsumer extends Construct {
   constructor(scope: Construct, id: string, props: JobConsumerProps) {
     super(scope, id);
     const settings = resolveConsumerSettings(props);
+    const { timings } = settings;
     const { deployment } = props;
     const name = deployment.definition.name;
     const names = queueNames(deployment);
@@ -222,12 +222,24 @@ export class JobConsumer extends Construct {
         [CONSUMER_ENV.fenceTtlSeconds]: String(settings.fenceTtlSeconds),
         [CONSUMER_ENV.queueRetentionSeconds]: String(deployment.queueRetentionSeconds),
         [CONSUMER_ENV.functionTimeoutSeconds]: String(deployment.functionTimeoutSeconds),
+        // The delivery timings, so the consumer's start-up validates what was deployed.
+        [CONSUMER_ENV.maxReceiveCount]: String(timings.maxReceiveCount),
+        [CONSUMER_ENV.visibilityTimeoutSeconds]: String(timings.visibilityTimeoutSeconds),
+        [CONSUMER_ENV.batchingWindowSeconds]: String(timings.batchingWindowSeconds),
+        [CONSUMER_ENV.maxInterruptions]: String(timings.maxInterruptions),
+        [CONSUMER_ENV.recordBudgetMs]: String(timings.recordBudgetMs),
+        [CONSUMER_ENV.returnReserveMs]: String(timings.returnReserveMs),
+        [CONSUMER_ENV.fifo]: timings.fifo ? "true" : "false",
       },
     });
     this.eventSource = new lambdaEventSources.SqsEventSource(this.queue, {
       batchSize: deployment.batchSize,
       maxConcurrency: deployment.maxConcurrency,
       reportBatchItemFailures: true,
+      // Only when set: CDK refuses any batching window on a FIFO queue, even 0.
+      ...(timings.batchingWindowSeconds > 0
+        ? { maxBatchingWindow: Duration.seconds(timings.batchingWindowSeconds) }
+        : {}),
     });
     this.consumerFunction.function.addEventSource(this.eventSource);
     // The retry middleware hides a failed message for its backoff delay (SPEC §4); the event

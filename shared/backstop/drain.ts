@@ -16,14 +16,16 @@ import { Logger } from "@aws-lambda-powertools/logger";
 import { injectLambdaContext } from "@aws-lambda-powertools/logger/middleware";
 import { Metrics } from "@aws-lambda-powertools/metrics";
 import { logMetrics } from "@aws-lambda-powertools/metrics/middleware";
-import { EventBridgeClient } from "@aws-sdk/client-eventbridge";
+import type { EventBridgeClient } from "@aws-sdk/client-eventbridge";
 import middy, { type MiddyfiedHandler } from "@middy/core";
 import type { Context, SQSBatchResponse, SQSEvent } from "aws-lambda";
 import type pg from "pg";
 import { z } from "zod";
+import { createEventBridgeClient } from "../aws/clients.ts";
 import { CONSUMER_NAME, databaseUrlField, dbRoleField, opsBusNameField } from "../config/fields.ts";
 import { configFromEnv, parseConfig } from "../config/parse.ts";
 import { createPool } from "../db/pool.ts";
+import { EMPTY_LEDGER } from "../db/queries/message-attempts.ts";
 import { writeDeadLetter } from "../dead-letters/write-dead-letter.ts";
 import { UnrecordedMessageError } from "../errors.ts";
 import { METRICS_NAMESPACE } from "../metrics/names.ts";
@@ -116,7 +118,7 @@ export function createBackstopDrain(
       ...(config.dbRole ? { role: config.dbRole } : {}),
       onIdleError: (error) => logger.warn("idle database connection failed", { error: error.message }),
     });
-  const eventBridge = runtime.eventBridge ?? new EventBridgeClient({});
+  const eventBridge = runtime.eventBridge ?? createEventBridgeClient();
 
   const unrecorded = async (rc: RecordContext): Promise<RecordOutcome> => {
     throw new UnrecordedMessageError(
@@ -141,7 +143,7 @@ export function createBackstopDrain(
       const written = await writeDeadLetter(sink, {
         record: rc.record,
         queueUrl: rc.queueUrl,
-        attempts: rc.attempt,
+        attempts: rc.receiveCount,
         kind: "unrecorded",
         error,
         identity,
@@ -176,7 +178,10 @@ export function createBackstopDrain(
   const processBatch = sqsBatchProcessor<unknown>({
     contextOf: (record) => ({
       record,
-      attempt: config.sourceMaxReceiveCount,
+      // The backstop's own count says nothing of the source queue; the redrive happened after this many.
+      receiveCount: config.sourceMaxReceiveCount,
+      ledger: EMPTY_LEDGER,
+      claimed: false,
       queueUrl: config.sourceQueueUrl,
       state: { step: "received" },
     }),

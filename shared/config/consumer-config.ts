@@ -20,6 +20,10 @@ export const CONSUMER_DEFAULTS = Object.freeze({
   lockTimeoutMs: 5000,
   /** Connections in the container's pool. */
   poolMax: 2,
+  /** Confirmed interruptions after which a message is dead-lettered as `interrupted` (SPEC §4). */
+  maxInterruptions: 2,
+  /** The event source's batching window. */
+  batchingWindowSeconds: 0,
 });
 
 const positiveInt = z.coerce.number().int().positive();
@@ -40,6 +44,27 @@ const configSchema = z
     poolMax: positiveInt.max(100).default(CONSUMER_DEFAULTS.poolMax),
     /** A role to SET on each connection, for a login that does not inherit its jobfence role. */
     dbRole: dbRoleField.optional(),
+    /**
+     * The source queue's redrive count. When set, a transient failure on the last receive before
+     * the backstop is dead-lettered by the harness, and the timings are validated together.
+     */
+    maxReceiveCount: z.coerce.number().int().min(1).max(1000).optional(),
+    /** The source queue's visibility timeout (validated with the other timings when given). */
+    visibilityTimeoutSeconds: z.coerce.number().int().min(0).max(43_200).optional(),
+    /** The event source's MaximumBatchingWindowInSeconds. */
+    batchingWindowSeconds: z.coerce
+      .number()
+      .int()
+      .min(0)
+      .max(300)
+      .default(CONSUMER_DEFAULTS.batchingWindowSeconds),
+    /** Whether the source queue is FIFO. @default taken from each record's queue ARN */
+    fifo: z.union([z.boolean(), z.stringbool()]).optional(),
+    maxInterruptions: positiveInt.max(10).default(CONSUMER_DEFAULTS.maxInterruptions),
+    /** No record starts when less than this remains of the invocation. @default a third of the timeout, at most 10 s */
+    recordBudgetMs: positiveInt.optional(),
+    /** The harness returns this long before the function timeout. @default a tenth of the timeout, at most 2 s */
+    returnReserveMs: positiveInt.optional(),
   })
   .strict();
 
@@ -59,6 +84,13 @@ export const CONSUMER_ENV = Object.freeze({
   lockTimeoutMs: "JOBFENCE_LOCK_TIMEOUT_MS",
   poolMax: "JOBFENCE_POOL_MAX",
   dbRole: "JOBFENCE_DB_ROLE",
+  maxReceiveCount: "JOBFENCE_MAX_RECEIVE_COUNT",
+  visibilityTimeoutSeconds: "JOBFENCE_VISIBILITY_TIMEOUT_SECONDS",
+  batchingWindowSeconds: "JOBFENCE_BATCHING_WINDOW_SECONDS",
+  fifo: "JOBFENCE_FIFO",
+  maxInterruptions: "JOBFENCE_MAX_INTERRUPTIONS",
+  recordBudgetMs: "JOBFENCE_RECORD_BUDGET_MS",
+  returnReserveMs: "JOBFENCE_RETURN_RESERVE_MS",
 } satisfies Record<keyof ConsumerConfig, string>);
 
 /** Validates a configuration object; unknown keys are refused. */

@@ -42,6 +42,14 @@ export interface PoolOptions {
    * @default none: the login's own privileges
    */
   readonly role?: string;
+  /**
+   * How often the server checks, during a long statement, that the client is still there
+   * (PostgreSQL 14+ on Linux). When the harness destroys a connection at the invocation's deadline,
+   * this is how soon the server stops the statement the work left running and rolls it back,
+   * releasing the fence's lock for the next delivery. 0 turns the check off.
+   * @default 1000
+   */
+  readonly connectionCheckIntervalMs?: number;
   /** Shown in pg_stat_activity. @default "jobfence" */
   readonly applicationName?: string;
   /** Receives errors of idle connections (a restarted server); without a listener they would crash the process. */
@@ -55,6 +63,7 @@ export const POOL_DEFAULTS = Object.freeze({
   statementTimeoutMs: 60_000,
   idleInTransactionTimeoutMs: 60_000,
   connectionTimeoutMs: 10_000,
+  connectionCheckIntervalMs: 1000,
   applicationName: "jobfence",
 });
 
@@ -69,7 +78,10 @@ export function createPool(options: PoolOptions): pg.Pool {
     idle_in_transaction_session_timeout: o.idleInTransactionTimeoutMs,
     connectionTimeoutMillis: o.connectionTimeoutMs,
     application_name: o.applicationName,
-    ...(o.role ? { options: `-c role=${o.role}` } : {}),
+    options: [
+      ...(o.role ? [`-c role=${o.role}`] : []),
+      `-c client_connection_check_interval=${Math.max(0, Math.floor(o.connectionCheckIntervalMs))}`,
+    ].join(" "),
   });
   pool.on("error", o.onIdleError ?? (() => {}));
   // pg-pool listens for errors only while a client is idle. A checked-out client whose backend

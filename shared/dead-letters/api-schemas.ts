@@ -152,6 +152,19 @@ export const deadLetterSchema = deadLetterSummarySchema.extend({
       "The envelope as JSON when the body is a JSON object PostgreSQL's jsonb accepts; null otherwise.",
     ),
   message_attributes: z.record(z.string(), z.unknown()),
+  attempt_history: z
+    .array(
+      z.object({
+        attempt: z.number().int().describe("The run's number: 1, then one more after each recorded failure."),
+        at: z.string().describe("When it ended, RFC 3339."),
+        receive_count: z.number().int().describe("The delivery's ApproximateReceiveCount."),
+        kind: z
+          .enum(["failure", "interruption"])
+          .describe("failure: the work threw; interruption: the invocation ended while it ran."),
+        error: z.object({ name: z.string(), message: z.string() }),
+      }),
+    )
+    .describe("The failed runs and interruptions before the dead letter, oldest first (at most 20)."),
 });
 
 /** Response of the list endpoint. */

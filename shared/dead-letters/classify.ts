@@ -3,6 +3,8 @@
  * transient (retry). The retry and dead-letter middlewares both ask here, so they cannot disagree.
  */
 import {
+  FenceLockTimeoutError,
+  InterruptedJobError,
   JobConflictError,
   PermanentJobError,
   PoisonMessageError,
@@ -29,10 +31,23 @@ function kindOf(error: unknown): ErrorKind | undefined {
   if (error instanceof RetriesExhaustedError) return ERROR_KIND.exhausted;
   if (error instanceof UnrecordedMessageError) return ERROR_KIND.unrecorded;
   if (error instanceof JobConflictError) return ERROR_KIND.conflict;
+  if (error instanceof InterruptedJobError) return ERROR_KIND.interrupted;
   return undefined;
 }
 
 /** Whether retrying can cure the error. */
 export function isTransient(error: unknown): boolean {
   return errorKindOf(error) === undefined;
+}
+
+/**
+ * Whether the failure is a lock wait behind another delivery of the job's fence (SPEC §3): not the
+ * job's failure at all. Safe on any thrown value.
+ */
+export function isFenceHeld(error: unknown): boolean {
+  try {
+    return error instanceof FenceLockTimeoutError;
+  } catch {
+    return false;
+  }
 }

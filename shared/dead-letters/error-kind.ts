@@ -4,12 +4,14 @@ export const ERROR_KIND = {
   poison: "poison",
   /** The work threw `PermanentJobError`: a business rule that retrying cannot change. */
   hard: "hard",
-  /** A transient failure on the last allowed attempt. */
+  /** A transient failure on the last allowed attempt, or one whose retry its queue could not keep. */
   exhausted: "exhausted",
   /** The harness could never record the failure itself; the backstop drain found the message. */
   unrecorded: "unrecorded",
   /** The job's fence exists with another fingerprint: one job id, two different jobs. Nothing applied. */
   conflict: "conflict",
+  /** Its deliveries kept ending without an outcome while its work was in flight (timeout, crash, OOM). */
+  interrupted: "interrupted",
 } as const;
 
 /** One of {@link ERROR_KIND}. */

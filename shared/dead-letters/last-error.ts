@@ -55,6 +55,17 @@ export function describeError(error: unknown, options: { unwrapCause?: boolean }
   }
 }
 
+/**
+ * `description` with `note` appended to its message, within the same bounds: what the harness adds
+ * to a failure it did not retry for a reason of its own (the retry would outlive the message).
+ */
+export function withNote(description: LastError, note: string): LastError {
+  return fitToBytes({
+    ...description,
+    message: clean(`${description.message} — ${note}`, LAST_ERROR_LIMITS.message),
+  });
+}
+
 /** A property of a thrown value, or undefined when reading it throws. */
 function read(value: object, key: string): unknown {
   try {

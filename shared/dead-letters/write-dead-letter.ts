@@ -22,11 +22,13 @@ import type { SQSRecord } from "aws-lambda";
 import type pg from "pg";
 import { deadLetterRecordedDetail, publishDeadLetterRecorded } from "../alerts/ops-bus.ts";
 import { type DeadLetterDraft, insertDeadLetter } from "../db/queries/insert-dead-letter.ts";
+import type { AttemptEntry } from "../db/queries/message-attempts.ts";
 import { type MessageIdentity, messageIdStandIn } from "../envelope/envelope.ts";
 import { fingerprintHex } from "../envelope/fingerprint.ts";
+import { EXHAUSTED_REASON, RetriesExhaustedError } from "../errors.ts";
 import { faultHook } from "../fault-points.ts";
 import type { ErrorKind } from "./error-kind.ts";
-import { describeError } from "./last-error.ts";
+import { describeError, type LastError, withNote } from "./last-error.ts";
 import { BODY_FORM, jsonbCandidate, storableJson, storedBody } from "./stored-body.ts";
 
 /** Which of the three forms of the module comment a row was stored in (1 = as received). */
@@ -46,6 +48,8 @@ export interface FailedMessage {
   /** The queue a replay sends it to. */
   readonly queueUrl: string;
   readonly attempts: number;
+  /** The failed runs and interruptions that led here, oldest first. @default none */
+  readonly attemptHistory?: readonly AttemptEntry[];
   readonly kind: ErrorKind;
   /** The failure; `last_error` describes it (a wrapper's cause for `exhausted`). */
   readonly error: unknown;
@@ -62,6 +66,7 @@ export type DeadLetterWrite =
   | {
       readonly status: "dead-lettered";
       readonly kind: ErrorKind;
+      readonly attempts: number;
       readonly deadLetterId: string;
       readonly created: boolean;
       /** Which of the three forms of the module comment was stored (1 = as received). */
@@ -75,7 +80,7 @@ export type DeadLetterWrite =
 
 /** Records the failed message, then alerts. Never throws. */
 export async function writeDeadLetter(sink: DeadLetterSink, failed: FailedMessage): Promise<DeadLetterWrite> {
-  const lastError = describeError(failed.error, { unwrapCause: failed.kind === "exhausted" });
+  const lastError = lastErrorOf(failed);
   let recorded: Awaited<ReturnType<typeof insertDeadLetter>> | undefined;
   let form: StoredForm = 1;
   let draft: DeadLetterDraft;
@@ -119,11 +124,27 @@ export async function writeDeadLetter(sink: DeadLetterSink, failed: FailedMessag
   return {
     status: "dead-lettered",
     kind: recorded.errorKind,
+    attempts: failed.attempts,
     deadLetterId: recorded.id,
     created: recorded.created,
     form,
     ...(alertError === undefined ? {} : { alertError }),
   };
+}
+
+/**
+ * `last_error`: the failure itself, or for exhausted retries the failure that ran out of them,
+ * with why it was not retried when that was not the attempt count (retention, the receive limit).
+ */
+function lastErrorOf(failed: FailedMessage): LastError {
+  const described = describeError(failed.error, { unwrapCause: failed.kind === "exhausted" });
+  const { error } = failed;
+  // Only an exhausted failure is the harness's own wrapper; anything else may be any thrown value.
+  return failed.kind === "exhausted" &&
+    error instanceof RetriesExhaustedError &&
+    error.reason !== EXHAUSTED_REASON.attempts
+    ? withNote(described, `not retried: ${error.message}`)
+    : described;
 }
 
 function draftOf(
@@ -146,6 +167,7 @@ function draftOf(
     payloadJson: form === 1 ? jsonbCandidate(text) : null,
     messageAttributes: form === 1 ? attributes : (storableJson(attributes) as Record<string, unknown>),
     attempts: failed.attempts,
+    attemptHistory: failed.attemptHistory ?? [],
     errorKind: failed.kind,
     lastError,
     jobFingerprint: failed.jobFingerprint,

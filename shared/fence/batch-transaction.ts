@@ -12,8 +12,11 @@
  * left to run one transaction each, as in per-record mode.
  *
  * Every guarantee of per-record mode holds: a record counts as applied only when the COMMIT that
- * carried its work and fence succeeded; a failed or unconfirmed COMMIT fails every record of the
- * batch (the fences make their redelivery safe); a record whose job's fence exists, or whose job an
+ * carried its work and fence succeeded. When the batch fails without a known culprit (the fence
+ * insert failed, COMMIT failed or answered ROLLBACK, the transaction aborted under work that
+ * returned normally but no record can be blamed), nothing is settled: every record is redone in a
+ * transaction of its own, which finds the culprit, so an innocent record never fails (the fences
+ * make the redo safe when a COMMIT's outcome was unknown). A record whose job's fence exists, or whose job an
  * earlier record of the batch carries, is a duplicate when the fingerprints match and a conflict
  * when they do not. On FIFO queues a record the batch cannot run (it failed, or could not be
  * parsed) takes every later record of its message group out of the batch too, so no record is
@@ -24,6 +27,7 @@
 import type pg from "pg";
 import { TransactionRolledBackError } from "../errors.ts";
 import type { BatchSettlement, JobMessage } from "../record/record-context.ts";
+import { DEADLINE, type InvocationClock, untilDeadline } from "../record/sqs-batch.ts";
 import { FenceTransaction, settlementOfExisting } from "./fence-transaction.ts";
 import type { Transaction } from "./work-transaction.ts";
 
@@ -48,6 +52,12 @@ export interface BatchTransactionOptions {
   readonly ttlSeconds: number;
   /** @default MAX_BATCH_REDOS */
   readonly maxRedos?: number;
+  /**
+   * The invocation's time: no record's work starts when too little is left (the rest are left
+   * unsettled), and a work still running at the deadline ends the batch (rolled back, nothing
+   * settled). @default no limit
+   */
+  readonly clock?: InvocationClock;
 }
 
 /** What the batch did: a settlement per record it decided, and figures for metrics and logs. */
@@ -60,6 +70,8 @@ export interface BatchReport<P> {
   readonly redos: number;
   /** Whether a COMMIT carried the batch (false when nothing was committed). */
   readonly committed: boolean;
+  /** The record whose work was running when the invocation's time ran out. */
+  readonly interrupted?: BatchRecord<P>;
 }
 
 /**
@@ -82,16 +94,20 @@ export async function settleBatch<P>(
     else if (r.group !== undefined) blockedGroups.add(r.group);
   }
 
-  const report = (redos: number, committed: boolean): BatchReport<P> => ({
+  const report = (redos: number, committed: boolean, interrupted?: BatchRecord<P>): BatchReport<P> => ({
     settlements,
     deferred: records.filter((r) => r.message && !settlements.has(r)).length,
     redos,
     committed,
+    ...(interrupted ? { interrupted } : {}),
   });
 
   let redos = 0;
   while (pending.length > 0) {
     const attempt = await runOnce(options, pending);
+    if (attempt.kind === "interrupted") return report(redos, false, attempt.record);
+    // No culprit: every record goes to a transaction of its own.
+    if (attempt.kind === "unsettled") return report(redos, false);
     if (attempt.kind !== "taken-out") {
       for (const [r, settlement] of attempt.settlements) settlements.set(r, settlement);
       return report(redos, attempt.kind === "committed");
@@ -113,8 +129,12 @@ export async function settleBatch<P>(
 
 type Attempt<P> =
   | { kind: "committed"; settlements: Map<BatchRecord<P>, BatchSettlement> }
-  /** The fence insert or the COMMIT failed: every record of the attempt failed with `error`. */
+  /** The work ended the fence's transaction: every record of the attempt failed with its error. */
   | { kind: "aborted"; settlements: Map<BatchRecord<P>, BatchSettlement> }
+  /** The batch failed and no record can be blamed: nothing settled, each record redone alone. */
+  | { kind: "unsettled" }
+  /** The invocation's time ran out during `record`'s work: rolled back, nothing settled. */
+  | { kind: "interrupted"; record: BatchRecord<P> }
   /** The record (and, on FIFO, its group's later records) goes out of the batch; settled when known. */
   | { kind: "taken-out"; record: BatchRecord<P>; settlement?: BatchSettlement };
 
@@ -135,8 +155,10 @@ async function runOnce<P>(options: BatchTransactionOptions, pending: BatchRecord
         return { jobId: job.jobId, tenantId: job.tenantId, fingerprint };
       }),
     });
-  } catch (error) {
-    return failAll(error);
+  } catch {
+    // A lock wait behind another delivery of one of the jobs, or the database refused: alone, each
+    // record meets only its own trouble.
+    return { kind: "unsettled" };
   }
   const { transaction, fresh, existing } = opened;
   const settlements = new Map<BatchRecord<P>, BatchSettlement>();
@@ -162,9 +184,24 @@ async function runOnce<P>(options: BatchTransactionOptions, pending: BatchRecord
       continue;
     }
     carried.set(job.jobId, fingerprint);
+    if (options.clock && !options.clock.canStart()) {
+      // Too little time to start this record. The transaction holds every record's fence, so it
+      // cannot commit without this one's work: all of it rolls back and nothing is settled.
+      const foreign = await transaction.abandon();
+      if (foreign) return failAll(foreign);
+      return { kind: "unsettled" };
+    }
     let failure: unknown;
     try {
-      await r.work(transaction.tx);
+      if (options.clock) {
+        const raced = await untilDeadline(r.work(transaction.tx), options.clock.signal);
+        if (raced === DEADLINE) {
+          transaction.interrupt();
+          return { kind: "interrupted", record: r };
+        }
+      } else {
+        await r.work(transaction.tx);
+      }
       // Work that caught its own failed statement and returned left the transaction failed: it is
       // the one to take out, not the next record, whose statements would be refused for it.
       if (transaction.failed) failure = new TransactionRolledBackError("ROLLBACK");
@@ -182,9 +219,11 @@ async function runOnce<P>(options: BatchTransactionOptions, pending: BatchRecord
   let fenceMs: number;
   try {
     fenceMs = await transaction.commit();
-  } catch (error) {
-    // Unknown or refused: every record of the batch is retried; their fences make that safe.
-    return failAll(error);
+  } catch {
+    // Refused (a deferred check, a serialization failure, ROLLBACK for a failure no work owned up
+    // to) or unknown: each record is redone alone, so the culprit is found and the fences keep an
+    // already committed record a duplicate.
+    return { kind: "unsettled" };
   }
   for (const r of applied) settlements.set(r, { status: "applied", fenceMs });
   return { kind: "committed", settlements };

@@ -15,8 +15,10 @@ import { performance } from "node:perf_hooks";
 import pg from "pg";
 import { beginWithFences, type FenceSet, fenceFingerprints } from "../db/queries/begin-with-fences.ts";
 import {
+  FenceLockTimeoutError,
   FOREIGN_TRANSACTION_SQLSTATE,
   ForeignTransactionError,
+  InvocationDeadlineError,
   TransactionRolledBackError,
 } from "../errors.ts";
 import { faultHook } from "../fault-points.ts";
@@ -27,6 +29,9 @@ import { guardTransaction, type Transaction } from "./work-transaction.ts";
 const FENCES_COMMITTED_BY = `
   SELECT EXISTS (SELECT 1 FROM core.processed_jobs
                   WHERE consumer = $1 AND job_id = ANY ($2::text[]) AND xmin = xid($3::xid8)) AS committed`;
+
+/** SQLSTATE of a lock wait that ran into lock_timeout. */
+const LOCK_NOT_AVAILABLE = "55P03";
 
 /** SQLSTATE of a statement sent into a transaction that has already failed. */
 const IN_FAILED_TRANSACTION = "25P02";
@@ -95,6 +100,9 @@ export class FenceTransaction {
       };
     } catch (error) {
       await endLoan(client, error);
+      // The insert waited lock_timeout behind a concurrent delivery of one of these jobs.
+      if (error instanceof pg.DatabaseError && error.code === LOCK_NOT_AVAILABLE)
+        throw new FenceLockTimeoutError(jobIds, error);
       throw error;
     }
   }
@@ -191,6 +199,17 @@ export class FenceTransaction {
       const failure = commitFailure(error);
       return failure instanceof ForeignTransactionError ? failure : undefined;
     }
+  }
+
+  /**
+   * The invocation's time ran out with the work still running: closes the guard and destroys the
+   * connection, so the server rolls the transaction back and nothing the work sends after this
+   * point reaches it. Never commits, never waits. A no-op once the transaction has ended.
+   */
+  interrupt(): void {
+    if (this.#ended) return;
+    this.#end();
+    this.#client.release(new InvocationDeadlineError("the invocation's time ran out during the work"));
   }
 
   #end(): void {

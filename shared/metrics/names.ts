@@ -19,6 +19,14 @@ export const METRIC = {
   deadLetterWriteFailed: "DeadLetterWriteFailed",
   /** DeadLetterRecorded could not be published; the row exists. */
   alertFailed: "AlertFailed",
+  /** A failure that could not be counted in the attempt ledger (database unreachable). */
+  failureUnrecorded: "FailureUnrecorded",
+  /** A delivery that waited lock_timeout on another delivery's fence: returned, no attempt spent. */
+  fenceHeld: "FenceHeld",
+  /** A record still running when the invocation's time ran out: rolled back, interruption recorded. */
+  recordInterrupted: "RecordInterrupted",
+  /** A record the time budget left unstarted: returned at once, no attempt spent. */
+  recordUnstarted: "RecordUnstarted",
   /** A FIFO record left unprocessed behind a failure in its message group. */
   fifoSkipped: "FifoRecordSkipped",
   /** An error the harness could not classify; the message stays in the queue. */

@@ -4,16 +4,24 @@
  * and the batch processor (sqs-batch.ts) only decides which records run and reports the outcomes.
  *
  *   1 parse    the body becomes a job (its fingerprint taken), or poison
- *   2 fence    BEGIN + fence insert → a fresh fence (go on) | the job's own fence (duplicate)
- *              | another job's fence under this id (conflict)
+ *   2 fence    a redelivery first claims the delivery in the attempt ledger (one statement of
+ *              its own: it learns the failures so far, and an interruption if the delivery
+ *              before it never reported back; too many → interrupted); then
+ *              BEGIN + fence insert → a fresh fence (go on) | the job's own fence (duplicate)
+ *              | another job's fence under this id (conflict) | a lock wait behind another
+ *              delivery of the job (held: back to the queue, no attempt spent)
  *   3 work     the consumer's effect, on the fence's connection, guarded (queries only)
  *   4 commit   COMMIT, checked to be the fence's transaction → applied
- *   5 decide   a failure: transient with attempts left → retry (hidden for the backoff delay);
- *              poison | hard | conflict | exhausted → dead letter (own transaction), alert, ack;
- *              a dead letter that cannot be written → left in the queue
+ *   5 decide   a failure: transient → recorded in the ledger (its own statement), then with
+ *              attempts left and a retry its queue can keep → retry (hidden for the backoff);
+ *              poison | hard | conflict | exhausted | interrupted → dead letter (own
+ *              transaction), alert, ack; a dead letter that cannot be written → left in the queue
  *   6 observe  one metric per outcome, a log line for anything but success or a duplicate
  *
  * A record is acked only when it was applied, was a duplicate, or its dead letter committed.
+ * An attempt is a run of the work that failed (SPEC §4): deliveries that run nothing cost none. A
+ * first delivery that succeeds reads and writes nothing but its fence and its work. Once the
+ * invocation's time is up (the record's `signal`), no step does anything more for the record.
  *
  * In batch-commit mode the batch's records share one fence transaction (batch-transaction.ts),
  * which runs steps 2–4 for all of them first; each record then arrives here carrying, as values,
@@ -27,14 +35,25 @@ import { ChangeMessageVisibilityCommand, type SQSClient } from "@aws-sdk/client-
 import type { SQSRecord } from "aws-lambda";
 import type pg from "pg";
 import type { z } from "zod";
-import { errorKindOf, isTransient } from "../dead-letters/classify.ts";
+import {
+  type AttemptEntry,
+  claimDeliveries,
+  type DeliveryKey,
+  HISTORY_LIMIT,
+  recordAttempt,
+  releaseDelivery,
+} from "../db/queries/message-attempts.ts";
+import { errorKindOf, isFenceHeld, isTransient } from "../dead-letters/classify.ts";
 import { ERROR_KIND } from "../dead-letters/error-kind.ts";
 import { describeError } from "../dead-letters/last-error.ts";
 import { type DeadLetterSink, writeDeadLetter } from "../dead-letters/write-dead-letter.ts";
 import { type Job, type MessageIdentity, messageIdStandIn, parseMessage } from "../envelope/envelope.ts";
 import { fingerprintHex, jobFingerprint } from "../envelope/fingerprint.ts";
 import {
+  EXHAUSTED_REASON,
   ForeignTransactionError,
+  InterruptedJobError,
+  InvocationDeadlineError,
   JobConflictError,
   POISON_REASON,
   PoisonMessageError,
@@ -51,11 +70,10 @@ import type {
   RecordContext,
   RecordOutcome,
 } from "./record-context.ts";
-import { attemptOf } from "./sqs-batch.ts";
 
 /** The job as `work` receives it. */
 export interface WorkJob<P> extends Job<P> {
-  /** 1 on the first delivery; the record's ApproximateReceiveCount. */
+  /** Which run of the work this is: 1, then one more after each recorded failure (SPEC §4). */
   readonly attempt: number;
   /** The SQS message id of this delivery. */
   readonly messageId: string;
@@ -75,8 +93,18 @@ export interface RecordProtocolOptions<S extends z.ZodType> {
   readonly ttlSeconds: number;
   readonly sqs: SQSClient;
   readonly retryPolicy: RetryPolicy;
+  /** Confirmed interruptions after which a message is dead-lettered as `interrupted`. */
+  readonly maxInterruptions: number;
+  /** The source queue's retention: a retry that would outlive it is dead-lettered now. */
+  readonly queueRetentionSeconds: number;
+  /** The function timeout: the time the delivery after a retry needs to run and record its end. */
+  readonly functionTimeoutSeconds: number;
+  /** The source queue's redrive count, when known: the receive after it goes to the backstop. */
+  readonly maxReceiveCount?: number;
   /** Uniform [0, 1) source for the backoff jitter. */
   readonly random: () => number;
+  /** Wall clock in ms, for retention. @default Date.now */
+  readonly now?: () => number;
   readonly deadLetters: DeadLetterSink;
   readonly metrics: Metrics;
   readonly logger: Logger;
@@ -108,11 +136,19 @@ export class RecordProtocol<S extends z.ZodType> {
 
   /**
    * Step 2: the fence. Opens the record's own fence transaction, or takes the batch's settlement.
-   * Throws JobConflictError when the job id's fence belongs to another job.
+   * A redelivery claims its delivery in the ledger first (the batch did that for its records).
+   * Throws JobConflictError when the job id's fence belongs to another job, InterruptedJobError
+   * when the message has been interrupted too often, FenceLockTimeoutError when another delivery
+   * of the job holds its fence.
    */
   async fence(rc: RecordContext<z.output<S>>): Promise<void> {
     if (rc.state.step !== "parsed") return;
     const { message } = rc.state;
+    if (!rc.settlement) {
+      await this.claim([rc]);
+      this.#refuseInterrupted(rc);
+      throwIfAborted(rc);
+    }
     const settlement = rc.settlement ?? (await this.#openFence(message));
     switch (settlement.status) {
       case "open":
@@ -129,6 +165,34 @@ export class RecordProtocol<S extends z.ZodType> {
       case "failed":
         throw settlement.error;
     }
+  }
+
+  /**
+   * Claims the redeliveries among `rcs` in one statement (a first delivery has nothing to learn and
+   * writes nothing): each then knows its failures so far, and an interruption is counted for every
+   * one whose previous delivery started its work and never reported back.
+   */
+  async claim(rcs: readonly RecordContext<z.output<S>>[]): Promise<void> {
+    const due = rcs.filter((rc) => !rc.claimed && rc.receiveCount > 1 && rc.state.step === "parsed");
+    if (due.length === 0) return;
+    const ledgers = await claimDeliveries(
+      this.#o.pool,
+      this.#o.consumer,
+      due.map((rc) => deliveryKey(rc)),
+    );
+    for (const rc of due) {
+      rc.ledger = ledgers.get(rc.record.messageId) ?? rc.ledger;
+      rc.claimed = true;
+    }
+  }
+
+  /** Whether the record's message has been interrupted as often as the policy allows. */
+  isInterrupted(rc: RecordContext<z.output<S>>): boolean {
+    return rc.ledger.interruptions >= this.#o.maxInterruptions;
+  }
+
+  #refuseInterrupted(rc: RecordContext<z.output<S>>): void {
+    if (this.isInterrupted(rc)) throw new InterruptedJobError(rc.ledger.interruptions);
   }
 
   async #openFence(
@@ -151,7 +215,7 @@ export class RecordProtocol<S extends z.ZodType> {
     if (state.step === "duplicate") return { status: "duplicate" };
     if (state.step === "applied") return { status: "applied" };
     if (state.step !== "open") throw new RangeError(`a record reached its work at step ${state.step}`);
-    await this.#o.work(workJob(rc.record, state.message.job), state.fence.tx);
+    await this.#o.work(workJob(rc.record, state.message.job, currentAttempt(rc)), state.fence.tx);
     return { status: "applied" };
   }
 
@@ -159,6 +223,8 @@ export class RecordProtocol<S extends z.ZodType> {
   async commit(rc: RecordContext<z.output<S>>): Promise<void> {
     const { state } = rc;
     if (state.step !== "open") return;
+    // Past the invocation's deadline nothing may commit: the record is reported back unfinished.
+    throwIfAborted(rc);
     const fenceMs = await state.fence.commit();
     rc.state = { step: "applied", message: state.message, fenceMs };
   }
@@ -173,16 +239,90 @@ export class RecordProtocol<S extends z.ZodType> {
 
   /** Step 5: what a failure becomes. Never throws. */
   async decide(rc: RecordContext<z.output<S>>, error: unknown): Promise<RecordOutcome> {
-    if (isTransient(error)) {
-      if (!isLastAttempt(rc.attempt, this.#o.retryPolicy)) return this.#retry(rc, error);
-      return this.#deadLetter(rc, new RetriesExhaustedError(rc.attempt, error));
+    // The invocation has returned (or is about to): the record is back in the queue already.
+    if (rc.signal?.aborted) return { status: "interrupted", wasRunning: true };
+    if (isFenceHeld(error)) return this.#held(rc);
+    if (!isTransient(error)) return this.#deadLetter(rc, error);
+    const attempt = currentAttempt(rc);
+    try {
+      rc.ledger = await recordAttempt(
+        this.#o.pool,
+        this.#o.consumer,
+        deliveryKey(rc),
+        attemptEntry(rc, error),
+      );
+    } catch {
+      // The failure cannot be counted (the database is unreachable): the queue's own visibility
+      // timeout paces the redeliveries, and its redrive takes the message to the backstop if this
+      // goes on (the timings are validated for it: delivery-timings.ts).
+      return {
+        status: "retry",
+        attempt,
+        recorded: false,
+        delaySeconds: null,
+        visibilityChanged: false,
+        error,
+      };
     }
-    return this.#deadLetter(rc, error);
+    const failures = rc.ledger.failures;
+    if (isLastAttempt(failures, this.#o.retryPolicy)) {
+      return this.#deadLetter(rc, new RetriesExhaustedError(failures, error));
+    }
+    const { maxReceiveCount } = this.#o;
+    if (maxReceiveCount !== undefined && rc.receiveCount >= maxReceiveCount) {
+      return this.#deadLetter(
+        rc,
+        new RetriesExhaustedError(
+          failures,
+          error,
+          EXHAUSTED_REASON.receiveLimit,
+          ` (receive ${rc.receiveCount} of ${maxReceiveCount}; the next goes to the backstop)`,
+        ),
+      );
+    }
+    const delaySeconds = retryDelaySeconds(failures, this.#o.retryPolicy, this.#o.random);
+    const late = this.#outlivesRetention(rc, delaySeconds);
+    if (late)
+      return this.#deadLetter(
+        rc,
+        new RetriesExhaustedError(failures, error, EXHAUSTED_REASON.retention, late),
+      );
+    const visibilityChanged = await this.#hide(rc, delaySeconds);
+    return { status: "retry", attempt: failures, recorded: true, delaySeconds, visibilityChanged, error };
   }
 
-  async #retry(rc: RecordContext<z.output<S>>, error: unknown): Promise<RecordOutcome> {
-    const delaySeconds = retryDelaySeconds(rc.attempt, this.#o.retryPolicy, this.#o.random);
-    let visibilityChanged = true;
+  /**
+   * Why a retry after `delaySeconds` would come too late, or undefined: the message must still be
+   * in its queue when it comes back, with a function timeout left to run and record its outcome.
+   */
+  #outlivesRetention(rc: RecordContext<z.output<S>>, delaySeconds: number): string | undefined {
+    const sentAt = Number(rc.record.attributes.SentTimestamp);
+    if (!Number.isFinite(sentAt) || sentAt <= 0) return undefined;
+    const deletedAt = sentAt + this.#o.queueRetentionSeconds * 1000;
+    const now = (this.#o.now ?? Date.now)();
+    const needed = now + (delaySeconds + this.#o.functionTimeoutSeconds) * 1000;
+    if (needed < deletedAt) return undefined;
+    return (
+      ` (sent ${new Date(sentAt).toISOString()}, retention ${this.#o.queueRetentionSeconds} s: SQS deletes it at ` +
+      `${new Date(deletedAt).toISOString()}, before a retry in ${delaySeconds} s could run)`
+    );
+  }
+
+  /** Another delivery of the job holds its fence: back to the queue, nothing counted. */
+  async #held(rc: RecordContext<z.output<S>>): Promise<RecordOutcome> {
+    if (rc.claimed) {
+      try {
+        await releaseDelivery(this.#o.pool, this.#o.consumer, deliveryKey(rc));
+      } catch {
+        // A marker left set can only count an interruption against a job the holder decides.
+      }
+    }
+    const delaySeconds = retryDelaySeconds(1, this.#o.retryPolicy, this.#o.random);
+    return { status: "held", delaySeconds, visibilityChanged: await this.#hide(rc, delaySeconds) };
+  }
+
+  /** Hides the message for `delaySeconds`; false when SQS could not be told (SPEC §4: report it anyway). */
+  async #hide(rc: RecordContext<z.output<S>>, delaySeconds: number): Promise<boolean> {
     try {
       await this.#o.sqs.send(
         new ChangeMessageVisibilityCommand({
@@ -190,21 +330,43 @@ export class RecordProtocol<S extends z.ZodType> {
           ReceiptHandle: rc.record.receiptHandle,
           VisibilityTimeout: delaySeconds,
         }),
+        rc.signal ? { abortSignal: rc.signal } : {},
       );
+      return true;
     } catch {
-      // SPEC §4: report the failure anyway; the queue's own visibility timeout then applies.
-      visibilityChanged = false;
+      return false;
     }
-    return { status: "retry", delaySeconds, visibilityChanged, error };
+  }
+
+  /**
+   * The invocation's time ran out while the record was running: its transaction is rolled back
+   * (the connection destroyed, so nothing the work still sends reaches the server) and, with what
+   * time is left, the interruption is recorded against it. Never throws.
+   */
+  async interrupt(rc: RecordContext<z.output<S>>, timeoutMs: number): Promise<void> {
+    if (rc.state.step === "open") rc.state.fence.interrupt();
+    if (rc.state.step !== "open" && rc.state.step !== "parsed") return;
+    const entry = attemptEntry(
+      rc,
+      new InvocationDeadlineError("the invocation's time ran out while the record ran"),
+    );
+    await withinDeadline(this.#o.pool, timeoutMs, (db) =>
+      recordAttempt(db, this.#o.consumer, deliveryKey(rc), { ...entry, kind: "interruption" }),
+    );
   }
 
   async #deadLetter(rc: RecordContext<z.output<S>>, error: unknown): Promise<RecordOutcome> {
     const kind = errorKindOf(error) ?? ERROR_KIND.hard;
     const { identity, fingerprint } = whoFailed(rc);
+    // A transient failure is in the ledger already; a hard one is this run's, counted here.
+    const ranAndFailed = kind === ERROR_KIND.hard;
+    const history = ranAndFailed ? [...rc.ledger.history, attemptEntry(rc, error)] : rc.ledger.history;
+    const attempts = Math.max(1, rc.ledger.failures + (ranAndFailed ? 1 : 0));
     const written = await writeDeadLetter(this.#o.deadLetters, {
       record: rc.record,
       queueUrl: rc.queueUrl,
-      attempts: rc.attempt,
+      attempts,
+      attemptHistory: history.slice(-HISTORY_LIMIT),
       kind,
       error,
       identity,
@@ -228,6 +390,7 @@ export class RecordProtocol<S extends z.ZodType> {
         return {
           status: "dead-lettered",
           kind: written.kind,
+          attempts: written.attempts,
           deadLetterId: written.deadLetterId,
           created: written.created,
           error,
@@ -288,9 +451,79 @@ export function readMessage<S extends z.ZodType>(
   }
 }
 
-/** The job as the work sees it. */
-export function workJob<P>(record: SQSRecord, job: Job<P>): WorkJob<P> {
-  return { ...job, attempt: attemptOf(record), messageId: record.messageId };
+/** The job as the work sees it, on its `attempt`th run. */
+export function workJob<P>(record: SQSRecord, job: Job<P>, attempt: number): WorkJob<P> {
+  return { ...job, attempt, messageId: record.messageId };
+}
+
+/** The run the record is on: one more than the failures recorded for its message. */
+export function currentAttempt(rc: RecordContext): number {
+  return rc.ledger.failures + 1;
+}
+
+/** The ledger's key for the record's delivery. */
+function deliveryKey(rc: RecordContext): DeliveryKey {
+  return {
+    messageId: rc.record.messageId,
+    jobId: whoFailed(rc).identity.jobId,
+    receiveCount: rc.receiveCount,
+  };
+}
+
+/** Bound on an error message kept in the history (last_error keeps the full one). */
+const HISTORY_MESSAGE_LIMIT = 500;
+
+/** The history entry of a failed run of the record's work. */
+function attemptEntry(rc: RecordContext, error: unknown): AttemptEntry {
+  const described = describeError(error);
+  const message =
+    described.message.length <= HISTORY_MESSAGE_LIMIT
+      ? described.message
+      : `${described.message.slice(0, HISTORY_MESSAGE_LIMIT - 1)}…`.toWellFormed();
+  return {
+    attempt: currentAttempt(rc),
+    at: new Date().toISOString(),
+    receive_count: rc.receiveCount,
+    kind: "failure",
+    error: { name: described.class, message },
+  };
+}
+
+/** Stops a step once the invocation's time is up. */
+function throwIfAborted(rc: RecordContext): void {
+  if (rc.signal?.aborted) throw new InvocationDeadlineError("the invocation's time ran out");
+}
+
+/**
+ * Runs `write` in a transaction whose statements the server cancels after `timeoutMs`, and stops
+ * waiting at that bound too: a write made as the invocation's time runs out must not land after it
+ * returned. Never throws.
+ */
+async function withinDeadline(
+  pool: pg.Pool,
+  timeoutMs: number,
+  write: (db: pg.PoolClient) => Promise<unknown>,
+): Promise<void> {
+  const ms = Math.max(1, Math.floor(timeoutMs));
+  let timer: NodeJS.Timeout | undefined;
+  const work = (async () => {
+    const client = await pool.connect();
+    try {
+      await client.query(`BEGIN; SET LOCAL statement_timeout = ${ms}`);
+      await write(client);
+      await client.query("COMMIT");
+      client.release();
+    } catch (error) {
+      client.release(error instanceof Error ? error : new Error(String(error)));
+    }
+  })();
+  try {
+    await Promise.race([work, new Promise((resolve) => (timer = setTimeout(resolve, ms)))]);
+  } catch {
+    // Best effort: the next delivery's claim counts the interruption from its marker instead.
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** Who a record is, as far as its steps got. */
@@ -310,13 +543,15 @@ export function recordLogKeys(rc: RecordContext): {
   correlation_id: string;
   message_id: string;
   attempt: number;
+  receive_count: number;
 } {
   const { identity } = whoFailed(rc);
   return {
     job_id: identity.jobId,
     correlation_id: identity.correlationId,
     message_id: rc.record.messageId,
-    attempt: rc.attempt,
+    attempt: currentAttempt(rc),
+    receive_count: rc.receiveCount,
   };
 }
 
@@ -327,6 +562,9 @@ export function observeRecord(
   outcome: RecordOutcome,
 ): void {
   const { metrics, logger } = o;
+  // After the invocation's return nothing is done for the record, not even a log line: it would
+  // land in another invocation's logs and metrics.
+  if (rc.signal?.aborted) return;
   const keys = recordLogKeys(rc);
   try {
     o.onOutcome?.(outcome, rc);
@@ -346,13 +584,39 @@ export function observeRecord(
       break;
     case "retry":
       metrics.addMetric(METRIC.retried, MetricUnit.Count, 1);
+      if (!outcome.recorded) {
+        metrics.addMetric(METRIC.failureUnrecorded, MetricUnit.Count, 1);
+        logger.error(
+          "job failed and the failure could not be recorded; the queue's visibility timeout applies",
+          {
+            ...keys,
+            error: describeError(outcome.error),
+          },
+        );
+        break;
+      }
       if (!outcome.visibilityChanged) metrics.addMetric(METRIC.retryScheduleFailed, MetricUnit.Count, 1);
       logger.warn("job failed, retry scheduled", {
         ...keys,
+        attempt: outcome.attempt,
         delay_seconds: outcome.delaySeconds,
         visibility_changed: outcome.visibilityChanged,
         error: describeError(outcome.error),
       });
+      break;
+    case "held":
+      metrics.addMetric(METRIC.fenceHeld, MetricUnit.Count, 1);
+      if (!outcome.visibilityChanged) metrics.addMetric(METRIC.retryScheduleFailed, MetricUnit.Count, 1);
+      logger.info(
+        "another delivery holds the job's fence; returned to the queue without spending an attempt",
+        {
+          ...keys,
+          delay_seconds: outcome.delaySeconds,
+        },
+      );
+      break;
+    case "interrupted":
+      // Observed by the batch processor, which knows when the invocation's time ran out.
       break;
     case "dead-lettered":
       if (outcome.kind === ERROR_KIND.conflict) metrics.addMetric(METRIC.conflict, MetricUnit.Count, 1);
@@ -361,6 +625,7 @@ export function observeRecord(
         ...keys,
         dead_letter_id: outcome.deadLetterId,
         error_kind: outcome.kind,
+        attempts: outcome.attempts,
         first_recorded: outcome.created,
         ...(outcome.error instanceof JobConflictError
           ? {

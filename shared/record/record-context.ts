@@ -3,6 +3,7 @@
  * acked. One context per record per invocation: never shared, never kept.
  */
 import type { SQSRecord } from "aws-lambda";
+import type { AttemptLedger } from "../db/queries/message-attempts.ts";
 import type { ErrorKind } from "../dead-letters/error-kind.ts";
 import type { Job, MessageIdentity } from "../envelope/envelope.ts";
 import type { PoisonMessageError } from "../errors.ts";
@@ -11,8 +12,17 @@ import type { FenceTransaction } from "../fence/fence-transaction.ts";
 /** The per-record "event" of the Middy chain: the record, and where it is on its path. */
 export interface RecordContext<P = unknown> {
   readonly record: SQSRecord;
-  /** SPEC §4: the attempt number is the record's ApproximateReceiveCount. */
-  readonly attempt: number;
+  /** The delivery's ApproximateReceiveCount: deliveries, not attempts (SPEC §4). */
+  readonly receiveCount: number;
+  /**
+   * What the attempt ledger knows of the message: empty on a first delivery (nothing is read or
+   * written for it), read by the claim of a redelivery, and updated when a failure is recorded.
+   */
+  ledger: AttemptLedger;
+  /** Whether this delivery's claim on the ledger was made (redeliveries only; see protocol.ts). */
+  claimed: boolean;
+  /** Aborted when the invocation's time is up: from then on nothing more is done for the record. */
+  readonly signal?: AbortSignal;
   /** Where the record came from: the queue to change visibility on and to replay to. */
   readonly queueUrl: string;
   /** Batch-commit mode: what the batch's shared transaction did with this record, handed in as a value. */
@@ -79,17 +89,36 @@ export type RecordOutcome =
   | { readonly status: "applied" }
   /** The fence already existed with this job's fingerprint: nothing applied. Acked. */
   | { readonly status: "duplicate" }
-  /** A transient failure with attempts left: hidden for `delaySeconds` (when the call succeeded). Not acked. */
+  /**
+   * A transient failure with attempts left: attempt `attempt` failed and is recorded, and the
+   * message is hidden for `delaySeconds` (when the call succeeded). With `recorded` false the
+   * failure could not be counted (the database was unreachable): the queue's own visibility
+   * timeout applies and `delaySeconds` is null. Not acked.
+   */
   | {
       readonly status: "retry";
-      readonly delaySeconds: number;
+      readonly attempt: number;
+      readonly recorded: boolean;
+      readonly delaySeconds: number | null;
       readonly visibilityChanged: boolean;
       readonly error: unknown;
     }
+  /**
+   * The fence insert waited lock_timeout behind another delivery of the job, which decides: back
+   * to the queue for `delaySeconds`, no attempt spent, nothing recorded. Not acked.
+   */
+  | { readonly status: "held"; readonly delaySeconds: number; readonly visibilityChanged: boolean }
+  /**
+   * The invocation's time ran out: the record was running (`wasRunning`: its transaction was rolled
+   * back and the interruption recorded) or never started. Returned to the queue. Not acked.
+   */
+  | { readonly status: "interrupted"; readonly wasRunning: boolean }
   /** Recorded as a dead letter (and alerted, unless `alertError`). Acked. */
   | {
       readonly status: "dead-lettered";
       readonly kind: ErrorKind;
+      /** The dead letter's `attempts`. */
+      readonly attempts: number;
       readonly deadLetterId: string;
       readonly created: boolean;
       readonly alertError?: unknown;

@@ -4,6 +4,13 @@
  * out of batchItemFailures only when its outcome is acked. With `keepGroupOrder` (FIFO queues),
  * once a record of a message group fails, that group's later records are not run and are
  * reported too, so ordering within a group holds.
+ *
+ * The invocation's time (SPEC §4): no record starts when less than the record budget remains, and
+ * at the return reserve before the function timeout the processor stops waiting for a running
+ * record (its protocol rolls it back and records the interruption) and returns. Records that did
+ * not run (left unstarted, or held back behind their group's failure) are made visible again at
+ * once: they cost no attempt, and on FIFO their group stays behind its hidden head anyway. After
+ * the return, the invocation's signal tells every record's steps to do nothing more.
  */
 import type { Logger } from "@aws-lambda-powertools/logger";
 import { type Metrics, MetricUnit } from "@aws-lambda-powertools/metrics";
@@ -18,18 +25,100 @@ export interface SqsBatchOptions<P> {
    * Builds the record's context, with what the batch transaction did with it when there was one;
    * may throw for an unusable record (it is then reported).
    */
-  readonly contextOf: (record: SQSRecord, prepared?: PreparedRecord<P>) => RecordContext<P>;
+  readonly contextOf: (
+    record: SQSRecord,
+    prepared: PreparedRecord<P> | undefined,
+    signal: AbortSignal,
+  ) => RecordContext<P>;
   /** The per-record Middy chain. */
   readonly processRecord: (rc: RecordContext<P>, context: Context) => Promise<RecordOutcome>;
   /**
    * Batch-commit mode: runs once per batch before any record's chain, with every record in batch
    * order, and settles what it can in one transaction. @default none (per-record mode)
    */
-  readonly settleBatch?: (records: readonly SQSRecord[]) => Promise<Map<SQSRecord, PreparedRecord<P>>>;
+  readonly settleBatch?: (
+    records: readonly SQSRecord[],
+    clock: InvocationClock,
+  ) => Promise<Map<SQSRecord, PreparedRecord<P>>>;
   readonly keepGroupOrder: boolean;
+  /** The invocation's time budget. @default none: every record runs, however long it takes */
+  readonly timing?: InvocationTiming<P>;
   readonly metrics: Metrics;
   readonly logger: Logger;
 }
+
+/** How the processor spends an invocation's time, and what it does when the time is up. */
+export interface InvocationTiming<P> {
+  /** No record starts when less than this remains of the invocation. */
+  readonly recordBudgetMs: number;
+  /** The processor returns this long before the function timeout, whatever is still running. */
+  readonly returnReserveMs: number;
+  /** The running record's time is up: roll it back and record that, within a share of the reserve. */
+  readonly interrupt: (rc: RecordContext<P>) => Promise<void>;
+  /** Makes records that did not run visible again at once, within `timeoutMs`. Never throws. */
+  readonly returnUnrun: (records: readonly SQSRecord[], timeoutMs: number) => Promise<void>;
+}
+
+/** The deadline of one invocation, from its context. */
+export interface InvocationClock {
+  /** Aborted at the return reserve before the function timeout. */
+  readonly signal: AbortSignal;
+  /** Whether enough time is left to start a record. */
+  canStart(): boolean;
+  /** Milliseconds left before the function timeout. */
+  remainingMs(): number;
+  dispose(): void;
+}
+
+/** The clock of an invocation; without a timing (or a context that tells the time) it never runs out. */
+export function invocationClock(
+  context: Context,
+  timing?: Pick<InvocationTiming<unknown>, "recordBudgetMs" | "returnReserveMs">,
+): InvocationClock {
+  const controller = new AbortController();
+  const remaining = () =>
+    typeof context?.getRemainingTimeInMillis === "function"
+      ? context.getRemainingTimeInMillis()
+      : Number.POSITIVE_INFINITY;
+  const start = remaining();
+  let timer: NodeJS.Timeout | undefined;
+  if (timing && Number.isFinite(start)) {
+    timer = setTimeout(
+      () => controller.abort(new Error("the invocation's return reserve was reached")),
+      Math.max(0, start - timing.returnReserveMs),
+    );
+    timer.unref?.();
+  }
+  return {
+    signal: controller.signal,
+    canStart: () => !timing || remaining() >= timing.recordBudgetMs,
+    remainingMs: remaining,
+    dispose: () => clearTimeout(timer),
+  };
+}
+
+/** The share of the return reserve spent returning the records that did not run. */
+const RETURN_SHARE_OF_RESERVE = 0.3;
+
+/** What the race of a record against the deadline gives when the deadline wins. */
+const DEADLINE = Symbol("deadline");
+
+/** `work`'s result, or DEADLINE once `signal` aborts first. */
+export async function untilDeadline<T>(work: Promise<T>, signal: AbortSignal): Promise<T | typeof DEADLINE> {
+  if (signal.aborted) return DEADLINE;
+  let onAbort: (() => void) | undefined;
+  const deadline = new Promise<typeof DEADLINE>((resolve) => {
+    onAbort = () => resolve(DEADLINE);
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
+  try {
+    return await Promise.race([work, deadline]);
+  } finally {
+    if (onAbort) signal.removeEventListener("abort", onAbort);
+  }
+}
+
+export { DEADLINE };
 
 /**
  * The record's message group when its order must hold: on a FIFO queue only. A standard queue's
@@ -40,8 +129,8 @@ export function orderedGroupOf(record: SQSRecord): string | undefined {
   return record.eventSourceARN?.endsWith(".fifo") ? record.attributes.MessageGroupId : undefined;
 }
 
-/** SPEC §4: the attempt number is ApproximateReceiveCount (1 if SQS did not send it). */
-export function attemptOf(record: SQSRecord): number {
+/** The record's ApproximateReceiveCount (1 if SQS did not send it): deliveries, not attempts. */
+export function receiveCountOf(record: SQSRecord): number {
   const count = Number(record.attributes.ApproximateReceiveCount);
   return Number.isInteger(count) && count >= 1 ? count : 1;
 }
@@ -57,7 +146,7 @@ export function sqsBatchProcessor<P>(
     metrics.addMetric(METRIC.recordFailed, MetricUnit.Count, 1);
     logger.error("record could not be processed; the message stays in the queue", {
       message_id: record.messageId,
-      attempt: attemptOf(record),
+      receive_count: receiveCountOf(record),
       error: describeError(error),
     });
     return { status: "failed", error };
@@ -72,12 +161,29 @@ export function sqsBatchProcessor<P>(
   };
 
   return async (event, context) => {
+    const { timing } = options;
+    const clock = invocationClock(context, timing);
+    try {
+      return await processBatch(event, context, clock);
+    } finally {
+      clock.dispose();
+    }
+  };
+
+  async function processBatch(
+    event: SQSEvent,
+    context: Context,
+    clock: InvocationClock,
+  ): Promise<SQSBatchResponse> {
+    const { timing } = options;
     const batchItemFailures: SQSBatchItemFailure[] = [];
     const failedGroups = new Set<string>();
+    /** Records that did not run: made visible again before the return. */
+    const unrun: SQSRecord[] = [];
     const build = (prepared?: Map<SQSRecord, PreparedRecord<P>>) =>
       event.Records.map((record): RecordContext<P> | { error: unknown } => {
         try {
-          return options.contextOf(record, prepared?.get(record));
+          return options.contextOf(record, prepared?.get(record), clock.signal);
         } catch (error) {
           return { error };
         }
@@ -85,14 +191,15 @@ export function sqsBatchProcessor<P>(
     let contexts = build();
     // With an unusable record in the batch, its place in a message group is unknown to the batch
     // transaction: every record then runs on its own, as in per-record mode.
-    if (options.settleBatch && contexts.every((c) => !("error" in c))) {
+    if (options.settleBatch && contexts.every((c) => !("error" in c)) && clock.canStart()) {
       try {
-        contexts = build(await options.settleBatch(event.Records));
+        contexts = build(await options.settleBatch(event.Records, clock));
       } catch (error) {
         // A bug in the batch step, not a record's failure: every record runs on its own instead.
         logger.error("batch step failed; records run one by one", { error: describeError(error) });
       }
     }
+    let timeUp = false;
     for (const [index, record] of event.Records.entries()) {
       const group = options.keepGroupOrder ? orderedGroupOf(record) : undefined;
       if (group !== undefined && failedGroups.has(group)) {
@@ -102,16 +209,57 @@ export function sqsBatchProcessor<P>(
           message_group_id: group,
         });
         batchItemFailures.push({ itemIdentifier: record.messageId });
+        unrun.push(record);
         continue;
       }
       const rc = contexts[index];
-      const outcome =
-        rc === undefined || "error" in rc ? unprocessable(record, rc?.error) : await runRecord(rc, context);
+      if (timeUp || clock.signal.aborted || !clock.canStart()) {
+        // Too little time left to start it: back to the queue at once, no attempt spent.
+        timeUp = true;
+        if (rc !== undefined && !("error" in rc)) observeUnstarted(rc);
+        batchItemFailures.push({ itemIdentifier: record.messageId });
+        unrun.push(record);
+        if (group !== undefined) failedGroups.add(group);
+        continue;
+      }
+      let outcome: RecordOutcome;
+      if (rc === undefined || "error" in rc) {
+        outcome = unprocessable(record, rc?.error);
+      } else {
+        const raced = await untilDeadline(runRecord(rc, context), clock.signal);
+        if (raced === DEADLINE) {
+          timeUp = true;
+          if (timing) await timing.interrupt(rc);
+          outcome = { status: "interrupted", wasRunning: true };
+          observeInterrupted(rc);
+        } else {
+          outcome = raced;
+        }
+      }
       if (!isAcked(outcome)) {
         batchItemFailures.push({ itemIdentifier: record.messageId });
         if (group !== undefined) failedGroups.add(group);
       }
     }
+    if (timing && unrun.length > 0) {
+      await timing.returnUnrun(unrun, timing.returnReserveMs * RETURN_SHARE_OF_RESERVE);
+    }
     return { batchItemFailures };
-  };
+  }
+
+  function observeUnstarted(rc: RecordContext<P>): void {
+    metrics.addMetric(METRIC.recordUnstarted, MetricUnit.Count, 1);
+    logger.info("record left unstarted: too little of the invocation's time was left", {
+      message_id: rc.record.messageId,
+      receive_count: rc.receiveCount,
+    });
+  }
+
+  function observeInterrupted(rc: RecordContext<P>): void {
+    metrics.addMetric(METRIC.recordInterrupted, MetricUnit.Count, 1);
+    logger.warn("the invocation's time ran out while the record ran; rolled back and returned to the queue", {
+      message_id: rc.record.messageId,
+      receive_count: rc.receiveCount,
+    });
+  }
 }

@@ -17,6 +17,7 @@ const awardPoints = CONSUMERS.find((c) => c.definition.name === "award-points") 
 let env: TestEnvironment;
 let consumer: JobConsumer;
 let fifoConsumer: JobConsumer;
+let fifoDefaultConsumer: JobConsumer;
 let template: Template;
 
 beforeAll(() => {
@@ -36,6 +37,16 @@ beforeAll(() => {
         name: "ordered-points",
         retry: { maxAttempts: 8, rationale: "the ledger service throttles in bursts" },
       },
+    },
+    entry: "functions/award-points/handler.ts",
+    database: env.database,
+    opsBus: env.opsBus,
+  });
+  fifoDefaultConsumer = new JobConsumer(env.stack, "OrderedDefault", {
+    deployment: {
+      ...awardPoints,
+      fifo: true,
+      definition: { ...awardPointsConsumer, name: "ordered-default" },
     },
     entry: "functions/award-points/handler.ts",
     database: env.database,
@@ -75,12 +86,12 @@ describe("JobConsumer source queue", () => {
     });
   });
 
-  it("redrives to its backstop after maxAttempts + 3 receives", () => {
+  it("redrives to its backstop after maxAttempts 5 + maxInterruptions 2 + 2 + 10 spare = 19 receives", () => {
     template.hasResourceProperties("AWS::SQS::Queue", {
       QueueName: "award-points",
       RedrivePolicy: {
         deadLetterTargetArn: { "Fn::GetAtt": [logicalId(env.stack, consumer.backstopQueue), "Arn"] },
-        maxReceiveCount: 5 + 3,
+        maxReceiveCount: 5 + 2 + 2 + 10,
       },
     });
   });
@@ -142,6 +153,24 @@ describe("JobConsumer function", () => {
     });
   });
 
+  it("gets the delivery timings it was deployed with, so its start-up can validate them", () => {
+    // TODO consumer-config: these names move to CONSUMER_ENV.
+    template.hasResourceProperties("AWS::Lambda::Function", {
+      Description: "jobfence consumer award-points",
+      Environment: {
+        Variables: Match.objectLike({
+          JOBFENCE_MAX_RECEIVE_COUNT: "19",
+          JOBFENCE_VISIBILITY_TIMEOUT_SECONDS: "180",
+          JOBFENCE_BATCHING_WINDOW_SECONDS: "0",
+          JOBFENCE_MAX_INTERRUPTIONS: "2",
+          JOBFENCE_RECORD_BUDGET_MS: "10000",
+          JOBFENCE_RETURN_RESERVE_MS: "2000",
+          JOBFENCE_FIFO: "false",
+        }),
+      },
+    });
+  });
+
   it("reads its SQS batch with ReportBatchItemFailures and the deployment's batch size and concurrency", () => {
     template.hasResourceProperties("AWS::Lambda::EventSourceMapping", {
       EventSourceArn: { "Fn::GetAtt": [logicalId(env.stack, consumer.queue), "Arn"] },
@@ -149,6 +178,7 @@ describe("JobConsumer function", () => {
       FunctionResponseTypes: ["ReportBatchItemFailures"],
       BatchSize: awardPoints.batchSize,
       ScalingConfig: { MaximumConcurrency: awardPoints.maxConcurrency },
+      MaximumBatchingWindowInSeconds: Match.absent(),
     });
   });
 
@@ -214,7 +244,7 @@ describe("JobConsumer backstop drain", () => {
         Variables: Match.objectLike({
           JOBFENCE_CONSUMER: "award-points",
           JOBFENCE_SOURCE_QUEUE_URL: { Ref: logicalId(env.stack, consumer.queue) },
-          JOBFENCE_SOURCE_MAX_RECEIVE_COUNT: "8",
+          JOBFENCE_SOURCE_MAX_RECEIVE_COUNT: "19",
           JOBFENCE_OPS_BUS_NAME: { Ref: logicalId(env.stack, env.opsBus) },
         }),
       },
@@ -259,12 +289,12 @@ describe("JobConsumer alarms", () => {
 });
 
 describe("JobConsumer on a FIFO queue with a retry override", () => {
-  it("names both queues .fifo and redrives after the override's attempts + 3", () => {
+  it("names both queues .fifo and redrives after (8 + 2 + 2) × (1 + 9 FIFO predecessors) + 10 = 130 receives", () => {
     template.hasResourceProperties("AWS::SQS::Queue", {
       QueueName: "ordered-points.fifo",
       FifoQueue: true,
       VisibilityTimeout: 360,
-      RedrivePolicy: Match.objectLike({ maxReceiveCount: 11 }),
+      RedrivePolicy: Match.objectLike({ maxReceiveCount: (8 + 2 + 2) * (1 + 9) + 10 }),
     });
     template.hasResourceProperties("AWS::SQS::Queue", {
       QueueName: "ordered-points-backstop.fifo",
@@ -272,6 +302,64 @@ describe("JobConsumer on a FIFO queue with a retry override", () => {
       MessageRetentionPeriod: 1_209_600,
     });
     expect(fifoConsumer.retryPolicy.maxAttempts).toBe(8);
+    template.hasResourceProperties("AWS::Lambda::Function", {
+      Description: "jobfence consumer ordered-points",
+      Environment: {
+        Variables: Match.objectLike({
+          JOBFENCE_MAX_RECEIVE_COUNT: "130",
+          JOBFENCE_VISIBILITY_TIMEOUT_SECONDS: "360",
+          JOBFENCE_FIFO: "true",
+        }),
+      },
+    });
+  });
+
+  it("with the default policy redrives a FIFO queue after 9 × (1 + 9) + 10 = 100 receives", () => {
+    template.hasResourceProperties("AWS::SQS::Queue", {
+      QueueName: "ordered-default.fifo",
+      FifoQueue: true,
+      VisibilityTimeout: 180,
+      RedrivePolicy: {
+        deadLetterTargetArn: {
+          "Fn::GetAtt": [logicalId(env.stack, fifoDefaultConsumer.backstopQueue), "Arn"],
+        },
+        maxReceiveCount: 100,
+      },
+    });
+    template.hasResourceProperties("AWS::Lambda::Function", {
+      Description: "jobfence backstop drain of ordered-default",
+      Environment: { Variables: Match.objectLike({ JOBFENCE_SOURCE_MAX_RECEIVE_COUNT: "100" }) },
+    });
+  });
+});
+
+describe("JobConsumer with a batching window", () => {
+  it("passes the window to the event source and adds it to the default visibility timeout", () => {
+    const local = testEnvironment();
+    const windowed = new JobConsumer(local.stack, "Windowed", {
+      deployment: { ...awardPoints, batchingWindowSeconds: 20 },
+      database: local.database,
+      opsBus: local.opsBus,
+    });
+    const windowedTemplate = Template.fromStack(local.stack);
+    windowedTemplate.hasResourceProperties("AWS::SQS::Queue", {
+      QueueName: "award-points",
+      VisibilityTimeout: 6 * 30 + 20,
+      RedrivePolicy: Match.objectLike({ maxReceiveCount: 19 }),
+    });
+    windowedTemplate.hasResourceProperties("AWS::Lambda::EventSourceMapping", {
+      EventSourceArn: { "Fn::GetAtt": [logicalId(local.stack, windowed.queue), "Arn"] },
+      MaximumBatchingWindowInSeconds: 20,
+    });
+    windowedTemplate.hasResourceProperties("AWS::Lambda::Function", {
+      Description: "jobfence consumer award-points",
+      Environment: {
+        Variables: Match.objectLike({
+          JOBFENCE_VISIBILITY_TIMEOUT_SECONDS: "200",
+          JOBFENCE_BATCHING_WINDOW_SECONDS: "20",
+        }),
+      },
+    });
   });
 });
 
@@ -302,6 +390,49 @@ describe("JobConsumer refuses invalid props at synth", () => {
       expect.stringMatching(/batch size must be 1–10/),
       expect.stringMatching(/maxConcurrency must be 2–1000/),
       expect.stringMatching(/fence TTL 86400 s/),
+    ]);
+  });
+
+  it("a redrive count that would push retriable messages to the backstop (the old maxAttempts + 3)", () => {
+    expect(problemsOf(build({ maxReceiveCount: 8 }))).toEqual([
+      expect.stringMatching(
+        /^maxReceiveCount 8 must be at least maxAttempts 5 \+ maxInterruptions 2 \+ 2 = 9 receives per message \+ 10 spare receives = 19; otherwise a message that can still be retried reaches the backstop/,
+      ),
+    ]);
+    expect(problemsOf(build({ fifo: true, maxReceiveCount: 99 }))).toEqual([
+      expect.stringMatching(
+        /^maxReceiveCount 99 must be at least .* × \(1 \+ 9 FIFO predecessors\) .* = 100/,
+      ),
+    ]);
+  });
+
+  it("a redrive count that, with the database down, the retention could not hold", () => {
+    expect(problemsOf(build({ maxReceiveCount: 961 }))).toEqual([
+      expect.stringMatching(
+        /^maxReceiveCount 961 × \(visibility timeout 180 s \+ batching window 0 s\) = 172980 s .* must not exceed 0\.5 × the queue retention 345600 s = 172800 s .* retention could delete a message before the backstop got it/,
+      ),
+    ]);
+    expect(() => build({ maxReceiveCount: 960 })()).not.toThrow();
+  });
+
+  it("a visibility timeout that leaves out the batching window", () => {
+    expect(problemsOf(build({ batchingWindowSeconds: 20 }, { visibilityTimeoutSeconds: 199 }))).toEqual([
+      expect.stringMatching(
+        /^visibility timeout 199 s must be a whole number at least 6 × the function timeout 30 s = 180 s plus the batching window 20 s, 200 s in all/,
+      ),
+    ]);
+    expect(() => build({ batchingWindowSeconds: 20 }, { visibilityTimeoutSeconds: 200 })()).not.toThrow();
+  });
+
+  it("a batching window on a FIFO queue, in the one error rather than CDK's", () => {
+    expect(problemsOf(build({ fifo: true, batchingWindowSeconds: 5 }))).toEqual([
+      expect.stringMatching(/^batching window must be 0 on a FIFO queue/),
+    ]);
+  });
+
+  it("a function timeout out of Lambda's bounds, reported once though two validations check it", () => {
+    expect(problemsOf(build({ functionTimeoutSeconds: 901 }))).toEqual([
+      "function timeout must be 1–900 s (Lambda's bounds), got 901",
     ]);
   });
 

@@ -59,6 +59,7 @@ describe("migration runner", () => {
     expect(await coreTables(db)).toEqual([
       "dead_letter_counts",
       "dead_letters",
+      "message_attempts",
       "processed_jobs",
       "schema_migrations",
     ]);
@@ -101,6 +102,7 @@ describe("migration runner", () => {
     expect(await coreTables(db)).toEqual([
       "dead_letter_counts",
       "dead_letters",
+      "message_attempts",
       "processed_jobs",
       "schema_migrations",
     ]);

@@ -38,7 +38,12 @@ import { runFenceCleanup } from "../../shared/fence/cleanup.ts";
 import { award, type ConsumerTestBed, consumerTestBed } from "../support/consumer-harness.ts";
 import { insertDeadLetter } from "../support/fixtures.ts";
 import { queueDepth, sendMessage } from "../support/sqs.ts";
-import { IN_FLIGHT_POINTS, REFUSED_USER_PREFIX } from "./support/crash-consumer.ts";
+import {
+  IN_FLIGHT_POINTS,
+  KILLER_USER_PREFIX,
+  REFUSED_USER_PREFIX,
+  STALL_USER_PREFIX,
+} from "./support/crash-consumer.ts";
 import {
   type CrashFate,
   crashFates,
@@ -234,6 +239,8 @@ const figures = {
   drainFailures: 0,
   /** For the in-flight points: how often the statement had committed when the process died. */
   inFlight: {} as Record<string, { kills: number; committed: number }>,
+  /** Interruption cases: how many, the children the culprits killed, the most rounds one needed. */
+  interruptions: { cases: 0, kills: 0, rounds: 0 },
   seconds: 0,
 };
 
@@ -283,7 +290,7 @@ type Expected =
 /** Adds the jobs' fates to the figures and asserts the invariant and each job's expected end. */
 async function checkJobs(
   expect: ExpectStatic,
-  c: CrashCase,
+  c: Pick<CrashCase, "label">,
   expected: ReadonlyMap<string, Expected>,
 ): Promise<CrashFate[]> {
   const fates = await bed.db.withClient((client) => crashFates(client, [...expected.keys()]));
@@ -671,6 +678,83 @@ describe("AC2 crash matrix: the fault points", () => {
   });
 });
 
+/**
+ * Interruptions (SPEC §4): a culprit that ends its invocation without an outcome, every time it
+ * runs. "container killed mid-batch": its work SIGKILLs the process (a crash or OOM looks the same
+ * to SQS and the database). "invocation timed out mid-record": its work outlasts a 3 s function
+ * timeout. Every delivery runs in a fresh child (the culprit would kill this process too), round
+ * after round until the queue is empty. Then: the culprit is one `interrupted` dead letter and
+ * never applied; every innocent batch-mate is applied once and never dead-lettered.
+ */
+const INTERRUPTION_CASES = (["per-record", "batch"] as const).flatMap((mode) =>
+  (["killed", "timed-out"] as const).map((how) => ({
+    id: `i-${mode === "batch" ? "b" : "p"}-${how === "killed" ? "k" : "t"}`,
+    label: `${how === "killed" ? "container killed mid-batch" : "invocation timed out mid-record"}, ${mode}`,
+    mode,
+    how,
+  })),
+);
+/** Rounds of fresh children before a case gives up: the culprit needs at most maxInterruptions + 2. */
+const MAX_ROUNDS = 10;
+
+async function interruptionCase(expect: ExpectStatic, c: (typeof INTERRUPTION_CASES)[number]): Promise<void> {
+  const queue = await bed.queue(`crash-${RUN}-${c.id}`, { VisibilityTimeout: "1" });
+  const expected = new Map<string, Expected>();
+  const send = async (jobId: string, userId: string, fate: Expected) => {
+    expected.set(jobId, fate);
+    await sendMessage(bed.sqs, queue.url, envelope(jobId, userId, 3));
+  };
+  const innocent = (n: number) =>
+    send(`${c.id}-ok-${n}`, `u-${c.id}-${n}`, { fate: "applied", deadLetters: 0 });
+  await innocent(1);
+  await innocent(2);
+  const culpritUser = `${c.how === "killed" ? KILLER_USER_PREFIX : STALL_USER_PREFIX}${c.id}`;
+  await send(`${c.id}-culprit`, culpritUser, { fate: "dead-lettered", kind: "interrupted" });
+  await innocent(3);
+  await innocent(4);
+
+  let kills = 0;
+  let rounds = 0;
+  while (rounds < MAX_ROUNDS && (await queueDepth(bed.sqs, queue.url)) > 0) {
+    rounds++;
+    const end = await runCrashChild({
+      role: {
+        kind: "consume",
+        commitMode: c.mode,
+        queueUrl: queue.url,
+        queueArn: queue.arn,
+        ...(c.how === "timed-out" ? { timeoutSeconds: 3 } : {}),
+      },
+      // No fault point: the culprit's own work ends the child.
+      point: "fence:before",
+      nth: 0,
+      inFlightMs: 0,
+      databaseUrl: bed.db.url,
+      sqsEndpoint: bed.emulator.endpoint,
+      eventBridgeEndpoint: bed.sink.endpoint,
+      applicationName: `crash-${RUN}-${c.id}-${rounds}`,
+    });
+    if (end.signal === "SIGKILL") kills++;
+    else expect(end.code, `child output:\n${end.output}`).toBe(3);
+    // What the child held comes back once its 1 s visibility lapses.
+    await new Promise((resolve) => setTimeout(resolve, 1200));
+  }
+  figures.interruptions.cases++;
+  figures.interruptions.kills += kills;
+  figures.interruptions.rounds = Math.max(figures.interruptions.rounds, rounds);
+  expect(await queueDepth(bed.sqs, queue.url), "messages left in the queue").toBe(0);
+  if (c.how === "killed") expect(kills, "kills before the culprit was named").toBeLessThanOrEqual(3);
+  else expect(kills).toBe(0);
+  await checkJobs(expect, c, expected);
+  await checkBalances(expect, `u-${c.id}-`);
+}
+
+describe.concurrent("crash matrix: a record that keeps ending its invocation", () => {
+  it.for(INTERRUPTION_CASES)("$label", { timeout: 90_000 }, async (c, { expect }) => {
+    await interruptionCase(expect, c);
+  });
+});
+
 describe("AC2 crash matrix: after every crash", () => {
   it("leaves no session idle in transaction, nothing doubled, nothing lost", async () => {
     // The test runs on the repository's Node, whatever the machine's own is.
@@ -687,5 +771,6 @@ describe("AC2 crash matrix: after every crash", () => {
     expect(figures.doubles).toBe(0);
     expect(figures.lost).toBe(0);
     expect(Object.values(figures.kills).reduce((a, b) => a + b, 0)).toBe(CASES.length);
+    expect(figures.interruptions.cases).toBe(INTERRUPTION_CASES.length);
   });
 });

@@ -490,11 +490,12 @@ scenarios("reliability: database faults under load", () => {
   it("a COMMIT acknowledgement lost on the last attempt: applied once, and no dead letter", async ({
     expect,
   }) => {
-    const { proxy, handler } = await lostAckConsumer({ ...RETRY, maxAttempts: 2 });
+    // One attempt in all: the first delivery's failure is its last.
+    const { proxy, handler } = await lostAckConsumer({ ...RETRY, maxAttempts: 1 });
     try {
       const [job] = loadJobs("db-lost-ack-last", 1) as [LoadJob];
       proxy.loseNextCommitAcks(1);
-      await invoke(handler, [sqsRecord(envelopeOf(job), { messageId: job.jobId, receiveCount: 2 })]);
+      await invoke(handler, [sqsRecord(envelopeOf(job), { messageId: job.jobId })]);
       expect(proxy.lost()).toBe(1);
       expect(await effectsOf(bed.db, job.jobId)).toEqual({ ledger: 1, fences: 1, deadLetters: 0 });
     } finally {

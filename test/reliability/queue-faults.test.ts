@@ -120,7 +120,7 @@ async function queueRun(o: QueueRunOptions, emulatorDir: string) {
         retryPolicy: RETRY,
         onOutcome: (outcome, rc) => {
           deliveries++;
-          if (rc.attempt > 1) redeliveries++;
+          if (rc.receiveCount > 1) redeliveries++;
           tally(
             outcomes,
             outcome.status === "dead-lettered" ? `dead-lettered:${outcome.kind}` : outcome.status,

@@ -11,6 +11,7 @@ import { localEventBridgeClient, localSqsClient } from "../../local/aws-clients.
 import { type EventBridgeSink, startEventBridgeSink } from "../../local/eventbridge-sink.ts";
 import { lambdaContext } from "../../local/lambda-context.ts";
 import { type SqsEmulator, startSqsEmulator } from "../../local/sqs-emulator.ts";
+import type { ConsumerConfigInput } from "../../shared/config/consumer-config.ts";
 import {
   type CommitMode,
   type ConsumerDefinition,
@@ -36,7 +37,12 @@ export interface ConsumerTestBed {
   /** A consumer built by the real factory, connected as `jobfence_consumer`. */
   consumer<S extends z.ZodType>(
     definition: ConsumerDefinition<S>,
-    runtime?: ConsumerRuntime & { queueUrl?: string; lockTimeoutMs?: number },
+    runtime?: ConsumerRuntime & {
+      queueUrl?: string;
+      lockTimeoutMs?: number;
+      /** Configuration beside the bed's database and bus (retention, timings, …). */
+      configure?: Partial<ConsumerConfigInput>;
+    },
   ): ConsumerHandler;
   /** Creates a queue on the emulator ({@link createQueue}). */
   queue(name: string, attributes?: Record<string, string>): Promise<TestQueue>;
@@ -65,7 +71,7 @@ export async function consumerTestBed(options: ConsumerTestBedOptions = {}): Pro
     sink,
     pools,
     consumer(definition, runtime = {}) {
-      const { queueUrl, lockTimeoutMs, ...rest } = runtime;
+      const { queueUrl, lockTimeoutMs, configure, ...rest } = runtime;
       const pool =
         rest.pool ??
         createPool({
@@ -80,7 +86,12 @@ export async function consumerTestBed(options: ConsumerTestBedOptions = {}): Pro
           ? { ...definition, commitMode: options.commitMode }
           : definition;
       return createConsumer(withMode, {
-        config: { databaseUrl: db.url, opsBusName: OPS_BUS, ...(queueUrl ? { queueUrl } : {}) },
+        config: {
+          ...configure,
+          databaseUrl: db.url,
+          opsBusName: OPS_BUS,
+          ...(queueUrl ? { queueUrl } : {}),
+        },
         sqs,
         eventBridge,
         ...rest,

@@ -35,6 +35,8 @@ describe("CONSUMER_DEFAULTS", () => {
       functionTimeoutSeconds: 30,
       lockTimeoutMs: 5000,
       poolMax: 2,
+      maxInterruptions: 2,
+      batchingWindowSeconds: 0,
     });
     expect(CONSUMER_DEFAULTS.fenceTtlSeconds).toBe(7 * 24 * 60 * 60);
     expect(Object.isFrozen(CONSUMER_DEFAULTS)).toBe(true);
@@ -53,6 +55,13 @@ describe("CONSUMER_ENV", () => {
       lockTimeoutMs: "JOBFENCE_LOCK_TIMEOUT_MS",
       poolMax: "JOBFENCE_POOL_MAX",
       dbRole: "JOBFENCE_DB_ROLE",
+      maxReceiveCount: "JOBFENCE_MAX_RECEIVE_COUNT",
+      visibilityTimeoutSeconds: "JOBFENCE_VISIBILITY_TIMEOUT_SECONDS",
+      batchingWindowSeconds: "JOBFENCE_BATCHING_WINDOW_SECONDS",
+      fifo: "JOBFENCE_FIFO",
+      maxInterruptions: "JOBFENCE_MAX_INTERRUPTIONS",
+      recordBudgetMs: "JOBFENCE_RECORD_BUDGET_MS",
+      returnReserveMs: "JOBFENCE_RETURN_RESERVE_MS",
     });
   });
 });
@@ -67,6 +76,8 @@ describe("parseConsumerConfig", () => {
       functionTimeoutSeconds: CONSUMER_DEFAULTS.functionTimeoutSeconds,
       lockTimeoutMs: CONSUMER_DEFAULTS.lockTimeoutMs,
       poolMax: CONSUMER_DEFAULTS.poolMax,
+      maxInterruptions: CONSUMER_DEFAULTS.maxInterruptions,
+      batchingWindowSeconds: CONSUMER_DEFAULTS.batchingWindowSeconds,
     });
   });
 
@@ -81,6 +92,13 @@ describe("parseConsumerConfig", () => {
       lockTimeoutMs: 250,
       poolMax: 100,
       dbRole: "jobfence_consumer",
+      maxReceiveCount: 19,
+      visibilityTimeoutSeconds: 360,
+      batchingWindowSeconds: 5,
+      fifo: true,
+      maxInterruptions: 3,
+      recordBudgetMs: 20_000,
+      returnReserveMs: 3000,
     };
     expect(parseConsumerConfig(input)).toEqual(input);
   });
@@ -161,6 +179,8 @@ describe("consumerConfigFromEnv", () => {
       functionTimeoutSeconds: 30,
       lockTimeoutMs: 5000,
       poolMax: 2,
+      maxInterruptions: 2,
+      batchingWindowSeconds: 0,
     });
   });
 
@@ -174,6 +194,13 @@ describe("consumerConfigFromEnv", () => {
       JOBFENCE_LOCK_TIMEOUT_MS: "1500",
       JOBFENCE_POOL_MAX: "4",
       JOBFENCE_DB_ROLE: "jobfence_consumer",
+      JOBFENCE_MAX_RECEIVE_COUNT: "100",
+      JOBFENCE_VISIBILITY_TIMEOUT_SECONDS: "90",
+      JOBFENCE_BATCHING_WINDOW_SECONDS: "2",
+      JOBFENCE_FIFO: "true",
+      JOBFENCE_MAX_INTERRUPTIONS: "3",
+      JOBFENCE_RECORD_BUDGET_MS: "5000",
+      JOBFENCE_RETURN_RESERVE_MS: "1500",
     });
     expect(config).toEqual({
       databaseUrl: DATABASE_URL,
@@ -185,6 +212,13 @@ describe("consumerConfigFromEnv", () => {
       lockTimeoutMs: 1500,
       poolMax: 4,
       dbRole: "jobfence_consumer",
+      maxReceiveCount: 100,
+      visibilityTimeoutSeconds: 90,
+      batchingWindowSeconds: 2,
+      fifo: true,
+      maxInterruptions: 3,
+      recordBudgetMs: 5000,
+      returnReserveMs: 1500,
     });
     expect(typeof config.lockTimeoutMs).toBe("number");
   });
@@ -203,10 +237,12 @@ describe("consumerConfigFromEnv", () => {
     const config = consumerConfigFromEnv({ ...minimal, AWS_REGION: "eu-west-1", JOBFENCE_UNRELATED: "x" });
     expect(config).not.toHaveProperty("AWS_REGION");
     expect(Object.keys(config).sort()).toEqual([
+      "batchingWindowSeconds",
       "databaseUrl",
       "fenceTtlSeconds",
       "functionTimeoutSeconds",
       "lockTimeoutMs",
+      "maxInterruptions",
       "opsBusName",
       "poolMax",
       "queueRetentionSeconds",

@@ -4,6 +4,8 @@
  * keyset position taken from a row is exact (a JavaScript Date would drop the microseconds).
  */
 
+import type { AttemptEntry } from "./message-attempts.ts";
+
 /** RFC 3339 UTC with microseconds, from a timestamptz expression. */
 export function utc(column: string): string {
   return `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
@@ -42,4 +44,6 @@ export interface DeadLetterRow extends DeadLetterSummaryRow {
   body: string;
   payload: Record<string, unknown> | null;
   message_attributes: Record<string, unknown>;
+  /** The failed runs and interruptions that led to it, oldest first. */
+  attempt_history: AttemptEntry[];
 }

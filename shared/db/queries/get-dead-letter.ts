@@ -17,7 +17,7 @@ type StoredRow = Omit<DeadLetterRow, "body" | "payload" | "message_attributes"> 
 export async function getDeadLetter(db: Queryable, id: string): Promise<DeadLetterRow | undefined> {
   const { rows } = await db.query<StoredRow>(
     `SELECT ${SUMMARY_COLUMNS}, body, body_utf16, payload::text AS payload_text,
-            message_attributes::text AS message_attributes_text
+            message_attributes::text AS message_attributes_text, attempt_history
        FROM core.dead_letters WHERE id = $1`,
     [id],
   );

@@ -15,6 +15,7 @@ import type { LastError } from "../../dead-letters/last-error.ts";
 import type { StoredBody } from "../../dead-letters/stored-body.ts";
 import { DeadLetterRaceError } from "../../errors.ts";
 import type { Queryable } from "../queryable.ts";
+import type { AttemptEntry } from "./message-attempts.ts";
 
 /** The columns a writer supplies; status, timestamps, id and the body fingerprint come from the database. */
 export interface DeadLetterDraft {
@@ -28,6 +29,8 @@ export interface DeadLetterDraft {
   readonly payloadJson: string | null;
   readonly messageAttributes: Record<string, unknown>;
   readonly attempts: number;
+  /** The failed runs and interruptions before this dead letter, oldest first. */
+  readonly attemptHistory: readonly AttemptEntry[];
   readonly errorKind: ErrorKind;
   readonly lastError: LastError;
   /** The message's job fingerprint, when its envelope could be read. */
@@ -57,10 +60,11 @@ const INSERT = `
   )
   INSERT INTO core.dead_letters
     (job_id, consumer, queue, tenant_id, correlation_id, body_form, body, body_utf16, body_fingerprint,
-     payload, message_attributes, attempts, error_kind, last_error, job_fingerprint, fence_fingerprint)
+     payload, message_attributes, attempts, error_kind, last_error, job_fingerprint, fence_fingerprint,
+     attempt_history)
   SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, $11::jsonb, $12,
          CASE WHEN fence.fingerprint IS NULL THEN $13 ELSE 'conflict' END,
-         $14::jsonb, $15, coalesce(fence.fingerprint, $16)
+         $14::jsonb, $15, coalesce(fence.fingerprint, $16), $18::jsonb
     FROM (VALUES (1)) AS one
     LEFT JOIN fence ON true
    WHERE NOT EXISTS (SELECT 1 FROM fence WHERE fence.fingerprint IS NULL OR fence.fingerprint = $15)
@@ -102,6 +106,7 @@ export async function insertDeadLetter(db: Queryable, draft: DeadLetterDraft): P
     draft.jobFingerprint,
     draft.fenceFingerprint,
     draft.checkFence,
+    JSON.stringify(draft.attemptHistory),
   ];
   for (let tries = 0; tries < MAX_TRIES; tries++) {
     const inserted = await db.query<{ id: string; error_kind: ErrorKind }>(INSERT, params);

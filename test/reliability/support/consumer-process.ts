@@ -100,7 +100,7 @@ async function main(): Promise<void> {
         type: "outcome",
         status: outcome.status === "dead-lettered" ? `dead-lettered:${outcome.kind}` : outcome.status,
         jobId: recordLogKeys(rc).job_id,
-        attempt: rc.attempt,
+        attempt: rc.receiveCount,
         ...(cause === undefined ? {} : { error: errorKey(cause) }),
       });
     },

@@ -65,7 +65,12 @@ if (role.kind === "consume") {
   const handler = createConsumer(
     { ...crashConsumer, commitMode: role.commitMode },
     {
-      config: { databaseUrl: config.databaseUrl, opsBusName: "jobfence-ops-test", queueUrl: role.queueUrl },
+      config: {
+        databaseUrl: config.databaseUrl,
+        opsBusName: "jobfence-ops-test",
+        queueUrl: role.queueUrl,
+        ...(role.timeoutSeconds ? { functionTimeoutSeconds: role.timeoutSeconds } : {}),
+      },
       pool,
       sqs,
       eventBridge: localEventBridgeClient(config.eventBridgeEndpoint),
@@ -75,7 +80,11 @@ if (role.kind === "consume") {
   const source = { sqs, queueUrl: role.queueUrl, queueArn: role.queueArn };
   // Until an empty receive: the emulator may hand the queue's messages over in more than one batch.
   for (;;) {
-    const delivered = await pollOnce(source, handler, lambdaContext("award-points"));
+    const delivered = await pollOnce(
+      source,
+      handler,
+      lambdaContext("award-points", (role.timeoutSeconds ?? 30) * 1000),
+    );
     if (delivered.received.length === 0) break;
   }
 } else if (role.kind === "replay-single" || role.kind === "replay-bulk") {

@@ -12,13 +12,20 @@ import type { RetryPolicy } from "../../../shared/retry/policy.ts";
 /** Awards to users with this prefix fail with PermanentJobError: a hard dead letter, never applied. */
 export const REFUSED_USER_PREFIX = "refused-";
 
-/** award-points, with the refusal rule in front of the real work. */
+/** Awards to users with this prefix kill their process in the work: a container dying mid-batch. */
+export const KILLER_USER_PREFIX = "killer-";
+/** Awards to users with this prefix outlast their invocation: the work sleeps in the database. */
+export const STALL_USER_PREFIX = "stall-";
+
+/** award-points, with the refusal, killer and stall rules in front of the real work. */
 export const crashConsumer = {
   ...awardPointsConsumer,
   work: async (job, tx) => {
     if (job.payload.user_id.startsWith(REFUSED_USER_PREFIX)) {
       throw new PermanentJobError(`user ${job.payload.user_id} is closed`);
     }
+    if (job.payload.user_id.startsWith(KILLER_USER_PREFIX)) process.kill(process.pid, "SIGKILL");
+    if (job.payload.user_id.startsWith(STALL_USER_PREFIX)) await tx.query("SELECT pg_sleep(30)");
     await awardPointsConsumer.work(job, tx);
   },
 } satisfies ConsumerDefinition<typeof awardPointsConsumer.payload>;
@@ -41,6 +48,8 @@ export type CrashRole =
       readonly commitMode: CommitMode;
       readonly queueUrl: string;
       readonly queueArn: string;
+      /** The function timeout each invocation gets. @default 30 s */
+      readonly timeoutSeconds?: number;
     }
   /** Replays one dead letter by id. */
   | { readonly kind: "replay-single"; readonly deadLetterId: string }

@@ -1,0 +1,488 @@
+/**
+ * SPEC §4 (issue 14): an attempt is a run of the work that failed, counted in core.message_attempts,
+ * not a delivery. Each scenario is one the receive count got wrong, run in both commit modes
+ * against the real harness and a real PostgreSQL:
+ *
+ *   - a redelivery that never ran (a receive count far above the attempts) still gets every attempt;
+ *   - a FIFO follower held behind its failed head spends nothing, and gets its own backoff later;
+ *   - the time budget leaves records unstarted at no cost, and at the deadline the harness stops
+ *     waiting, rolls the running record back, records the interruption, and does nothing after;
+ *   - a message interrupted too often is dead-lettered as `interrupted`, with its history;
+ *   - a lock wait behind another delivery of the job is never a failure, even on the last attempt;
+ *   - a retry that would outlive the message's retention is dead-lettered at once, saying why;
+ *   - in batch mode an unknown culprit is found by redoing records alone: innocents never fail.
+ */
+import type { Context, SQSRecord } from "aws-lambda";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { awardPointsConsumer } from "../../functions/award-points/consumer.ts";
+import { lambdaContext } from "../../local/lambda-context.ts";
+import type { CommitMode, ConsumerDefinition, ConsumerHandler } from "../../shared/consumer.ts";
+import { PermanentJobError } from "../../shared/errors.ts";
+import { retryDelaySeconds } from "../../shared/retry/policy.ts";
+import {
+  award,
+  type ConsumerTestBed,
+  consumerTestBed,
+  effectsOf,
+  invoke,
+  sqsRecord,
+} from "../support/consumer-harness.ts";
+
+type AwardWork = ConsumerDefinition<typeof awardPointsConsumer.payload>["work"];
+
+/** award-points whose work first runs `before` (which may throw or wait). */
+const awardWith = (
+  before: (jobId: string) => Promise<void> | void,
+): ConsumerDefinition<typeof awardPointsConsumer.payload> => ({
+  ...awardPointsConsumer,
+  work: (async (job, tx) => {
+    await before(job.jobId);
+    await awardPointsConsumer.work(job, tx);
+  }) satisfies AwardWork,
+});
+
+const body = (jobId: string) => JSON.stringify(award(jobId, 1, `u-${jobId}`));
+const FIFO_ARN = "arn:aws:sqs:eu-west-1:000000000000:award-points.fifo";
+
+interface LedgerRow {
+  failures: number;
+  interruptions: number;
+  started: number | null;
+  history: Array<{
+    attempt: number;
+    receive_count: number;
+    kind: string;
+    error: { name: string; message: string };
+  }>;
+}
+
+interface DeadLetterRow {
+  error_kind: string;
+  attempts: number;
+  status: string;
+  last_error: { class: string; message: string };
+  attempt_history: LedgerRow["history"];
+}
+
+async function invokeWith(
+  handler: ConsumerHandler,
+  records: SQSRecord[],
+  context: Context,
+): Promise<string[]> {
+  const response = await handler({ Records: records }, context);
+  return response.batchItemFailures.map((f) => f.itemIdentifier);
+}
+
+for (const mode of ["per-record", "batch"] as const satisfies readonly CommitMode[]) {
+  describe(`attempts (${mode})`, () => {
+    let bed: ConsumerTestBed;
+    beforeAll(async () => {
+      bed = await consumerTestBed({ commitMode: mode });
+    });
+    afterAll(() => bed.close());
+
+    const ledgerOf = (messageId: string) =>
+      bed.db.withClient(async (c) => {
+        const { rows } = await c.query<LedgerRow>(
+          "SELECT failures, interruptions, started, history FROM core.message_attempts WHERE message_id = $1",
+          [messageId],
+        );
+        return rows[0];
+      });
+    const deadLettersOf = (jobId: string) =>
+      bed.db.withClient(async (c) => {
+        const { rows } = await c.query<DeadLetterRow>(
+          "SELECT error_kind, attempts, status, last_error, attempt_history FROM core.dead_letters WHERE job_id = $1",
+          [jobId],
+        );
+        return rows;
+      });
+    const id = (name: string) => `${mode === "batch" ? "b" : "p"}-${name}`;
+
+    it("a redelivery that never ran still gets every attempt: exhaustion counts failed runs, not receives", async () => {
+      const job = id("late-runner");
+      const handler = bed.consumer(
+        awardWith(() => {
+          throw new Error("ledger service unavailable");
+        }),
+      );
+      // Seven receives before its first run (held back, unstarted, a crashed batch-mate…).
+      for (let n = 1; n <= 5; n++) {
+        const record = sqsRecord(body(job), { messageId: `m-${job}`, receiveCount: 6 + n });
+        const failed = await invoke(handler, [record]);
+        if (n < 5) {
+          expect(failed).toEqual([`m-${job}`]);
+          expect(await ledgerOf(`m-${job}`)).toMatchObject({ failures: n, interruptions: 0, started: null });
+          expect(await deadLettersOf(job)).toEqual([]);
+        } else {
+          expect(failed).toEqual([]);
+        }
+      }
+      const [row] = await deadLettersOf(job);
+      expect(row).toMatchObject({ error_kind: "exhausted", attempts: 5, status: "pending_review" });
+      expect(row?.last_error).toMatchObject({ class: "Error", message: "ledger service unavailable" });
+      expect(row?.attempt_history.map((e) => [e.attempt, e.receive_count, e.kind])).toEqual([
+        [1, 7, "failure"],
+        [2, 8, "failure"],
+        [3, 9, "failure"],
+        [4, 10, "failure"],
+        [5, 11, "failure"],
+      ]);
+      expect(row?.attempt_history[0]?.error).toEqual({
+        name: "Error",
+        message: "ledger service unavailable",
+      });
+    });
+
+    it("the work's attempt is the run's number, and the backoff grows with the failures", async () => {
+      const job = id("attempt-number");
+      const seen: number[] = [];
+      const delays: number[] = [];
+      const handler = bed.consumer(
+        {
+          ...awardPointsConsumer,
+          work: async (j) => {
+            seen.push(j.attempt);
+            throw new Error("flaky");
+          },
+        },
+        {
+          random: () => 0.5,
+          onOutcome: (outcome) => {
+            if (outcome.status === "retry" && outcome.delaySeconds !== null)
+              delays.push(outcome.delaySeconds);
+          },
+        },
+      );
+      for (const receiveCount of [1, 4, 9]) {
+        await invoke(handler, [sqsRecord(body(job), { messageId: `m-${job}`, receiveCount })]);
+      }
+      expect(seen).toEqual([1, 2, 3]);
+      expect(delays).toEqual([1, 2, 3].map((n) => retryDelaySeconds(n, handler.retryPolicy, () => 0.5)));
+    });
+
+    it("FIFO: a follower held behind its failed head spends no attempt, then gets its own retries", async () => {
+      const head = id("fifo-head");
+      const follower = id("fifo-follower");
+      let followerFails = 1;
+      const handler = bed.consumer(
+        awardWith((jobId) => {
+          if (jobId === head) throw new Error("head keeps failing");
+          if (jobId === follower && followerFails-- > 0) throw new Error("one blip");
+        }),
+      );
+      const rec = (jobId: string, receiveCount: number) =>
+        sqsRecord(body(jobId), { messageId: `m-${jobId}`, receiveCount, groupId: "g", queueArn: FIFO_ARN });
+      // As real SQS hands them out: the head and its follower together, on every receive.
+      for (let n = 1; n <= 4; n++) {
+        expect(await invoke(handler, [rec(head, n), rec(follower, n)])).toEqual([
+          `m-${head}`,
+          `m-${follower}`,
+        ]);
+        expect(await ledgerOf(`m-${follower}`)).toBeUndefined();
+      }
+      // The head's fifth failure is its last: dead-lettered, so the follower runs for the first
+      // time on its fifth receive, and one blip is a retry with its first backoff, not exhaustion.
+      const outcomes: Array<[string, string]> = [];
+      const watched = bed.consumer(
+        awardWith((jobId) => {
+          if (jobId === head) throw new Error("head keeps failing");
+          if (jobId === follower && followerFails-- > 0) throw new Error("one blip");
+        }),
+        { onOutcome: (o, rc) => outcomes.push([rc.record.messageId, o.status]) },
+      );
+      expect(await invoke(watched, [rec(head, 5), rec(follower, 5)])).toEqual([`m-${follower}`]);
+      expect(outcomes).toEqual([
+        [`m-${head}`, "dead-lettered"],
+        [`m-${follower}`, "retry"],
+      ]);
+      expect((await deadLettersOf(head)).map((r) => r.error_kind)).toEqual(["exhausted"]);
+      expect(await ledgerOf(`m-${follower}`)).toMatchObject({ failures: 1 });
+      expect(await invoke(watched, [rec(follower, 6)])).toEqual([]);
+      expect(await effectsOf(bed.db, follower)).toEqual({ ledger: 1, fences: 1, deadLetters: 0 });
+    });
+
+    it("the time budget: no record starts with too little time left, and an unstarted one spends nothing", async () => {
+      const jobs = [id("budget-0"), id("budget-1"), id("budget-2")];
+      const handler = bed.consumer(
+        awardWith(async () => {
+          await new Promise((resolve) => setTimeout(resolve, 400));
+        }),
+        { configure: { functionTimeoutSeconds: 3, recordBudgetMs: 1000, returnReserveMs: 200 } },
+      );
+      const records = jobs.map((j) => sqsRecord(body(j), { messageId: `m-${j}` }));
+      // 1.2 s left: the first record starts, and after its 400 ms the others cannot.
+      const failed = await invokeWith(handler, records, lambdaContext(handler.consumer, 1200));
+      const applied = mode === "per-record" ? [jobs[0]] : [];
+      expect(failed).toEqual(
+        records.map((r) => r.messageId).filter((m) => !applied.some((j) => m === `m-${j}`)),
+      );
+      for (const job of jobs) {
+        expect(await effectsOf(bed.db, job)).toEqual({
+          ledger: applied.includes(job) ? 1 : 0,
+          fences: applied.includes(job) ? 1 : 0,
+          deadLetters: 0,
+        });
+        expect(await ledgerOf(`m-${job}`)).toBeUndefined();
+      }
+      // Less than the budget from the start: nothing runs at all.
+      const late = jobs.map((j) => sqsRecord(body(`${j}-late`), { messageId: `m-${j}-late` }));
+      expect(await invokeWith(handler, late, lambdaContext(handler.consumer, 900))).toEqual(
+        late.map((r) => r.messageId),
+      );
+      for (const job of jobs) expect(await effectsOf(bed.db, `${job}-late`)).toMatchObject({ fences: 0 });
+    });
+
+    it("at the deadline the running record is rolled back and its interruption recorded; nothing runs after the return", async () => {
+      const stuck = id("deadline-stuck");
+      const after = id("deadline-after");
+      const handler = bed.consumer(
+        {
+          ...awardPointsConsumer,
+          work: async (job, tx) => {
+            if (job.jobId === stuck) await tx.query("SELECT pg_sleep(5)");
+            await awardPointsConsumer.work(job, tx);
+          },
+        },
+        { configure: { functionTimeoutSeconds: 3, recordBudgetMs: 1000, returnReserveMs: 500 } },
+      );
+      const records = [stuck, after].map((j) => sqsRecord(body(j), { messageId: `m-${j}` }));
+      const started = Date.now();
+      const failed = await invokeWith(handler, records, lambdaContext(handler.consumer, 2000));
+      const elapsed = Date.now() - started;
+      expect(failed).toEqual([`m-${stuck}`, `m-${after}`]);
+      // Returned at the reserve, not after the 5 s sleep (and before the 2 s "timeout").
+      expect(elapsed).toBeLessThan(2000);
+      expect(await ledgerOf(`m-${stuck}`)).toMatchObject({ failures: 0, interruptions: 1, started: null });
+      expect((await ledgerOf(`m-${stuck}`))?.history.map((e) => e.kind)).toEqual(["interruption"]);
+      expect(await ledgerOf(`m-${after}`)).toBeUndefined();
+      // The sleeping statement is stopped by the server within its connection check (the connection
+      // was destroyed), long before its 5 s, and nothing committed later.
+      const sleeping = () =>
+        bed.db.withClient(async (c) => {
+          const { rows } = await c.query<{ n: number }>(
+            "SELECT count(*)::int AS n FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(5)' AND datname = current_database()",
+          );
+          return rows[0]?.n;
+        });
+      const waitUntil = Date.now() + 2500;
+      while ((await sleeping()) !== 0 && Date.now() < waitUntil) await new Promise((r) => setTimeout(r, 100));
+      expect(await sleeping()).toBe(0);
+      expect(await effectsOf(bed.db, stuck)).toEqual({ ledger: 0, fences: 0, deadLetters: 0 });
+      expect(await effectsOf(bed.db, after)).toEqual({ ledger: 0, fences: 0, deadLetters: 0 });
+    });
+
+    it("a message interrupted as often as allowed is dead-lettered as interrupted; its batch-mates apply", async () => {
+      const killer = id("killer");
+      const mate = id("killer-mate");
+      const handler = bed.consumer(
+        {
+          ...awardPointsConsumer,
+          work: async (job, tx) => {
+            if (job.jobId === killer) await tx.query("SELECT pg_sleep(5)");
+            await awardPointsConsumer.work(job, tx);
+          },
+        },
+        {
+          configure: {
+            functionTimeoutSeconds: 3,
+            recordBudgetMs: 500,
+            returnReserveMs: 400,
+            maxInterruptions: 2,
+          },
+        },
+      );
+      const delivery = (n: number) => [
+        sqsRecord(body(killer), { messageId: `m-${killer}`, receiveCount: n }),
+        sqsRecord(body(mate), { messageId: `m-${mate}`, receiveCount: n }),
+      ];
+      for (const n of [1, 2]) {
+        expect(await invokeWith(handler, delivery(n), lambdaContext(handler.consumer, 1200))).toEqual([
+          `m-${killer}`,
+          `m-${mate}`,
+        ]);
+      }
+      expect(await ledgerOf(`m-${killer}`)).toMatchObject({ interruptions: 2 });
+      expect(await ledgerOf(`m-${mate}`)).toBeUndefined();
+      // The third delivery names it: a dead letter of its own kind, and the batch-mate runs.
+      expect(await invokeWith(handler, delivery(3), lambdaContext(handler.consumer, 5000))).toEqual([]);
+      const [row] = await deadLettersOf(killer);
+      expect(row).toMatchObject({ error_kind: "interrupted", status: "pending_review" });
+      expect(row?.last_error.class).toBe("InterruptedJobError");
+      expect(row?.attempt_history.map((e) => e.kind)).toEqual(["interruption", "interruption"]);
+      expect(await effectsOf(bed.db, killer)).toEqual({ ledger: 0, fences: 0, deadLetters: 1 });
+      expect(await effectsOf(bed.db, mate)).toEqual({ ledger: 1, fences: 1, deadLetters: 0 });
+    });
+
+    it("a delivery that died with its work in flight leaves a marker the next delivery counts", async () => {
+      const job = id("marker");
+      const handler = bed.consumer(awardPointsConsumer, { configure: { maxInterruptions: 2 } });
+      // What a delivery that was killed mid-work leaves: its claim (receive 2) and nothing else.
+      await bed.db.withClient((c) =>
+        c.query(
+          "INSERT INTO core.message_attempts (consumer, message_id, job_id, started) VALUES ('award-points', $1, $2, 2)",
+          [`m-${job}`, job],
+        ),
+      );
+      expect(
+        await invoke(handler, [sqsRecord(body(job), { messageId: `m-${job}`, receiveCount: 3 })]),
+      ).toEqual([]);
+      expect(await ledgerOf(`m-${job}`)).toMatchObject({ interruptions: 1, started: 3 });
+      expect(await effectsOf(bed.db, job)).toEqual({ ledger: 1, fences: 1, deadLetters: 0 });
+      // A first delivery writes nothing to the ledger, and neither does a redelivery's success beyond its claim.
+      const fresh = id("marker-fresh");
+      expect(await invoke(handler, [sqsRecord(body(fresh), { messageId: `m-${fresh}` })])).toEqual([]);
+      expect(await ledgerOf(`m-${fresh}`)).toBeUndefined();
+    });
+
+    it("a lock wait behind another delivery of the job is not a failure, even on the last attempt", async () => {
+      const job = id("held");
+      let release: () => void = () => {};
+      const holding = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      const holder = bed.consumer(awardWith(() => holding));
+      const outcomes: string[] = [];
+      const waiter = bed.consumer(
+        {
+          ...awardPointsConsumer,
+          retry: { maxAttempts: 1, rationale: "every failure is the last attempt here" },
+        },
+        { lockTimeoutMs: 300, onOutcome: (o) => outcomes.push(o.status) },
+      );
+      const first = invoke(holder, [sqsRecord(body(job), { messageId: `m-${job}-a` })]);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(
+        await invoke(waiter, [sqsRecord(body(job), { messageId: `m-${job}-b`, receiveCount: 2 })]),
+      ).toEqual([`m-${job}-b`]);
+      expect(outcomes).toEqual(["held"]);
+      release();
+      expect(await first).toEqual([]);
+      expect(await effectsOf(bed.db, job)).toEqual({ ledger: 1, fences: 1, deadLetters: 0 });
+      expect(await ledgerOf(`m-${job}-b`)).toMatchObject({ failures: 0, started: null });
+      // Its redelivery is a duplicate.
+      expect(
+        await invoke(waiter, [sqsRecord(body(job), { messageId: `m-${job}-b`, receiveCount: 3 })]),
+      ).toEqual([]);
+      expect(await effectsOf(bed.db, job)).toEqual({ ledger: 1, fences: 1, deadLetters: 0 });
+    });
+
+    it("a retry that would outlive the message's retention is dead-lettered now, saying why", async () => {
+      const job = id("retention");
+      const retention = 4 * 86_400;
+      const handler = bed.consumer(
+        awardWith(() => {
+          throw new Error("downstream timeout");
+        }),
+        { configure: { queueRetentionSeconds: retention }, random: () => 0.5 },
+      );
+      const record = sqsRecord(body(job), { messageId: `m-${job}` });
+      // Sent 3.99 days ago: 20 s before SQS deletes it, less than the first backoff (30 s).
+      const sent = Date.now() - (retention - 20) * 1000;
+      const old = { ...record, attributes: { ...record.attributes, SentTimestamp: String(sent) } };
+      expect(await invoke(handler, [old])).toEqual([]);
+      const [row] = await deadLettersOf(job);
+      expect(row).toMatchObject({ error_kind: "exhausted", attempts: 1 });
+      expect(row?.last_error.message).toContain("downstream timeout");
+      expect(row?.last_error.message).toMatch(/retention/);
+      // A fresh message with the same failure is retried.
+      const young = id("retention-young");
+      expect(await invoke(handler, [sqsRecord(body(young), { messageId: `m-${young}` })])).toEqual([
+        `m-${young}`,
+      ]);
+      expect(await deadLettersOf(young)).toEqual([]);
+    });
+
+    it("a transient failure on the queue's last receive before the backstop is dead-lettered by the harness", async () => {
+      const job = id("receive-limit");
+      const handler = bed.consumer(
+        awardWith(() => {
+          throw new Error("still down");
+        }),
+        { configure: { maxReceiveCount: 19 } },
+      );
+      expect(
+        await invoke(handler, [sqsRecord(body(job), { messageId: `m-${job}`, receiveCount: 19 })]),
+      ).toEqual([]);
+      const [row] = await deadLettersOf(job);
+      expect(row).toMatchObject({ error_kind: "exhausted", attempts: 1 });
+      expect(row?.last_error.message).toMatch(/receive 19 of 19/);
+    });
+
+    it("on its last attempt, a culprit whose failure shows only at COMMIT is the only dead letter", async () => {
+      const jobs = [id("commit-0"), id("commit-1"), id("commit-2")];
+      const handler = bed.consumer({
+        ...awardPointsConsumer,
+        retry: { maxAttempts: 1, rationale: "every failure is the last attempt here" },
+        work: async (job, tx) => {
+          await awardPointsConsumer.work(job, tx);
+          // A deferred check: the statement succeeds, the COMMIT fails.
+          if (job.jobId === jobs[1]) await tx.query("INSERT INTO public.attempts_deferred VALUES (1), (1)");
+        },
+      });
+      await bed.db.withClient((c) =>
+        c.query(`CREATE TABLE IF NOT EXISTS public.attempts_deferred (v int UNIQUE DEFERRABLE INITIALLY DEFERRED);
+                 GRANT INSERT ON public.attempts_deferred TO jobfence_consumer`),
+      );
+      expect(
+        await invoke(
+          handler,
+          jobs.map((j) => sqsRecord(body(j), { messageId: `m-${j}` })),
+        ),
+      ).toEqual([]);
+      expect(await effectsOf(bed.db, jobs[0] as string)).toEqual({ ledger: 1, fences: 1, deadLetters: 0 });
+      expect(await effectsOf(bed.db, jobs[1] as string)).toEqual({ ledger: 0, fences: 0, deadLetters: 1 });
+      expect(await effectsOf(bed.db, jobs[2] as string)).toEqual({ ledger: 1, fences: 1, deadLetters: 0 });
+    });
+
+    it("work that swallows a failed statement is the one blamed; the batch-mates after it apply", async () => {
+      const jobs = [id("swallow-0"), id("swallow-1"), id("swallow-2")];
+      const handler = bed.consumer({
+        ...awardPointsConsumer,
+        retry: { maxAttempts: 1, rationale: "every failure is the last attempt here" },
+        work: async (job, tx) => {
+          if (job.jobId === jobs[1]) {
+            try {
+              await tx.query("SELECT 1 / 0");
+            } catch {
+              // swallowed: the transaction is now failed
+            }
+            return;
+          }
+          await awardPointsConsumer.work(job, tx);
+        },
+      });
+      expect(
+        await invoke(
+          handler,
+          jobs.map((j) => sqsRecord(body(j), { messageId: `m-${j}` })),
+        ),
+      ).toEqual([]);
+      expect(await effectsOf(bed.db, jobs[0] as string)).toEqual({ ledger: 1, fences: 1, deadLetters: 0 });
+      expect(await effectsOf(bed.db, jobs[1] as string)).toEqual({ ledger: 0, fences: 0, deadLetters: 1 });
+      expect(await effectsOf(bed.db, jobs[2] as string)).toEqual({ ledger: 1, fences: 1, deadLetters: 0 });
+    });
+
+    it("a hard failure's dead letter carries the failures before it and its own run", async () => {
+      const job = id("hard-after-flaky");
+      let calls = 0;
+      const handler = bed.consumer(
+        awardWith(() => {
+          calls++;
+          if (calls === 1) throw new Error("flaky");
+          throw new PermanentJobError("account closed");
+        }),
+      );
+      await invoke(handler, [sqsRecord(body(job), { messageId: `m-${job}` })]);
+      expect(
+        await invoke(handler, [sqsRecord(body(job), { messageId: `m-${job}`, receiveCount: 2 })]),
+      ).toEqual([]);
+      const [row] = await deadLettersOf(job);
+      expect(row).toMatchObject({ error_kind: "hard", attempts: 2 });
+      expect(row?.attempt_history.map((e) => [e.attempt, e.error.message])).toEqual([
+        [1, "flaky"],
+        [2, "account closed"],
+      ]);
+    });
+  });
+}
