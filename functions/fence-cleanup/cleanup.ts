@@ -15,7 +15,12 @@ export const CLEANUP_FUNCTION_DEFAULTS = Object.freeze({
 });
 
 /** Metric names of the cleanup run. */
-export const CLEANUP_METRIC = { deleted: "FenceCleanupDeleted", backlog: "FenceCleanupBacklog" } as const;
+export const CLEANUP_METRIC = {
+  deleted: "FenceCleanupDeleted",
+  backlog: "FenceCleanupBacklog",
+  /** Attempt-ledger rows of messages SQS can no longer deliver. */
+  staleAttempts: "AttemptLedgerCleanupDeleted",
+} as const;
 
 export interface CleanupFunctionDeps {
   readonly db: Queryable;
@@ -40,6 +45,7 @@ export async function cleanupInvocation(
   });
   deps.metrics.addMetric(CLEANUP_METRIC.deleted, MetricUnit.Count, report.deleted);
   deps.metrics.addMetric(CLEANUP_METRIC.backlog, MetricUnit.Count, report.backlog);
+  deps.metrics.addMetric(CLEANUP_METRIC.staleAttempts, MetricUnit.Count, report.staleAttemptsDeleted);
   const log = report.stoppedBy === "budget" && report.backlog > 0 ? deps.logger.warn : deps.logger.info;
   log.call(deps.logger, "fence cleanup finished", { ...report });
   return report;

@@ -5,7 +5,11 @@
  */
 
 import { setTimeout as sleep } from "node:timers/promises";
-import { deleteExpiredFences, expiredFenceBacklog } from "../db/queries/delete-expired-fences.ts";
+import {
+  deleteExpiredFences,
+  deleteStaleAttempts,
+  expiredFenceBacklog,
+} from "../db/queries/delete-expired-fences.ts";
 import type { Queryable } from "../db/queryable.ts";
 import { faultHook } from "../fault-points.ts";
 
@@ -51,6 +55,8 @@ export interface FenceCleanupReport {
   readonly batches: number;
   /** Expired fences left when the run stopped (capped at backlogCap). */
   readonly backlog: number;
+  /** Attempt-ledger rows of messages SQS can no longer deliver, deleted after the fences (one batch a run). */
+  readonly staleAttemptsDeleted: number;
   /** Why it stopped: a batch came back short (nothing expired was left to take), or the budget was spent. */
   readonly stoppedBy: "empty" | "budget";
   readonly elapsedMs: number;
@@ -80,7 +86,10 @@ export async function runFenceCleanup(options: FenceCleanupOptions): Promise<Fen
       await sleep(pauseMs);
     }
   }
+  // One batch a run is ample: a ledger row exists only for a message that failed or was redelivered.
+  const staleAttemptsDeleted =
+    clock() - started < options.budgetMs ? await deleteStaleAttempts(options.db, batchSize) : 0;
   // Counted even after an "empty" stop: a short batch can also mean rows a concurrent run held.
   const backlog = await expiredFenceBacklog(options.db, options.backlogCap ?? CLEANUP_DEFAULTS.backlogCap);
-  return { deleted, batches, backlog, stoppedBy, elapsedMs: clock() - started };
+  return { deleted, batches, staleAttemptsDeleted, backlog, stoppedBy, elapsedMs: clock() - started };
 }

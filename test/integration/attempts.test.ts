@@ -15,6 +15,7 @@
 import type { Context, SQSRecord } from "aws-lambda";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { awardPointsConsumer } from "../../functions/award-points/consumer.ts";
+import { deliver, receiveRecords } from "../../local/event-source.ts";
 import { lambdaContext } from "../../local/lambda-context.ts";
 import type { CommitMode, ConsumerDefinition, ConsumerHandler } from "../../shared/consumer.ts";
 import { PermanentJobError } from "../../shared/errors.ts";
@@ -27,6 +28,7 @@ import {
   invoke,
   sqsRecord,
 } from "../support/consumer-harness.ts";
+import { sendMessage } from "../support/sqs.ts";
 
 type AwardWork = ConsumerDefinition<typeof awardPointsConsumer.payload>["work"];
 
@@ -200,6 +202,42 @@ for (const mode of ["per-record", "batch"] as const satisfies readonly CommitMod
       expect(await ledgerOf(`m-${follower}`)).toMatchObject({ failures: 1 });
       expect(await invoke(watched, [rec(follower, 6)])).toEqual([]);
       expect(await effectsOf(bed.db, follower)).toEqual({ ledger: 1, fences: 1, deadLetters: 0 });
+    });
+
+    it("FIFO through the local event source: the held-back follower is visible again at once, behind its hidden head", async () => {
+      const head = id("q-head");
+      const follower = id("q-follower");
+      const queue = await bed.queue(`${id("fifo-return")}.fifo`, {
+        FifoQueue: "true",
+        ContentBasedDeduplication: "true",
+        VisibilityTimeout: "120",
+      });
+      const handler = bed.consumer(
+        awardWith((jobId) => {
+          if (jobId === head) throw new Error("head fails");
+        }),
+        { queueUrl: queue.url, random: () => 0.5 },
+      );
+      for (const jobId of [head, follower])
+        await sendMessage(bed.sqs, queue.url, award(jobId, 1, `u-${jobId}`), { groupId: "g" });
+      const source = { sqs: bed.sqs, queueUrl: queue.url, queueArn: queue.arn };
+      // As real SQS does, one receive hands out both messages of the group, in order.
+      const records = await receiveRecords(source);
+      expect(records.map((r) => JSON.parse(r.body).job_id)).toEqual([head, follower]);
+      const result = await deliver(source, records, handler, lambdaContext(handler.consumer));
+      expect(result.failedIds).toHaveLength(2);
+      const name = queue.url.slice(queue.url.lastIndexOf("/") + 1);
+      const state = bed.emulator.server.inspectQueue(name);
+      // The head is hidden for its backoff; the follower is back in the queue, not in flight.
+      const inflight = state?.messages.inflight ?? [];
+      expect(inflight.map((m) => JSON.parse(m.message.body).job_id)).toEqual([head]);
+      const hiddenFor = ((inflight[0]?.visibilityDeadline ?? 0) - Date.now()) / 1000;
+      expect(Math.abs(hiddenFor - retryDelaySeconds(1, handler.retryPolicy, () => 0.5))).toBeLessThanOrEqual(
+        2,
+      );
+      // The group stays behind its head: nothing is handed out while the head is hidden.
+      expect(await receiveRecords(source)).toEqual([]);
+      expect(await ledgerOf(result.received[1]?.messageId ?? "")).toBeUndefined();
     });
 
     it("the time budget: no record starts with too little time left, and an unstarted one spends nothing", async () => {

@@ -38,11 +38,36 @@ COMMENT ON TABLE core.message_attempts IS
 COMMENT ON COLUMN core.message_attempts.started IS
   'In-flight marker: the receive count of the redelivery whose work started and has not reported an outcome.';
 
--- Rows outlive their message by at most SQS's 14-day retention; cleanup deletes by age.
+-- A row is needed only while its message can still be delivered: SQS keeps a message at most 14
+-- days, so a row untouched for longer can go. The TTL cleanup deletes those through a function
+-- (as it deletes fences), in bounded batches; it has no grant on the table itself.
 CREATE INDEX message_attempts_updated_idx ON core.message_attempts (updated_at);
 
 GRANT SELECT, INSERT, UPDATE ON core.message_attempts TO jobfence_consumer;
-GRANT SELECT (consumer, message_id, updated_at), DELETE ON core.message_attempts TO jobfence_cleanup;
+
+CREATE FUNCTION core.delete_stale_attempts(batch_size integer) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, core AS $$
+DECLARE
+  deleted integer;
+BEGIN
+  IF batch_size IS NULL OR batch_size < 1 OR batch_size > 100000 THEN
+    RAISE EXCEPTION 'batch_size must be 1–100000, got %', batch_size USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  DELETE FROM core.message_attempts
+   WHERE ctid = ANY (ARRAY(
+           SELECT ctid FROM core.message_attempts
+            WHERE updated_at < now() - interval '14 days'
+            ORDER BY updated_at
+            LIMIT batch_size
+              FOR UPDATE SKIP LOCKED))
+     AND updated_at < now() - interval '14 days';
+  GET DIAGNOSTICS deleted = ROW_COUNT;
+  RETURN deleted;
+END
+$$;
+
+REVOKE ALL ON FUNCTION core.delete_stale_attempts(integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION core.delete_stale_attempts(integer) TO jobfence_cleanup;
 
 -- The dead letter carries the history of the attempts that led to it, and a kind of its own for a
 -- message whose deliveries kept ending without an outcome.

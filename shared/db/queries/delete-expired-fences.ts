@@ -16,3 +16,14 @@ export async function expiredFenceBacklog(db: Queryable, cap: number): Promise<n
   ]);
   return rows[0]?.backlog ?? 0;
 }
+
+/**
+ * Deletes up to `batchSize` attempt-ledger rows untouched for longer than SQS keeps a message (14
+ * days: their message can no longer be delivered); returns how many (migration 0009).
+ */
+export async function deleteStaleAttempts(db: Queryable, batchSize: number): Promise<number> {
+  const { rows } = await db.query<{ deleted: number }>("SELECT core.delete_stale_attempts($1) AS deleted", [
+    batchSize,
+  ]);
+  return rows[0]?.deleted ?? 0;
+}
