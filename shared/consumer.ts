@@ -352,20 +352,32 @@ function timingProblems(
   retryPolicy: RetryPolicy,
   budget: { recordBudgetMs: number; returnReserveMs: number },
 ): string[] {
+  // A record that starts must be able to wait out a fence lock before the deadline, or a lock wait
+  // behind another delivery of its job would end as an interruption of this one.
+  const lockProblems =
+    budget.recordBudgetMs > config.lockTimeoutMs + budget.returnReserveMs
+      ? []
+      : [
+          `record budget ${budget.recordBudgetMs} ms must exceed the fence lock timeout ${config.lockTimeoutMs} ms ` +
+            `+ the return reserve ${budget.returnReserveMs} ms, so a lock wait ends before the invocation's deadline`,
+        ];
   if (config.maxReceiveCount !== undefined && config.visibilityTimeoutSeconds !== undefined) {
-    return validateDeliveryTimings({
-      retryPolicy,
-      maxInterruptions: config.maxInterruptions,
-      maxReceiveCount: config.maxReceiveCount,
-      visibilityTimeoutSeconds: config.visibilityTimeoutSeconds,
-      functionTimeoutSeconds: config.functionTimeoutSeconds,
-      batchingWindowSeconds: config.batchingWindowSeconds,
-      queueRetentionSeconds: config.queueRetentionSeconds,
-      fifo: config.fifo ?? false,
-      ...budget,
-    });
+    return [
+      ...lockProblems,
+      ...validateDeliveryTimings({
+        retryPolicy,
+        maxInterruptions: config.maxInterruptions,
+        maxReceiveCount: config.maxReceiveCount,
+        visibilityTimeoutSeconds: config.visibilityTimeoutSeconds,
+        functionTimeoutSeconds: config.functionTimeoutSeconds,
+        batchingWindowSeconds: config.batchingWindowSeconds,
+        queueRetentionSeconds: config.queueRetentionSeconds,
+        fifo: config.fifo ?? false,
+        ...budget,
+      }),
+    ];
   }
-  const problems: string[] = [];
+  const problems: string[] = [...lockProblems];
   const timeoutMs = config.functionTimeoutSeconds * 1000;
   if (budget.returnReserveMs >= budget.recordBudgetMs)
     problems.push(

@@ -59,6 +59,11 @@ export interface FailedMessage {
   readonly fenceFingerprint: Buffer | null;
   /** Let the job's fence decide: applied after all, or a conflict (insert-dead-letter.ts). */
   readonly checkFence: boolean;
+  /**
+   * Aborted when the record's invocation has returned: no write or alert starts after that (the
+   * record is back in the queue and its next delivery records it). @default never
+   */
+  readonly signal?: AbortSignal;
 }
 
 /** What became of the write. */
@@ -85,6 +90,9 @@ export async function writeDeadLetter(sink: DeadLetterSink, failed: FailedMessag
   let form: StoredForm = 1;
   let draft: DeadLetterDraft;
   for (; ; form = (form + 1) as StoredForm) {
+    if (failed.signal?.aborted) {
+      return { status: "dead-letter-failed", kind: failed.kind, writeError: failed.signal.reason };
+    }
     draft = draftOf(sink.consumer, failed, lastError, form);
     try {
       const inserting = insertDeadLetter(sink.pool, draft);
@@ -101,6 +109,9 @@ export async function writeDeadLetter(sink: DeadLetterSink, failed: FailedMessag
 
   let alertError: unknown;
   try {
+    // Past the invocation's return the record is back in the queue: its next delivery finds this
+    // row and alerts then.
+    if (failed.signal?.aborted) throw failed.signal.reason;
     await publishDeadLetterRecorded(
       sink.eventBridge,
       sink.opsBusName,

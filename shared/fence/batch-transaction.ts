@@ -212,6 +212,9 @@ async function runOnce<P>(options: BatchTransactionOptions, pending: BatchRecord
       const foreign = await transaction.abandon();
       // The work ended the batch's transaction: what committed stands, for every record in it.
       if (foreign) return failAll(foreign);
+      // Refused because the transaction had already failed: an earlier record's work swallowed
+      // its failed statement, and which one cannot be told. Each is redone alone, which finds it.
+      if (inFailedTransaction(failure)) return { kind: "unsettled" };
       return { kind: "taken-out", record: r, settlement: { status: "failed", error: failure } };
     }
     applied.push(r);
@@ -227,6 +230,15 @@ async function runOnce<P>(options: BatchTransactionOptions, pending: BatchRecord
   }
   for (const r of applied) settlements.set(r, { status: "applied", fenceMs });
   return { kind: "committed", settlements };
+}
+
+/** Whether the error is PostgreSQL refusing a statement in a transaction that had already failed. */
+function inFailedTransaction(error: unknown): boolean {
+  try {
+    return (error as { code?: unknown })?.code === "25P02";
+  } catch {
+    return false;
+  }
 }
 
 function hasLaterOfGroup<P>(pending: readonly BatchRecord<P>[], record: BatchRecord<P>): boolean {

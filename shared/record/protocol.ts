@@ -153,6 +153,9 @@ export class RecordProtocol<S extends z.ZodType> {
     switch (settlement.status) {
       case "open":
         rc.state = { step: "open", message, fence: settlement.fence };
+        // A fence granted after the invocation's deadline (a lock wait that outlasted it) is rolled
+        // back here, before any work: nothing runs for the record after its invocation returned.
+        throwIfAborted(rc);
         return;
       case "applied":
         rc.state = { step: "applied", message, fenceMs: settlement.fenceMs };
@@ -215,6 +218,7 @@ export class RecordProtocol<S extends z.ZodType> {
     if (state.step === "duplicate") return { status: "duplicate" };
     if (state.step === "applied") return { status: "applied" };
     if (state.step !== "open") throw new RangeError(`a record reached its work at step ${state.step}`);
+    throwIfAborted(rc);
     await this.#o.work(workJob(rc.record, state.message.job, currentAttempt(rc)), state.fence.tx);
     return { status: "applied" };
   }
@@ -363,6 +367,7 @@ export class RecordProtocol<S extends z.ZodType> {
     const history = ranAndFailed ? [...rc.ledger.history, attemptEntry(rc, error)] : rc.ledger.history;
     const attempts = Math.max(1, rc.ledger.failures + (ranAndFailed ? 1 : 0));
     const written = await writeDeadLetter(this.#o.deadLetters, {
+      ...(rc.signal ? { signal: rc.signal } : {}),
       record: rc.record,
       queueUrl: rc.queueUrl,
       attempts,

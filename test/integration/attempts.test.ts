@@ -18,7 +18,7 @@ import { awardPointsConsumer } from "../../functions/award-points/consumer.ts";
 import { deliver, receiveRecords } from "../../local/event-source.ts";
 import { lambdaContext } from "../../local/lambda-context.ts";
 import type { CommitMode, ConsumerDefinition, ConsumerHandler } from "../../shared/consumer.ts";
-import { PermanentJobError } from "../../shared/errors.ts";
+import { ConfigurationError, PermanentJobError } from "../../shared/errors.ts";
 import { retryDelaySeconds } from "../../shared/retry/policy.ts";
 import {
   award,
@@ -246,7 +246,14 @@ for (const mode of ["per-record", "batch"] as const satisfies readonly CommitMod
         awardWith(async () => {
           await new Promise((resolve) => setTimeout(resolve, 400));
         }),
-        { configure: { functionTimeoutSeconds: 3, recordBudgetMs: 1000, returnReserveMs: 200 } },
+        {
+          configure: {
+            functionTimeoutSeconds: 3,
+            recordBudgetMs: 1000,
+            returnReserveMs: 200,
+            lockTimeoutMs: 100,
+          },
+        },
       );
       const records = jobs.map((j) => sqsRecord(body(j), { messageId: `m-${j}` }));
       // 1.2 s left: the first record starts, and after its 400 ms the others cannot.
@@ -282,7 +289,14 @@ for (const mode of ["per-record", "batch"] as const satisfies readonly CommitMod
             await awardPointsConsumer.work(job, tx);
           },
         },
-        { configure: { functionTimeoutSeconds: 3, recordBudgetMs: 1000, returnReserveMs: 500 } },
+        {
+          configure: {
+            functionTimeoutSeconds: 3,
+            recordBudgetMs: 1000,
+            returnReserveMs: 500,
+            lockTimeoutMs: 100,
+          },
+        },
       );
       const records = [stuck, after].map((j) => sqsRecord(body(j), { messageId: `m-${j}` }));
       const started = Date.now();
@@ -324,8 +338,9 @@ for (const mode of ["per-record", "batch"] as const satisfies readonly CommitMod
         {
           configure: {
             functionTimeoutSeconds: 3,
-            recordBudgetMs: 500,
+            recordBudgetMs: 600,
             returnReserveMs: 400,
+            lockTimeoutMs: 100,
             maxInterruptions: 2,
           },
         },
@@ -498,6 +513,50 @@ for (const mode of ["per-record", "batch"] as const satisfies readonly CommitMod
       ).toEqual([]);
       expect(await effectsOf(bed.db, jobs[0] as string)).toEqual({ ledger: 1, fences: 1, deadLetters: 0 });
       expect(await effectsOf(bed.db, jobs[1] as string)).toEqual({ ledger: 0, fences: 0, deadLetters: 1 });
+      expect(await effectsOf(bed.db, jobs[2] as string)).toEqual({ ledger: 1, fences: 1, deadLetters: 0 });
+    });
+
+    it("timings that do not fit together are refused at start-up, every problem named", () => {
+      const refused = (configure: Record<string, unknown>) => {
+        try {
+          bed.consumer(awardPointsConsumer, { configure });
+        } catch (error) {
+          return error instanceof ConfigurationError ? error.problems : [String(error)];
+        }
+        return [];
+      };
+      expect(refused({ recordBudgetMs: 6000, returnReserveMs: 2000, lockTimeoutMs: 5000 })).toEqual([
+        expect.stringMatching(/record budget 6000 ms must exceed the fence lock timeout 5000 ms/),
+      ]);
+      // As deployed: the queue's redrive count below what the attempts and interruptions need.
+      const deployed = refused({ maxReceiveCount: 8, visibilityTimeoutSeconds: 180 });
+      expect(deployed.join("\n")).toMatch(/maxReceiveCount/);
+      expect(refused({ maxReceiveCount: 19, visibilityTimeoutSeconds: 180 })).toEqual([]);
+    });
+
+    it("a failed statement the next record's work runs into (25P02) blames no innocent: each is redone alone", async () => {
+      const jobs = [id("floating-0"), id("floating-1"), id("floating-2")];
+      const handler = bed.consumer({
+        ...awardPointsConsumer,
+        retry: { maxAttempts: 1, rationale: "every failure is the last attempt here" },
+        work: async (job, tx) => {
+          if (job.jobId === jobs[0]) {
+            // Not awaited: the failure reaches the server after this work has returned, so the
+            // transaction still looks healthy, and the next record's first statement is refused.
+            tx.query("SELECT 1 / 0").catch(() => {});
+            return;
+          }
+          await awardPointsConsumer.work(job, tx);
+        },
+      });
+      expect(
+        await invoke(
+          handler,
+          jobs.map((j) => sqsRecord(body(j), { messageId: `m-${j}` })),
+        ),
+      ).toEqual([]);
+      expect(await effectsOf(bed.db, jobs[0] as string)).toEqual({ ledger: 0, fences: 0, deadLetters: 1 });
+      expect(await effectsOf(bed.db, jobs[1] as string)).toEqual({ ledger: 1, fences: 1, deadLetters: 0 });
       expect(await effectsOf(bed.db, jobs[2] as string)).toEqual({ ledger: 1, fences: 1, deadLetters: 0 });
     });
 

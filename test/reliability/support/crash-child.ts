@@ -69,7 +69,8 @@ if (role.kind === "consume") {
         databaseUrl: config.databaseUrl,
         opsBusName: "jobfence-ops-test",
         queueUrl: role.queueUrl,
-        ...(role.timeoutSeconds ? { functionTimeoutSeconds: role.timeoutSeconds } : {}),
+        // A short timeout's budget must still outlast a fence lock wait (the consumer checks).
+        ...(role.timeoutSeconds ? { functionTimeoutSeconds: role.timeoutSeconds, lockTimeoutMs: 500 } : {}),
       },
       pool,
       sqs,
