@@ -43,6 +43,15 @@ const awardWith = (
   }) satisfies AwardWork,
 });
 
+/** award-points whose work for `jobId` sleeps 5 s in the database: it outlasts a short invocation. */
+const sleepingOn = (jobId: string): ConsumerDefinition<typeof awardPointsConsumer.payload> => ({
+  ...awardPointsConsumer,
+  work: async (job, tx) => {
+    if (job.jobId === jobId) await tx.query("SELECT pg_sleep(5)");
+    await awardPointsConsumer.work(job, tx);
+  },
+});
+
 const body = (jobId: string) => JSON.stringify(award(jobId, 1, `u-${jobId}`));
 const FIFO_ARN = "arn:aws:sqs:eu-west-1:000000000000:award-points.fifo";
 
@@ -281,23 +290,14 @@ for (const mode of ["per-record", "batch"] as const satisfies readonly CommitMod
     it("at the deadline the running record is rolled back and its interruption recorded; nothing runs after the return", async () => {
       const stuck = id("deadline-stuck");
       const after = id("deadline-after");
-      const handler = bed.consumer(
-        {
-          ...awardPointsConsumer,
-          work: async (job, tx) => {
-            if (job.jobId === stuck) await tx.query("SELECT pg_sleep(5)");
-            await awardPointsConsumer.work(job, tx);
-          },
+      const handler = bed.consumer(sleepingOn(stuck), {
+        configure: {
+          functionTimeoutSeconds: 3,
+          recordBudgetMs: 1000,
+          returnReserveMs: 500,
+          lockTimeoutMs: 100,
         },
-        {
-          configure: {
-            functionTimeoutSeconds: 3,
-            recordBudgetMs: 1000,
-            returnReserveMs: 500,
-            lockTimeoutMs: 100,
-          },
-        },
-      );
+      });
       const records = [stuck, after].map((j) => sqsRecord(body(j), { messageId: `m-${j}` }));
       const started = Date.now();
       const failed = await invokeWith(handler, records, lambdaContext(handler.consumer, 2000));
@@ -327,24 +327,15 @@ for (const mode of ["per-record", "batch"] as const satisfies readonly CommitMod
     it("a message interrupted as often as allowed is dead-lettered as interrupted; its batch-mates apply", async () => {
       const killer = id("killer");
       const mate = id("killer-mate");
-      const handler = bed.consumer(
-        {
-          ...awardPointsConsumer,
-          work: async (job, tx) => {
-            if (job.jobId === killer) await tx.query("SELECT pg_sleep(5)");
-            await awardPointsConsumer.work(job, tx);
-          },
+      const handler = bed.consumer(sleepingOn(killer), {
+        configure: {
+          functionTimeoutSeconds: 3,
+          recordBudgetMs: 600,
+          returnReserveMs: 400,
+          lockTimeoutMs: 100,
+          maxInterruptions: 2,
         },
-        {
-          configure: {
-            functionTimeoutSeconds: 3,
-            recordBudgetMs: 600,
-            returnReserveMs: 400,
-            lockTimeoutMs: 100,
-            maxInterruptions: 2,
-          },
-        },
-      );
+      });
       const delivery = (n: number) => [
         sqsRecord(body(killer), { messageId: `m-${killer}`, receiveCount: n }),
         sqsRecord(body(mate), { messageId: `m-${mate}`, receiveCount: n }),
