@@ -37,7 +37,7 @@ import type pg from "pg";
 import type { z } from "zod";
 import {
   type AttemptEntry,
-  claimDeliveries,
+  claimDelivery,
   type DeliveryKey,
   HISTORY_LIMIT,
   recordAttempt,
@@ -135,18 +135,19 @@ export class RecordProtocol<S extends z.ZodType> {
   }
 
   /**
-   * Step 2: the fence. Opens the record's own fence transaction, or takes the batch's settlement.
-   * A redelivery claims its delivery in the ledger first (the batch did that for its records).
-   * Throws JobConflictError when the job id's fence belongs to another job, InterruptedJobError
-   * when the message has been interrupted too often, FenceLockTimeoutError when another delivery
-   * of the job holds its fence.
+   * Step 2: the fence. Opens the record's own fence transaction, or takes the batch's settlement
+   * (first deliveries only: a redelivery always takes this path). A redelivery first claims its
+   * delivery in the attempt ledger. Throws JobConflictError when the job id's fence belongs to
+   * another job, InterruptedJobError when the message has been interrupted too often,
+   * FenceLockTimeoutError when another delivery of the job holds its fence.
    */
   async fence(rc: RecordContext<z.output<S>>): Promise<void> {
     if (rc.state.step !== "parsed") return;
     const { message } = rc.state;
     if (!rc.settlement) {
-      await this.claim([rc]);
-      this.#refuseInterrupted(rc);
+      await this.#claim(rc);
+      if (rc.ledger.interruptions >= this.#o.maxInterruptions)
+        throw new InterruptedJobError(rc.ledger.interruptions);
       throwIfAborted(rc);
     }
     const settlement = rc.settlement ?? (await this.#openFence(message));
@@ -171,31 +172,14 @@ export class RecordProtocol<S extends z.ZodType> {
   }
 
   /**
-   * Claims the redeliveries among `rcs` in one statement (a first delivery has nothing to learn and
-   * writes nothing): each then knows its failures so far, and an interruption is counted for every
-   * one whose previous delivery started its work and never reported back.
+   * A redelivery marks its work as started, right before its fence, in a statement of its own (a
+   * first delivery has nothing to learn and writes nothing): it learns its failures so far, and an
+   * interruption is counted when the delivery before it started its work and never reported back.
    */
-  async claim(rcs: readonly RecordContext<z.output<S>>[]): Promise<void> {
-    const due = rcs.filter((rc) => !rc.claimed && rc.receiveCount > 1 && rc.state.step === "parsed");
-    if (due.length === 0) return;
-    const ledgers = await claimDeliveries(
-      this.#o.pool,
-      this.#o.consumer,
-      due.map((rc) => deliveryKey(rc)),
-    );
-    for (const rc of due) {
-      rc.ledger = ledgers.get(rc.record.messageId) ?? rc.ledger;
-      rc.claimed = true;
-    }
-  }
-
-  /** Whether the record's message has been interrupted as often as the policy allows. */
-  isInterrupted(rc: RecordContext<z.output<S>>): boolean {
-    return rc.ledger.interruptions >= this.#o.maxInterruptions;
-  }
-
-  #refuseInterrupted(rc: RecordContext<z.output<S>>): void {
-    if (this.isInterrupted(rc)) throw new InterruptedJobError(rc.ledger.interruptions);
+  async #claim(rc: RecordContext<z.output<S>>): Promise<void> {
+    if (rc.claimed || rc.receiveCount <= 1) return;
+    rc.ledger = await claimDelivery(this.#o.pool, this.#o.consumer, deliveryKey(rc));
+    rc.claimed = true;
   }
 
   async #openFence(

@@ -58,14 +58,13 @@ const APPEND = (history: string, entry: string) =>
   `CASE WHEN jsonb_array_length(${history}) >= ${HISTORY_LIMIT} THEN (${history} - 0) ELSE ${history} END || ${entry}`;
 
 /**
- * Marks the deliveries' work as started, for a batch at once. A marker left by an earlier delivery
- * of the same message (a lower receive count) means that delivery never reported back: counted as
- * an interruption here, in the same statement. Returns each message's ledger after the claim.
+ * Marks the delivery's work as started. A marker left by an earlier delivery of the same message
+ * (a lower receive count) means that delivery never reported back: counted as an interruption
+ * here, in the same statement. Returns the message's ledger after the claim.
  */
 const CLAIM = `
   INSERT INTO core.message_attempts AS a (consumer, message_id, job_id, started)
-  SELECT $1, m.message_id, m.job_id, m.receive_count
-    FROM unnest($2::text[], $3::text[], $4::int[]) AS m (message_id, job_id, receive_count)
+  VALUES ($1, $2, $3, $4)
   ON CONFLICT (consumer, message_id) DO UPDATE
      SET started = EXCLUDED.started,
          interruptions = a.interruptions + (a.started IS NOT NULL AND a.started < EXCLUDED.started)::int,
@@ -75,21 +74,20 @@ const CLAIM = `
          updated_at = now()
   RETURNING message_id, failures, interruptions, history`;
 
-export async function claimDeliveries(
+export async function claimDelivery(
   db: Queryable,
   consumer: string,
-  deliveries: readonly DeliveryKey[],
-): Promise<Map<string, AttemptLedger>> {
-  // One row per message: a batch can carry the same message only through a duplicate delivery.
-  const unique = [...new Map(deliveries.map((d) => [d.messageId, d])).values()];
-  if (unique.length === 0) return new Map();
+  delivery: DeliveryKey,
+): Promise<AttemptLedger> {
   const result = await db.query<LedgerRow>(CLAIM, [
     consumer,
-    unique.map((d) => d.messageId),
-    unique.map((d) => d.jobId),
-    unique.map((d) => d.receiveCount),
+    delivery.messageId,
+    delivery.jobId,
+    delivery.receiveCount,
   ]);
-  return new Map(result.rows.map((row) => [row.message_id, toLedger(row)]));
+  const row = result.rows[0];
+  if (!row) throw new RangeError("the attempt ledger returned no row");
+  return toLedger(row);
 }
 
 const RECORD = `
