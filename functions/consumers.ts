@@ -3,6 +3,7 @@
  * constructs and the local stack both read, so what runs locally is what deploys.
  */
 import type { z } from "zod";
+import { CONSUMER_DEFAULTS } from "../shared/config/consumer-config.ts";
 import { type ConsumerDefinition, TTL_DEFAULTS } from "../shared/index.ts";
 import {
   DELIVERY_TIMING_DEFAULTS,
@@ -51,7 +52,7 @@ export interface ConsumerDeployment {
   readonly maxInterruptions?: number;
   /**
    * No record starts when less than this remains of the invocation.
-   * @default defaultRecordBudgetMs: a third of the function timeout, at most 10 s
+   * @default defaultRecordBudgetMs: a third of the function timeout, at most 10 s, at least the lock timeout + the reserve + 1 s
    */
   readonly recordBudgetMs?: number;
   /**
@@ -59,6 +60,11 @@ export interface ConsumerDeployment {
    * @default defaultReturnReserveMs: a tenth of the function timeout, at most 2 s
    */
   readonly returnReserveMs?: number;
+  /**
+   * How long a fence insert waits behind another delivery of the same job.
+   * @default CONSUMER_DEFAULTS.lockTimeoutMs (5 s)
+   */
+  readonly lockTimeoutMs?: number;
 }
 
 /** SPEC §10: the visibility timeout is at least six times the function timeout (defined with the other timings). */
@@ -102,6 +108,7 @@ export function resolveDeliveryTimings(
   const timeout = deployment.functionTimeoutSeconds;
   const batchingWindowSeconds = deployment.batchingWindowSeconds ?? 0;
   const maxInterruptions = deployment.maxInterruptions ?? DELIVERY_TIMING_DEFAULTS.MAX_INTERRUPTIONS;
+  const lockTimeoutMs = deployment.lockTimeoutMs ?? CONSUMER_DEFAULTS.lockTimeoutMs;
   return Object.freeze({
     retryPolicy,
     maxInterruptions,
@@ -114,7 +121,8 @@ export function resolveDeliveryTimings(
     batchingWindowSeconds,
     queueRetentionSeconds: deployment.queueRetentionSeconds,
     fifo: deployment.fifo,
-    recordBudgetMs: deployment.recordBudgetMs ?? defaultRecordBudgetMs(timeout),
+    recordBudgetMs: deployment.recordBudgetMs ?? defaultRecordBudgetMs(timeout, lockTimeoutMs),
     returnReserveMs: deployment.returnReserveMs ?? defaultReturnReserveMs(timeout),
+    lockTimeoutMs,
   });
 }

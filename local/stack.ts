@@ -187,10 +187,13 @@ async function start(
   for (const deployment of CONSUMERS) {
     const name = deployment.definition.name;
     // The redrive count the CDK construct would deploy (of the policy, only maxAttempts counts).
-    const timings = resolveDeliveryTimings(deployment, {
-      ...config.retryPolicy,
-      maxAttempts: deployment.definition.retry?.maxAttempts ?? config.retryPolicy.maxAttempts,
-    });
+    const timings = resolveDeliveryTimings(
+      { ...deployment, lockTimeoutMs: config.lockTimeoutMs },
+      {
+        ...config.retryPolicy,
+        maxAttempts: deployment.definition.retry?.maxAttempts ?? config.retryPolicy.maxAttempts,
+      },
+    );
     const { maxReceiveCount } = timings;
     const created = await createQueues(sqs, sqsEndpoint, deployment, timings);
     queues[name] = { url: created.source.url, backstopUrl: created.backstop.url };

@@ -52,6 +52,7 @@ import {
   defaultRecordBudgetMs,
   defaultReturnReserveMs,
   validateDeliveryTimings,
+  validateTimeBudget,
 } from "./retry/delivery-timings.ts";
 import {
   DEFAULT_RETRY_POLICY,
@@ -180,7 +181,8 @@ export function createConsumer<S extends z.ZodType>(
     );
   }
   const timings = config && {
-    recordBudgetMs: config.recordBudgetMs ?? defaultRecordBudgetMs(config.functionTimeoutSeconds),
+    recordBudgetMs:
+      config.recordBudgetMs ?? defaultRecordBudgetMs(config.functionTimeoutSeconds, config.lockTimeoutMs),
     returnReserveMs: config.returnReserveMs ?? defaultReturnReserveMs(config.functionTimeoutSeconds),
   };
   if (config && retryPolicy && timings) problems.push(...timingProblems(config, retryPolicy, timings));
@@ -282,6 +284,15 @@ export function createConsumer<S extends z.ZodType>(
         const rc = contextOf(record, { read }, clock.signal);
         if (!("poison" in read)) rc.state = { step: "parsed", message: read };
         await protocol.interrupt(rc, timings.returnReserveMs * INTERRUPT_SHARE_OF_RESERVE);
+        metrics.addMetric(METRIC.recordInterrupted, MetricUnit.Count, 1);
+        logger.warn(
+          "the invocation's time ran out in the batch transaction; rolled back, every record returned",
+          {
+            message_id: record.messageId,
+            receive_count: rc.receiveCount,
+            records: records.length,
+          },
+        );
       }
       if (report.redos > 0) metrics.addMetric(METRIC.batchRedone, MetricUnit.Count, report.redos);
       if (report.redos > 0 || report.deferred > 0) {
@@ -352,42 +363,23 @@ function timingProblems(
   retryPolicy: RetryPolicy,
   budget: { recordBudgetMs: number; returnReserveMs: number },
 ): string[] {
-  // A record that starts must be able to wait out a fence lock before the deadline, or a lock wait
-  // behind another delivery of its job would end as an interruption of this one.
-  const lockProblems =
-    budget.recordBudgetMs > config.lockTimeoutMs + budget.returnReserveMs
-      ? []
-      : [
-          `record budget ${budget.recordBudgetMs} ms must exceed the fence lock timeout ${config.lockTimeoutMs} ms ` +
-            `+ the return reserve ${budget.returnReserveMs} ms, so a lock wait ends before the invocation's deadline`,
-        ];
-  if (config.maxReceiveCount !== undefined && config.visibilityTimeoutSeconds !== undefined) {
-    return [
-      ...lockProblems,
-      ...validateDeliveryTimings({
-        retryPolicy,
-        maxInterruptions: config.maxInterruptions,
-        maxReceiveCount: config.maxReceiveCount,
-        visibilityTimeoutSeconds: config.visibilityTimeoutSeconds,
-        functionTimeoutSeconds: config.functionTimeoutSeconds,
-        batchingWindowSeconds: config.batchingWindowSeconds,
-        queueRetentionSeconds: config.queueRetentionSeconds,
-        fifo: config.fifo ?? false,
-        ...budget,
-      }),
-    ];
-  }
-  const problems: string[] = [...lockProblems];
-  const timeoutMs = config.functionTimeoutSeconds * 1000;
-  if (budget.returnReserveMs >= budget.recordBudgetMs)
-    problems.push(
-      `return reserve ${budget.returnReserveMs} ms must be below the record budget ${budget.recordBudgetMs} ms`,
-    );
-  if (budget.recordBudgetMs >= timeoutMs)
-    problems.push(
-      `record budget ${budget.recordBudgetMs} ms must be below the function timeout ${timeoutMs} ms`,
-    );
-  return problems;
+  const known = {
+    functionTimeoutSeconds: config.functionTimeoutSeconds,
+    lockTimeoutMs: config.lockTimeoutMs,
+    ...budget,
+  };
+  if (config.maxReceiveCount === undefined || config.visibilityTimeoutSeconds === undefined)
+    return validateTimeBudget(known);
+  return validateDeliveryTimings({
+    ...known,
+    retryPolicy,
+    maxInterruptions: config.maxInterruptions,
+    maxReceiveCount: config.maxReceiveCount,
+    visibilityTimeoutSeconds: config.visibilityTimeoutSeconds,
+    batchingWindowSeconds: config.batchingWindowSeconds,
+    queueRetentionSeconds: config.queueRetentionSeconds,
+    fifo: config.fifo ?? false,
+  });
 }
 
 function collect<T>(problems: string[], build: () => T): T | undefined {

@@ -223,6 +223,7 @@ export class JobConsumer extends Construct {
         [CONSUMER_ENV.queueRetentionSeconds]: String(deployment.queueRetentionSeconds),
         [CONSUMER_ENV.functionTimeoutSeconds]: String(deployment.functionTimeoutSeconds),
         // The delivery timings, so the consumer's start-up validates what was deployed.
+        [CONSUMER_ENV.lockTimeoutMs]: String(timings.lockTimeoutMs),
         [CONSUMER_ENV.maxReceiveCount]: String(timings.maxReceiveCount),
         [CONSUMER_ENV.visibilityTimeoutSeconds]: String(timings.visibilityTimeoutSeconds),
         [CONSUMER_ENV.batchingWindowSeconds]: String(timings.batchingWindowSeconds),

@@ -44,6 +44,8 @@ export interface DeliveryTimings {
   readonly recordBudgetMs: number;
   /** The harness stops waiting for a running record this long before the timeout. */
   readonly returnReserveMs: number;
+  /** How long a fence insert waits for another delivery's lock (the consumer's lockTimeoutMs). */
+  readonly lockTimeoutMs: number;
 }
 
 /**
@@ -140,11 +142,13 @@ export function defaultMaxReceiveCount(
 
 /**
  * No record starts with less than this left of the invocation: a third of the timeout, at most
- * 10 s. A record started later would likely be cut off by the timeout and take its batch-mates'
- * results with it; one left unstarted only costs a receive. 30 s timeout: 10,000 ms.
+ * 10 s, and never less than a fence lock wait plus the return reserve plus a second (a record
+ * that starts must be able to wait out another delivery's lock before the deadline, or that lock
+ * wait would end as an interruption). 30 s timeout, 5 s lock timeout: 10,000 ms; 15 s: 7,500 ms.
  */
-export function defaultRecordBudgetMs(functionTimeoutSeconds: number): number {
-  return Math.min(RECORD_BUDGET_CAP_MS, Math.floor((functionTimeoutSeconds * 1000) / 3));
+export function defaultRecordBudgetMs(functionTimeoutSeconds: number, lockTimeoutMs: number): number {
+  const share = Math.min(RECORD_BUDGET_CAP_MS, Math.floor((functionTimeoutSeconds * 1000) / 3));
+  return Math.max(share, lockTimeoutMs + defaultReturnReserveMs(functionTimeoutSeconds) + 1000);
 }
 
 /**
@@ -163,6 +167,50 @@ export function defaultReturnReserveMs(functionTimeoutSeconds: number): number {
  */
 function secondsPerUnrecordedReceive(t: DeliveryTimings): number {
   return t.visibilityTimeoutSeconds + t.batchingWindowSeconds;
+}
+
+/**
+ * The invocation's time budget alone: what the consumer checks at start-up when it does not know
+ * the queue's redrive (the local stack, tests), and rule 5 of {@link validateDeliveryTimings}.
+ */
+export function validateTimeBudget(
+  t: Pick<DeliveryTimings, "functionTimeoutSeconds" | "recordBudgetMs" | "returnReserveMs" | "lockTimeoutMs">,
+): string[] {
+  const problems: string[] = [];
+  const {
+    functionTimeoutSeconds: timeout,
+    recordBudgetMs: budget,
+    returnReserveMs: reserve,
+    lockTimeoutMs: lock,
+  } = t;
+  if (!Number.isInteger(reserve) || reserve < LIMITS.minReturnReserveMs) {
+    problems.push(
+      `returnReserveMs ${reserve} must be a whole number at least ${LIMITS.minReturnReserveMs} ms: the harness ` +
+        "needs that long after it stops waiting for a running record to report the batch before Lambda ends " +
+        "the invocation (the default, a tenth of the function timeout, reaches it from a 5 s timeout); raise returnReserveMs",
+    );
+  }
+  const timeoutMs = timeout * 1000;
+  if (!Number.isInteger(budget) || budget <= reserve) {
+    problems.push(
+      `recordBudgetMs ${budget} must be a whole number above returnReserveMs ${reserve}: a record started with ` +
+        "less time left than the reserve would be abandoned at once; raise recordBudgetMs or lower returnReserveMs",
+    );
+  } else if (budget >= timeoutMs) {
+    problems.push(
+      `recordBudgetMs ${budget} must be below the function timeout ${timeout} s = ${timeoutMs} ms: no record ` +
+        "could ever start; lower recordBudgetMs or raise the function timeout",
+    );
+  }
+
+  if (Number.isInteger(budget) && budget > reserve && budget <= lock + reserve) {
+    problems.push(
+      `recordBudgetMs ${budget} must exceed the fence lock timeout ${lock} ms + returnReserveMs ${reserve} ms: a ` +
+        "record that starts must be able to wait out another delivery's lock before the deadline, or that wait " +
+        "would end as an interruption; raise recordBudgetMs or the function timeout, or lower lockTimeoutMs",
+    );
+  }
+  return problems;
 }
 
 /** Every problem with the timings, one line each, naming the numbers and what to change; empty when fine. */
@@ -275,25 +323,7 @@ export function validateDeliveryTimings(t: DeliveryTimings): string[] {
   }
 
   // 5. The invocation's time budget.
-  if (!Number.isInteger(reserve) || reserve < LIMITS.minReturnReserveMs) {
-    problems.push(
-      `returnReserveMs ${reserve} must be a whole number at least ${LIMITS.minReturnReserveMs} ms: the harness ` +
-        "needs that long after it stops waiting for a running record to report the batch before Lambda ends " +
-        "the invocation (the default, a tenth of the function timeout, reaches it from a 5 s timeout); raise returnReserveMs",
-    );
-  }
-  const timeoutMs = timeout * 1000;
-  if (!Number.isInteger(budget) || budget <= reserve) {
-    problems.push(
-      `recordBudgetMs ${budget} must be a whole number above returnReserveMs ${reserve}: a record started with ` +
-        "less time left than the reserve would be abandoned at once; raise recordBudgetMs or lower returnReserveMs",
-    );
-  } else if (budget >= timeoutMs) {
-    problems.push(
-      `recordBudgetMs ${budget} must be below the function timeout ${timeout} s = ${timeoutMs} ms: no record ` +
-        "could ever start; lower recordBudgetMs or raise the function timeout",
-    );
-  }
+  problems.push(...validateTimeBudget(t));
 
   // 6. The whole retry schedule must fit the retention, or the retention, not the policy, would
   //    end every retried message's attempts.

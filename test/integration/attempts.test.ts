@@ -259,7 +259,7 @@ for (const mode of ["per-record", "batch"] as const satisfies readonly CommitMod
           configure: {
             functionTimeoutSeconds: 3,
             recordBudgetMs: 1000,
-            returnReserveMs: 200,
+            returnReserveMs: 500,
             lockTimeoutMs: 100,
           },
         },
@@ -330,8 +330,8 @@ for (const mode of ["per-record", "batch"] as const satisfies readonly CommitMod
       const handler = bed.consumer(sleepingOn(killer), {
         configure: {
           functionTimeoutSeconds: 3,
-          recordBudgetMs: 600,
-          returnReserveMs: 400,
+          recordBudgetMs: 700,
+          returnReserveMs: 500,
           lockTimeoutMs: 100,
           maxInterruptions: 2,
         },
@@ -517,7 +517,7 @@ for (const mode of ["per-record", "batch"] as const satisfies readonly CommitMod
         return [];
       };
       expect(refused({ recordBudgetMs: 6000, returnReserveMs: 2000, lockTimeoutMs: 5000 })).toEqual([
-        expect.stringMatching(/record budget 6000 ms must exceed the fence lock timeout 5000 ms/),
+        expect.stringMatching(/recordBudgetMs 6000 must exceed the fence lock timeout 5000 ms/),
       ]);
       // As deployed: the queue's redrive count below what the attempts and interruptions need.
       const deployed = refused({ maxReceiveCount: 8, visibilityTimeoutSeconds: 180 });

@@ -55,6 +55,7 @@ describe("the defaults", () => {
       fifo: false,
       recordBudgetMs: 10_000,
       returnReserveMs: 2_000,
+      lockTimeoutMs: 5_000,
     });
     expect(validateDeliveryTimings(standard)).toEqual([]);
     expect(fifo).toEqual({ ...standard, fifo: true, maxReceiveCount: 100 });
@@ -96,14 +97,21 @@ describe("the defaults", () => {
     });
   });
 
-  it("the time budget: a third (a tenth) of the timeout, at most 10 s (2 s)", () => {
-    expect([30, 900, 15, 3].map(defaultRecordBudgetMs)).toEqual([10_000, 10_000, 5_000, 1_000]);
+  it("the time budget: a third (a tenth) of the timeout, at most 10 s (2 s), and the budget outlasts a lock wait", () => {
+    const budgets = (lockTimeoutMs: number) =>
+      [30, 900, 15, 3].map((t) => defaultRecordBudgetMs(t, lockTimeoutMs));
+    // The lock wait + the reserve + 1 s sets the floor: 5000 + 1500 + 1000 for 15 s.
+    expect(budgets(5000)).toEqual([10_000, 10_000, 7_500, 6_300]);
+    expect(budgets(500)).toEqual([10_000, 10_000, 5_000, 1_800]);
     expect([30, 900, 15, 3].map(defaultReturnReserveMs)).toEqual([2_000, 2_000, 1_500, 300]);
   });
 
   it("a timeout under 5 s needs an explicit return reserve: its default is under 500 ms", () => {
     const short = (seconds: number) =>
-      resolveDeliveryTimings({ ...awardPoints, functionTimeoutSeconds: seconds }, DEFAULT_RETRY_POLICY);
+      resolveDeliveryTimings(
+        { ...awardPoints, functionTimeoutSeconds: seconds, lockTimeoutMs: 1000 },
+        DEFAULT_RETRY_POLICY,
+      );
     expect(validateDeliveryTimings(short(5))).toEqual([]);
     expect(validateDeliveryTimings(short(4))).toEqual([
       expect.stringMatching(/^returnReserveMs 400 must be/),
@@ -165,7 +173,13 @@ const cases: Record<string, readonly Case[]> = {
     [
       "a function timeout of 0",
       { functionTimeoutSeconds: 0 },
-      { functionTimeoutSeconds: 1, visibilityTimeoutSeconds: 180, recordBudgetMs: 900, returnReserveMs: 500 },
+      {
+        functionTimeoutSeconds: 1,
+        visibilityTimeoutSeconds: 180,
+        recordBudgetMs: 900,
+        returnReserveMs: 500,
+        lockTimeoutMs: 300,
+      },
       /got 0$/,
     ],
     [
@@ -263,9 +277,15 @@ const cases: Record<string, readonly Case[]> = {
     ],
     [
       "a record budget not above the reserve",
-      { recordBudgetMs: 2000 },
-      { recordBudgetMs: 2001 },
+      { recordBudgetMs: 2000, lockTimeoutMs: 0 },
+      { recordBudgetMs: 2001, lockTimeoutMs: 0 },
       /^recordBudgetMs 2000 must be a whole number above returnReserveMs 2000/,
+    ],
+    [
+      "a record budget that a fence lock wait and the reserve fill",
+      { recordBudgetMs: 7000 },
+      { recordBudgetMs: 7001 },
+      /^recordBudgetMs 7000 must exceed the fence lock timeout 5000 ms \+ returnReserveMs 2000 ms/,
     ],
     [
       "a record budget not below the timeout",
