@@ -283,6 +283,8 @@ export function createConsumer<S extends z.ZodType>(
         const { record, read } = report.interrupted as (typeof batch)[number];
         const rc = contextOf(record, { read }, clock.signal);
         if (!("poison" in read)) rc.state = { step: "parsed", message: read };
+        // Its work was the one running when the deadline came.
+        rc.working = true;
         await protocol.interrupt(rc, timings.returnReserveMs * INTERRUPT_SHARE_OF_RESERVE);
         metrics.addMetric(METRIC.recordInterrupted, MetricUnit.Count, 1);
         logger.warn(

@@ -162,6 +162,17 @@ export class FenceLockTimeoutError extends JobfenceError {
 }
 
 /**
+ * The attempt ledger could not be read or written before the work (the database is unreachable):
+ * nothing ran, so nothing is counted; the record goes back to its queue.
+ */
+export class LedgerUnavailableError extends JobfenceError {
+  override name = "LedgerUnavailableError";
+  constructor(cause: unknown) {
+    super("the attempt ledger could not be reached", { cause });
+  }
+}
+
+/**
  * The invocation's time ran out while the record was running: the harness stopped waiting for it,
  * rolled its transaction back and did nothing more for it.
  */

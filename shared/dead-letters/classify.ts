@@ -6,6 +6,7 @@ import {
   FenceLockTimeoutError,
   InterruptedJobError,
   JobConflictError,
+  LedgerUnavailableError,
   PermanentJobError,
   PoisonMessageError,
   RetriesExhaustedError,
@@ -47,6 +48,15 @@ export function isTransient(error: unknown): boolean {
 export function isFenceHeld(error: unknown): boolean {
   try {
     return error instanceof FenceLockTimeoutError;
+  } catch {
+    return false;
+  }
+}
+
+/** Whether the failure is the attempt ledger's, before any work ran (nothing to count). Safe on any thrown value. */
+export function isLedgerUnavailable(error: unknown): boolean {
+  try {
+    return error instanceof LedgerUnavailableError;
   } catch {
     return false;
   }

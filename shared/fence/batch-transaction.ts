@@ -147,7 +147,7 @@ async function runOnce<P>(options: BatchTransactionOptions, pending: BatchRecord
 
   let opened: Awaited<ReturnType<typeof FenceTransaction.open>>;
   try {
-    opened = await FenceTransaction.open(options.pool, {
+    const opening = FenceTransaction.open(options.pool, {
       consumer: options.consumer,
       ttlSeconds: options.ttlSeconds,
       jobs: pending.map((r) => {
@@ -155,6 +155,16 @@ async function runOnce<P>(options: BatchTransactionOptions, pending: BatchRecord
         return { jobId: job.jobId, tenantId: job.tenantId, fingerprint };
       }),
     });
+    const raced = options.clock ? await untilDeadline(opening, options.clock.signal) : await opening;
+    if (raced === DEADLINE) {
+      // Opened after the deadline (a lock wait, a slow connection): rolled back the moment it is.
+      opening.then(
+        (late) => late.transaction.interrupt(),
+        () => {},
+      );
+      return { kind: "unsettled" };
+    }
+    opened = raced;
   } catch {
     // A lock wait behind another delivery of one of the jobs, or the database refused: alone, each
     // record meets only its own trouble.
@@ -183,14 +193,20 @@ async function runOnce<P>(options: BatchTransactionOptions, pending: BatchRecord
       settlements.set(r, settlement);
       continue;
     }
-    carried.set(job.jobId, fingerprint);
     if (options.clock && !options.clock.canStart()) {
-      // Too little time to start this record. The transaction holds every record's fence, so it
-      // cannot commit without this one's work: all of it rolls back and nothing is settled.
-      const foreign = await transaction.abandon();
-      if (foreign) return failAll(foreign);
-      return { kind: "unsettled" };
+      // Too little time to start this record: the batch commits what ran. The fences of the jobs
+      // it did not reach are withdrawn first (only this transaction's own inserts can be), so
+      // the records left over come back unrun and are taken by a later delivery.
+      const reached = new Set(applied.map((a) => messageOf(a).job.jobId));
+      try {
+        await transaction.withdraw([...fresh].filter((id) => !reached.has(id)));
+      } catch {
+        await transaction.abandon();
+        return { kind: "unsettled" };
+      }
+      break;
     }
+    carried.set(job.jobId, fingerprint);
     let failure: unknown;
     try {
       if (options.clock) {
@@ -221,7 +237,15 @@ async function runOnce<P>(options: BatchTransactionOptions, pending: BatchRecord
   }
   let fenceMs: number;
   try {
-    fenceMs = await transaction.commit();
+    const committing = transaction.commit();
+    const raced = options.clock ? await untilDeadline(committing, options.clock.signal) : await committing;
+    if (raced === DEADLINE) {
+      // The COMMIT is on its way and its outcome unknown: nothing is settled, every record comes
+      // back, and the fences make a record that did commit a duplicate then.
+      committing.catch(() => {});
+      return { kind: "unsettled" };
+    }
+    fenceMs = raced;
   } catch {
     // Refused (a deferred check, a serialization failure, ROLLBACK for a failure no work owned up
     // to) or unknown: each record is redone alone, so the culprit is found and the fences keep an

@@ -202,6 +202,15 @@ export class FenceTransaction {
   }
 
   /**
+   * Withdraws the fences of `jobIds` that this transaction inserted (core.withdraw_own_fences: no
+   * other fence can be touched), so it can commit without them: their jobs were not reached.
+   */
+  async withdraw(jobIds: readonly string[]): Promise<void> {
+    if (jobIds.length === 0) return;
+    await this.#client.query("SELECT core.withdraw_own_fences($1, $2::text[])", [this.#consumer, jobIds]);
+  }
+
+  /**
    * The invocation's time ran out with the work still running: closes the guard and destroys the
    * connection, so the server rolls the transaction back and nothing the work sends after this
    * point reaches it. Never commits, never waits. A no-op once the transaction has ended.

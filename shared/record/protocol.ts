@@ -43,7 +43,7 @@ import {
   recordAttempt,
   releaseDelivery,
 } from "../db/queries/message-attempts.ts";
-import { errorKindOf, isFenceHeld, isTransient } from "../dead-letters/classify.ts";
+import { errorKindOf, isFenceHeld, isLedgerUnavailable, isTransient } from "../dead-letters/classify.ts";
 import { ERROR_KIND } from "../dead-letters/error-kind.ts";
 import { describeError } from "../dead-letters/last-error.ts";
 import { type DeadLetterSink, writeDeadLetter } from "../dead-letters/write-dead-letter.ts";
@@ -55,6 +55,7 @@ import {
   InterruptedJobError,
   InvocationDeadlineError,
   JobConflictError,
+  LedgerUnavailableError,
   POISON_REASON,
   PoisonMessageError,
   RetriesExhaustedError,
@@ -146,8 +147,6 @@ export class RecordProtocol<S extends z.ZodType> {
     const { message } = rc.state;
     if (!rc.settlement) {
       await this.#claim(rc);
-      if (rc.ledger.interruptions >= this.#o.maxInterruptions)
-        throw new InterruptedJobError(rc.ledger.interruptions);
       throwIfAborted(rc);
     }
     const settlement = rc.settlement ?? (await this.#openFence(message));
@@ -157,6 +156,10 @@ export class RecordProtocol<S extends z.ZodType> {
         // A fence granted after the invocation's deadline (a lock wait that outlasted it) is rolled
         // back here, before any work: nothing runs for the record after its invocation returned.
         throwIfAborted(rc);
+        // Decided holding the job's fence lock, so no live delivery of the job is running: a message
+        // interrupted too often, or one whose last attempt already failed (its dead letter written,
+        // or being written, when its invocation ended) does not run again.
+        this.#refuseSpent(rc);
         return;
       case "applied":
         rc.state = { step: "applied", message, fenceMs: settlement.fenceMs };
@@ -178,8 +181,24 @@ export class RecordProtocol<S extends z.ZodType> {
    */
   async #claim(rc: RecordContext<z.output<S>>): Promise<void> {
     if (rc.claimed || rc.receiveCount <= 1) return;
-    rc.ledger = await claimDelivery(this.#o.pool, this.#o.consumer, deliveryKey(rc));
+    try {
+      rc.ledger = await claimDelivery(this.#o.pool, this.#o.consumer, deliveryKey(rc));
+    } catch (error) {
+      throw new LedgerUnavailableError(error);
+    }
     rc.claimed = true;
+  }
+
+  #refuseSpent(rc: RecordContext<z.output<S>>): void {
+    const { interruptions, failures, history } = rc.ledger;
+    if (interruptions >= this.#o.maxInterruptions) throw new InterruptedJobError(interruptions);
+    if (failures > 0 && isLastAttempt(failures, this.#o.retryPolicy)) {
+      const last = [...history].reverse().find((e) => e.kind === "failure");
+      const cause = Object.assign(new Error(last?.error.message ?? "the last attempt failed"), {
+        name: last?.error.name ?? "Error",
+      });
+      throw new RetriesExhaustedError(failures, cause);
+    }
   }
 
   async #openFence(
@@ -203,7 +222,12 @@ export class RecordProtocol<S extends z.ZodType> {
     if (state.step === "applied") return { status: "applied" };
     if (state.step !== "open") throw new RangeError(`a record reached its work at step ${state.step}`);
     throwIfAborted(rc);
-    await this.#o.work(workJob(rc.record, state.message.job, currentAttempt(rc)), state.fence.tx);
+    rc.working = true;
+    try {
+      await this.#o.work(workJob(rc.record, state.message.job, currentAttempt(rc)), state.fence.tx);
+    } finally {
+      rc.working = false;
+    }
     return { status: "applied" };
   }
 
@@ -230,8 +254,18 @@ export class RecordProtocol<S extends z.ZodType> {
     // The invocation has returned (or is about to): the record is back in the queue already.
     if (rc.signal?.aborted) return { status: "interrupted", wasRunning: true };
     if (isFenceHeld(error)) return this.#held(rc);
-    if (!isTransient(error)) return this.#deadLetter(rc, error);
     const attempt = currentAttempt(rc);
+    // The claim failed before anything ran: no run to count, and the ledger cannot count it anyway.
+    if (isLedgerUnavailable(error))
+      return {
+        status: "retry",
+        attempt,
+        recorded: false,
+        delaySeconds: null,
+        visibilityChanged: false,
+        error,
+      };
+    if (!isTransient(error)) return this.#deadLetter(rc, error);
     try {
       rc.ledger = await recordAttempt(
         this.#o.pool,
@@ -333,14 +367,21 @@ export class RecordProtocol<S extends z.ZodType> {
    */
   async interrupt(rc: RecordContext<z.output<S>>, timeoutMs: number): Promise<void> {
     if (rc.state.step === "open") rc.state.fence.interrupt();
-    if (rc.state.step !== "open" && rc.state.step !== "parsed") return;
-    const entry = attemptEntry(
-      rc,
-      new InvocationDeadlineError("the invocation's time ran out while the record ran"),
-    );
-    await withinDeadline(this.#o.pool, timeoutMs, (db) =>
-      recordAttempt(db, this.#o.consumer, deliveryKey(rc), { ...entry, kind: "interruption" }),
-    );
+    if (rc.working) {
+      const entry = attemptEntry(
+        rc,
+        new InvocationDeadlineError("the invocation's time ran out while the record's work ran"),
+      );
+      await withinDeadline(this.#o.pool, timeoutMs, (db) =>
+        recordAttempt(db, this.#o.consumer, deliveryKey(rc), { ...entry, kind: "interruption" }),
+      );
+    } else if (rc.claimed) {
+      // Stopped before or after its work (a slow claim, connection, lock or dead-letter write):
+      // not the work's interruption. Its marker goes, so the next delivery does not count one.
+      await withinDeadline(this.#o.pool, timeoutMs, (db) =>
+        releaseDelivery(db, this.#o.consumer, deliveryKey(rc)),
+      );
+    }
   }
 
   async #deadLetter(rc: RecordContext<z.output<S>>, error: unknown): Promise<RecordOutcome> {
@@ -495,19 +536,30 @@ async function withinDeadline(
 ): Promise<void> {
   const ms = Math.max(1, Math.floor(timeoutMs));
   let timer: NodeJS.Timeout | undefined;
+  // Once the bound has passed, whatever is still pending ends in ROLLBACK: a write that landed
+  // after the return would count again what the next delivery's claim counts from the marker.
+  let givenUp = false;
   const work = (async () => {
     const client = await pool.connect();
     try {
+      if (givenUp) throw new InvocationDeadlineError("gave up before the write started");
       await client.query(`BEGIN; SET LOCAL statement_timeout = ${ms}`);
       await write(client);
+      if (givenUp) throw new InvocationDeadlineError("gave up before the write committed");
       await client.query("COMMIT");
       client.release();
     } catch (error) {
       client.release(error instanceof Error ? error : new Error(String(error)));
     }
   })();
+  const bound = new Promise((resolve) => {
+    timer = setTimeout(() => {
+      givenUp = true;
+      resolve(undefined);
+    }, ms);
+  });
   try {
-    await Promise.race([work, new Promise((resolve) => (timer = setTimeout(resolve, ms)))]);
+    await Promise.race([work, bound]);
   } catch {
     // Best effort: the next delivery's claim counts the interruption from its marker instead.
   } finally {

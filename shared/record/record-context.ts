@@ -21,6 +21,8 @@ export interface RecordContext<P = unknown> {
   ledger: AttemptLedger;
   /** Whether this delivery's claim on the ledger was made (redeliveries only; see protocol.ts). */
   claimed: boolean;
+  /** Whether the consumer's work is running right now: only then is a deadline its interruption. */
+  working?: boolean;
   /** Aborted when the invocation's time is up: from then on nothing more is done for the record. */
   readonly signal?: AbortSignal;
   /** Where the record came from: the queue to change visibility on and to replay to. */

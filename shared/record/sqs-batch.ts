@@ -132,8 +132,13 @@ export function orderedGroupOf(record: SQSRecord): string | undefined {
 /** The record's ApproximateReceiveCount (1 if SQS did not send it): deliveries, not attempts. */
 export function receiveCountOf(record: SQSRecord): number {
   const count = Number(record.attributes.ApproximateReceiveCount);
-  return Number.isInteger(count) && count >= 1 ? count : 1;
+  if (!Number.isInteger(count) || count < 1) return 1;
+  // The ledger keeps it as an integer column; no redrive allows anywhere near this many.
+  return Math.min(count, MAX_RECEIVE_COUNT_KEPT);
 }
+
+/** The largest receive count the ledger keeps (int4): beyond it every count is this one. */
+const MAX_RECEIVE_COUNT_KEPT = 2_147_483_647;
 
 export function sqsBatchProcessor<P>(
   options: SqsBatchOptions<P>,
@@ -213,7 +218,19 @@ export function sqsBatchProcessor<P>(
         continue;
       }
       const rc = contexts[index];
-      if (timeUp || clock.signal.aborted || !clock.canStart()) {
+      const settlement = rc !== undefined && !("error" in rc) ? rc.settlement : undefined;
+      if (settlement && clock.signal.aborted) {
+        // The batch transaction settled it, and no time is left for its chain: what committed
+        // is acked (SQS would only hand it back as a duplicate); anything else comes back unrun.
+        if (settlement.status === "applied" || settlement.status === "duplicate") continue;
+        batchItemFailures.push({ itemIdentifier: record.messageId });
+        unrun.push(record);
+        if (group !== undefined) failedGroups.add(group);
+        continue;
+      }
+      // A record the batch settled has nothing left to start: its chain only reports (and, for a
+      // failure, records) what the batch did.
+      if (!settlement && (timeUp || clock.signal.aborted || !clock.canStart())) {
         // Too little time left to start it: back to the queue at once, no attempt spent.
         timeUp = true;
         if (rc !== undefined && !("error" in rc)) observeUnstarted(rc);

@@ -224,8 +224,6 @@ export function validateDeliveryTimings(t: DeliveryTimings): string[] {
     functionTimeoutSeconds: timeout,
     batchingWindowSeconds: window,
     queueRetentionSeconds: retention,
-    recordBudgetMs: budget,
-    returnReserveMs: reserve,
   } = t;
 
   // 1. Each input within its own bounds; the rules below are arithmetic on them, meaningless otherwise.

@@ -18,6 +18,7 @@ import { awardPointsConsumer } from "../../functions/award-points/consumer.ts";
 import { deliver, receiveRecords } from "../../local/event-source.ts";
 import { lambdaContext } from "../../local/lambda-context.ts";
 import type { CommitMode, ConsumerDefinition, ConsumerHandler } from "../../shared/consumer.ts";
+import { createPool } from "../../shared/db/pool.ts";
 import { ConfigurationError, PermanentJobError } from "../../shared/errors.ts";
 import { retryDelaySeconds } from "../../shared/retry/policy.ts";
 import {
@@ -53,6 +54,14 @@ const sleepingOn = (jobId: string): ConsumerDefinition<typeof awardPointsConsume
 });
 
 const body = (jobId: string) => JSON.stringify(award(jobId, 1, `u-${jobId}`));
+
+/** A 3 s function with a tight budget: a short lock timeout so a record that starts can wait it out. */
+const SHORT_INVOCATION = {
+  functionTimeoutSeconds: 3,
+  recordBudgetMs: 700,
+  returnReserveMs: 500,
+  lockTimeoutMs: 100,
+} as const;
 const FIFO_ARN = "arn:aws:sqs:eu-west-1:000000000000:award-points.fifo";
 
 interface LedgerRow {
@@ -267,7 +276,8 @@ for (const mode of ["per-record", "batch"] as const satisfies readonly CommitMod
       const records = jobs.map((j) => sqsRecord(body(j), { messageId: `m-${j}` }));
       // 1.2 s left: the first record starts, and after its 400 ms the others cannot.
       const failed = await invokeWith(handler, records, lambdaContext(handler.consumer, 1200));
-      const applied = mode === "per-record" ? [jobs[0]] : [];
+      // Batch mode commits what ran and withdraws the fences of the jobs it did not reach.
+      const applied = [jobs[0]];
       expect(failed).toEqual(
         records.map((r) => r.messageId).filter((m) => !applied.some((j) => m === `m-${j}`)),
       );
@@ -549,6 +559,165 @@ for (const mode of ["per-record", "batch"] as const satisfies readonly CommitMod
       expect(await effectsOf(bed.db, jobs[0] as string)).toEqual({ ledger: 0, fences: 0, deadLetters: 1 });
       expect(await effectsOf(bed.db, jobs[1] as string)).toEqual({ ledger: 1, fences: 1, deadLetters: 0 });
       expect(await effectsOf(bed.db, jobs[2] as string)).toEqual({ ledger: 1, fences: 1, deadLetters: 0 });
+    });
+
+    // Found by review: each of the following broke a guarantee of the first version.
+
+    it("a redelivery of a message whose last attempt already failed does not run again", async () => {
+      const job = id("spent");
+      let healthy = false;
+      const handler = bed.consumer(
+        awardWith(() => {
+          if (!healthy) throw new Error("downstream blip");
+        }),
+      );
+      for (let n = 1; n <= 5; n++)
+        await invoke(handler, [sqsRecord(body(job), { messageId: `m-${job}`, receiveCount: n })]);
+      expect((await deadLettersOf(job)).map((r) => r.error_kind)).toEqual(["exhausted"]);
+      // The dead letter committed but the ack was lost (a crash, a deadline): SQS hands it out again.
+      healthy = true;
+      expect(
+        await invoke(handler, [sqsRecord(body(job), { messageId: `m-${job}`, receiveCount: 6 })]),
+      ).toEqual([]);
+      expect(await effectsOf(bed.db, job)).toEqual({ ledger: 0, fences: 0, deadLetters: 1 });
+    });
+
+    it("a second delivery of a running message waits on its fence instead of naming it interrupted", async () => {
+      const job = id("concurrent");
+      await bed.db.withClient((c) =>
+        c.query(
+          "INSERT INTO core.message_attempts (consumer, message_id, job_id, started) VALUES ('award-points', $1, $2, 2)",
+          [`m-${job}`, job],
+        ),
+      );
+      let release: () => void = () => {};
+      const holding = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      const holder = bed.consumer(awardWith(() => holding));
+      const second = bed.consumer(awardPointsConsumer, { lockTimeoutMs: 300 });
+      const running = invoke(holder, [sqsRecord(body(job), { messageId: `m-${job}`, receiveCount: 3 })]);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(
+        await invoke(second, [sqsRecord(body(job), { messageId: `m-${job}`, receiveCount: 4 })]),
+      ).toEqual([`m-${job}`]);
+      release();
+      expect(await running).toEqual([]);
+      expect(await effectsOf(bed.db, job)).toEqual({ ledger: 1, fences: 1, deadLetters: 0 });
+    });
+
+    it("a deadline that finds no work running (a slow connection) counts no interruption", async () => {
+      const job = id("slow-connect");
+      const pool = createPool({
+        connectionString: bed.db.url,
+        role: "jobfence_consumer",
+        max: 2,
+        lockTimeoutMs: 100,
+      });
+      bed.pools.push(pool);
+      const connect = pool.connect.bind(pool);
+      let calls = 0;
+      pool.connect = (async () => {
+        if (calls++ === 0) await new Promise((resolve) => setTimeout(resolve, 1500));
+        return connect();
+      }) as typeof pool.connect;
+      let ran = 0;
+      const handler = bed.consumer(
+        awardWith(() => {
+          ran++;
+        }),
+        { pool, configure: { ...SHORT_INVOCATION } },
+      );
+      expect(
+        await invokeWith(
+          handler,
+          [sqsRecord(body(job), { messageId: `m-${job}` })],
+          lambdaContext(handler.consumer, 1100),
+        ),
+      ).toEqual([`m-${job}`]);
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      expect(ran).toBe(0);
+      expect(await ledgerOf(`m-${job}`)).toBeUndefined();
+      expect(await effectsOf(bed.db, job)).toEqual({ ledger: 0, fences: 0, deadLetters: 0 });
+    });
+
+    it("time running short after the batch's work still records the failures and acks what committed", async () => {
+      const bad = id("short-bad");
+      const slow = id("short-slow");
+      const handler = bed.consumer(
+        awardWith(async (jobId) => {
+          if (jobId === bad) throw new Error("downstream blip");
+          if (jobId === slow) await new Promise((resolve) => setTimeout(resolve, 1600));
+        }),
+        { configure: { ...SHORT_INVOCATION } },
+      );
+      const failed = await invokeWith(
+        handler,
+        [sqsRecord(body(bad), { messageId: `m-${bad}` }), sqsRecord(body(slow), { messageId: `m-${slow}` })],
+        lambdaContext(handler.consumer, 2200),
+      );
+      expect(failed).toEqual([`m-${bad}`]);
+      expect(await ledgerOf(`m-${bad}`)).toMatchObject({ failures: 1 });
+      expect(await effectsOf(bed.db, slow)).toEqual({ ledger: 1, fences: 1, deadLetters: 0 });
+    });
+
+    it("work slower than the time left still makes progress: what ran commits, the rest comes back unrun", async () => {
+      const jobs = [0, 1, 2, 3, 4].map((n) => id(`progress-${n}`));
+      const handler = bed.consumer(
+        awardWith(() => new Promise((resolve) => setTimeout(resolve, 600))),
+        {
+          configure: { ...SHORT_INVOCATION },
+        },
+      );
+      const failed = await invokeWith(
+        handler,
+        jobs.map((j) => sqsRecord(body(j), { messageId: `m-${j}` })),
+        lambdaContext(handler.consumer, 3000),
+      );
+      let applied = 0;
+      for (const job of jobs) {
+        const effects = await effectsOf(bed.db, job);
+        expect(effects.ledger).toBe(effects.fences);
+        applied += effects.fences;
+      }
+      expect(applied).toBeGreaterThanOrEqual(2);
+      expect(failed).toHaveLength(jobs.length - applied);
+      for (const job of jobs) expect(await ledgerOf(`m-${job}`)).toBeUndefined();
+    });
+
+    it("a transaction can withdraw only the fences it inserted itself", async () => {
+      const committed = id("withdraw-committed");
+      await invoke(bed.consumer(awardPointsConsumer), [
+        sqsRecord(body(committed), { messageId: `m-${committed}` }),
+      ]);
+      const own = id("withdraw-own");
+      const client = await bed.pools[0]?.connect();
+      if (!client) throw new Error("no pool");
+      try {
+        await client.query("BEGIN");
+        await client.query(
+          "INSERT INTO core.processed_jobs (job_id, consumer, tenant_id, processed_at, expires_at) VALUES ($1, 'award-points', 't', now(), now() + interval '1 day')",
+          [own],
+        );
+        const { rows } = await client.query<{ n: number }>(
+          "SELECT core.withdraw_own_fences('award-points', $1::text[]) AS n",
+          [[own, committed]],
+        );
+        expect(rows[0]?.n).toBe(1);
+        await client.query("COMMIT");
+      } finally {
+        client.release();
+      }
+      expect(await effectsOf(bed.db, own)).toMatchObject({ fences: 0 });
+      expect(await effectsOf(bed.db, committed)).toEqual({ ledger: 1, fences: 1, deadLetters: 0 });
+    });
+
+    it("a receive count beyond what the ledger keeps is still a delivery like any other", async () => {
+      const job = id("huge-count");
+      const handler = bed.consumer(awardPointsConsumer);
+      const record = sqsRecord(body(job), { messageId: `m-${job}`, receiveCount: 2_147_483_648 });
+      expect(await invoke(handler, [record])).toEqual([]);
+      expect(await effectsOf(bed.db, job)).toEqual({ ledger: 1, fences: 1, deadLetters: 0 });
     });
 
     it("a hard failure's dead letter carries the failures before it and its own run", async () => {

@@ -80,3 +80,21 @@ ALTER TABLE core.dead_letters
 
 COMMENT ON COLUMN core.dead_letters.attempt_history IS
   'The failed runs and interruptions before the dead letter, oldest first: {attempt, at, receive_count, kind, error: {name, message}}.';
+
+-- Batch-commit mode inserts every record's fence at BEGIN. When the invocation's time runs short
+-- before some records' work could start, the batch commits what ran and withdraws the fences of
+-- the jobs it did not reach. A transaction may delete only the fences it inserted itself (their
+-- xmin is its own id), so no committed fence, and no other transaction's, can be withdrawn.
+CREATE FUNCTION core.withdraw_own_fences(consumer text, job_ids text[]) RETURNS integer
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, core AS $$
+  WITH withdrawn AS (
+    DELETE FROM core.processed_jobs AS f
+     WHERE f.consumer = withdraw_own_fences.consumer
+       AND f.job_id = ANY (withdraw_own_fences.job_ids)
+       AND f.xmin = xid(pg_current_xact_id())
+    RETURNING 1)
+  SELECT count(*)::integer FROM withdrawn
+$$;
+
+REVOKE ALL ON FUNCTION core.withdraw_own_fences(text, text[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION core.withdraw_own_fences(text, text[]) TO jobfence_consumer;

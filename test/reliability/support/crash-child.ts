@@ -70,7 +70,9 @@ if (role.kind === "consume") {
         opsBusName: "jobfence-ops-test",
         queueUrl: role.queueUrl,
         // A short timeout's budget must still outlast a fence lock wait (the consumer checks).
-        ...(role.timeoutSeconds ? { functionTimeoutSeconds: role.timeoutSeconds, lockTimeoutMs: 500 } : {}),
+        ...(role.timeoutSeconds
+          ? { functionTimeoutSeconds: role.timeoutSeconds, lockTimeoutMs: 500, returnReserveMs: 500 }
+          : {}),
       },
       pool,
       sqs,
