@@ -614,7 +614,7 @@ for (const mode of ["per-record", "batch"] as const satisfies readonly CommitMod
         max: 2,
         lockTimeoutMs: 100,
       });
-      bed.pools.push(pool);
+      // The bed ends it with the consumer's (it keeps every pool a consumer is given).
       const connect = pool.connect.bind(pool);
       let calls = 0;
       pool.connect = (async () => {
