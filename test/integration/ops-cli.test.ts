@@ -261,6 +261,11 @@ describe("dead-letters show", () => {
     expect(run.out).toMatch(/^ {6}"user_id": "u-1",?$/m);
     expect(run.out).toMatch(/^ {6}"points": 10,?$/m);
     expect(run.out).toMatch(/^ {4}"job_id": "ops-show-1",?$/m);
+    // The attempts that led to it: here one run, refused by the business rule.
+    expect(run.out).toMatch(/^attempts:$/m);
+    expect(run.out).toMatch(
+      /^ {2}1 {2}\S+Z {2}receive 1 {2}failure {2}PermanentJobError: refused ops-show-1$/m,
+    );
 
     const json = await ops(["dead-letters", "show", id, "--json"]);
     expect(JSON.parse(json.out)).toMatchObject({ id, payload: award("ops-show-1") });
