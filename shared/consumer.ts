@@ -43,6 +43,7 @@ import { type OutcomeObserver, RecordProtocol, type WorkJob, workJob } from "./r
 import type { PreparedRecord, ReadMessage, RecordContext, RecordOutcome } from "./record/record-context.ts";
 import { returnToQueue } from "./record/return-to-queue.ts";
 import {
+  INTERRUPT_SHARE_OF_RESERVE,
   type InvocationClock,
   orderedGroupOf,
   receiveCountOf,
@@ -63,13 +64,6 @@ import {
 import { queueUrlFromArn } from "./sqs/queue-url.ts";
 
 export type { OutcomeObserver, Transaction, WorkJob };
-
-/**
- * How the return reserve is spent once the invocation's time is up: recording the running record's
- * interruption gets this share, returning the records that did not run a third of it, and the
- * rest is slack before Lambda's own timeout.
- */
-const INTERRUPT_SHARE_OF_RESERVE = 0.4;
 
 /**
  * How the records of one SQS batch commit: `per-record` (the default) gives each record its own

@@ -251,6 +251,20 @@ export class TransactionControlError extends PermanentJobError {
 }
 
 /**
+ * The work returned while statements it sent were still running (it did not await them): what they
+ * do would happen after the work said it was done, outside anything the harness can vouch for. A
+ * bug in the work, so never retried.
+ */
+export class WorkLeftStatementsError extends PermanentJobError {
+  override name = "WorkLeftStatementsError";
+  constructor(count: number) {
+    super(
+      `the work returned with ${count} statement(s) still running: await every tx.query before returning`,
+    );
+  }
+}
+
+/**
  * At COMMIT the harness found that the open transaction is not the one that inserted the fence:
  * the work ended it by a path the statement guard did not see. What the work committed cannot be
  * undone, so the job is dead-lettered as `hard` for a person to look at, whatever its fence says.

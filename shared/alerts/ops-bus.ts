@@ -54,6 +54,7 @@ export async function publishOpsEvent(
   busName: string,
   detailType: string,
   detail: unknown,
+  signal?: AbortSignal,
 ): Promise<void> {
   const result = await client.send(
     new PutEventsCommand({
@@ -66,6 +67,8 @@ export async function publishOpsEvent(
         },
       ],
     }),
+    // Aborted with the record's invocation: the SDK's own retries must not send after it returned.
+    signal ? { abortSignal: signal } : {},
   );
   if ((result.FailedEntryCount ?? 0) > 0) {
     const entry = result.Entries?.[0];
@@ -80,6 +83,7 @@ export function publishDeadLetterRecorded(
   client: EventBridgeClient,
   busName: string,
   detail: DeadLetterRecordedDetail,
+  signal?: AbortSignal,
 ): Promise<void> {
-  return publishOpsEvent(client, busName, DEAD_LETTER_RECORDED, detail);
+  return publishOpsEvent(client, busName, DEAD_LETTER_RECORDED, detail, signal);
 }

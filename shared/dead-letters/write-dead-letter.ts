@@ -128,6 +128,7 @@ export async function writeDeadLetter(sink: DeadLetterSink, failed: FailedMessag
         job_fingerprint: fingerprintHex(failed.jobFingerprint),
         fence_fingerprint: fingerprintHex(failed.fenceFingerprint),
       }),
+      failed.signal,
     );
   } catch (error) {
     alertError = error;

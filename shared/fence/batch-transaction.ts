@@ -25,7 +25,7 @@
  * The result is a value per record (its settlement); the record's own protocol takes it from there.
  */
 import type pg from "pg";
-import { TransactionRolledBackError } from "../errors.ts";
+import { TransactionRolledBackError, WorkLeftStatementsError } from "../errors.ts";
 import type { BatchSettlement, JobMessage } from "../record/record-context.ts";
 import { DEADLINE, type InvocationClock, untilDeadline } from "../record/sqs-batch.ts";
 import { FenceTransaction, settlementOfExisting } from "./fence-transaction.ts";
@@ -198,6 +198,10 @@ async function runOnce<P>(options: BatchTransactionOptions, pending: BatchRecord
       // it did not reach are withdrawn first (only this transaction's own inserts can be), so
       // the records left over come back unrun and are taken by a later delivery.
       const reached = new Set(applied.map((a) => messageOf(a).job.jobId));
+      if (options.clock.signal.aborted) {
+        transaction.interrupt();
+        return { kind: "unsettled" };
+      }
       try {
         await transaction.withdraw([...fresh].filter((id) => !reached.has(id)));
       } catch {
@@ -218,13 +222,20 @@ async function runOnce<P>(options: BatchTransactionOptions, pending: BatchRecord
       } else {
         await r.work(transaction.tx);
       }
-      // Work that caught its own failed statement and returned left the transaction failed: it is
-      // the one to take out, not the next record, whose statements would be refused for it.
-      if (transaction.failed) failure = new TransactionRolledBackError("ROLLBACK");
+      // Work that caught its own failed statement and returned left the transaction failed, and
+      // work that returned without awaiting its statements left them running: either is the one
+      // to take out, not the next record, whose statements would be refused or held up for it.
+      const left = transaction.leftStatements;
+      if (left > 0) failure = new WorkLeftStatementsError(left);
+      else if (transaction.failed) failure = new TransactionRolledBackError("ROLLBACK");
     } catch (error) {
       failure = error;
     }
     if (failure !== undefined) {
+      if (options.clock?.signal.aborted) {
+        transaction.interrupt();
+        return { kind: "unsettled" };
+      }
       const foreign = await transaction.abandon();
       // The work ended the batch's transaction: what committed stands, for every record in it.
       if (foreign) return failAll(foreign);
@@ -236,6 +247,11 @@ async function runOnce<P>(options: BatchTransactionOptions, pending: BatchRecord
     applied.push(r);
   }
   let fenceMs: number;
+  if (options.clock?.signal.aborted) {
+    // Past the deadline nothing commits: the batch is rolled back and every record comes back.
+    transaction.interrupt();
+    return { kind: "unsettled" };
+  }
   try {
     const committing = transaction.commit();
     const raced = options.clock ? await untilDeadline(committing, options.clock.signal) : await committing;

@@ -20,6 +20,7 @@ import {
   ForeignTransactionError,
   InvocationDeadlineError,
   TransactionRolledBackError,
+  UnexpectedDatabaseAnswerError,
 } from "../errors.ts";
 import { faultHook } from "../fault-points.ts";
 import type { BatchSettlement } from "../record/record-context.ts";
@@ -51,6 +52,7 @@ export class FenceTransaction {
   readonly tx: Transaction;
   readonly #client: pg.PoolClient;
   readonly #closeGuard: () => void;
+  readonly #pending: () => number;
   /** The transaction's id, when it inserted a fence (only then can work run in it). */
   readonly #xid: string | null;
   readonly #jobIds: string[];
@@ -68,6 +70,7 @@ export class FenceTransaction {
     const guard = guardTransaction(client);
     this.tx = guard.tx;
     this.#closeGuard = () => guard.close();
+    this.#pending = () => guard.pending();
     this.#client = client;
     this.#xid = xid;
     this.#jobIds = jobIds;
@@ -143,6 +146,15 @@ export class FenceTransaction {
   }
 
   /**
+   * Whether the work returned with statements it sent still unanswered (it did not await them):
+   * whatever they do happens after the work says it is done, and a batch-mate's statements would
+   * queue behind them.
+   */
+  get leftStatements(): number {
+    return this.#pending();
+  }
+
+  /**
    * Whether the transaction has failed (a statement of the work failed and the work went on): a
    * COMMIT would be answered ROLLBACK. Read from the server's last ReadyForQuery, no round trip.
    */
@@ -207,7 +219,14 @@ export class FenceTransaction {
    */
   async withdraw(jobIds: readonly string[]): Promise<void> {
     if (jobIds.length === 0) return;
-    await this.#client.query("SELECT core.withdraw_own_fences($1, $2::text[])", [this.#consumer, jobIds]);
+    const { rows } = await this.#client.query<{ n: number }>(
+      "SELECT core.withdraw_own_fences($1, $2::text[]) AS n",
+      [this.#consumer, jobIds],
+    );
+    // Each was inserted by this transaction; fewer withdrawn means the transaction is not what
+    // the harness thinks, and it must not commit.
+    if (rows[0]?.n !== jobIds.length)
+      throw new UnexpectedDatabaseAnswerError(`withdrew ${rows[0]?.n} of ${jobIds.length} fences`);
   }
 
   /**

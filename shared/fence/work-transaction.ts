@@ -69,8 +69,17 @@ export function refusedStatement(sql: string): Refusal | undefined {
  * callback forms are not supported (the work awaits its statements) and throw a TypeError.
  * `close()` ends the guard: every later call is refused.
  */
-export function guardTransaction(client: pg.ClientBase): { readonly tx: Transaction; close(): void } {
+export function guardTransaction(client: pg.ClientBase): {
+  readonly tx: Transaction;
+  close(): void;
+  /** Statements the work sent that have not been answered yet. */
+  pending(): number;
+} {
   let open = true;
+  let pending = 0;
+  const settled = () => {
+    pending -= 1;
+  };
   const query = (...args: unknown[]): unknown => {
     const [config, values, callback] = args;
     const submittable = isSubmittable(config);
@@ -80,7 +89,15 @@ export function guardTransaction(client: pg.ClientBase): { readonly tx: Transact
       typeof callback === "function" ||
       (isObject(config) && !submittable && typeof config.callback === "function");
     const refusal = refuse(open, text, isObject(config) ? config.name : undefined, callbackForm);
-    if (refusal === undefined) return Reflect.apply(client.query, client, args);
+    if (refusal === undefined) {
+      const sent: unknown = Reflect.apply(client.query, client, args);
+      // Counted so that a work returning with a statement still running is known for what it is.
+      if (sent instanceof Promise) {
+        pending += 1;
+        sent.then(settled, settled);
+      }
+      return sent;
+    }
     // Neither form has a promise to reject: the caller would get its Submittable back, or nothing.
     if (submittable || callbackForm) throw refusal;
     return Promise.reject(refusal);
@@ -91,6 +108,7 @@ export function guardTransaction(client: pg.ClientBase): { readonly tx: Transact
     close() {
       open = false;
     },
+    pending: () => pending,
   };
 }
 
@@ -173,6 +191,13 @@ const WHY = {
 } as const;
 
 /** Session-level advisory lock functions, and the transaction-level one to use instead. */
+/**
+ * Functions of the fence's own protocol the consumer role may execute: withdrawing the calling
+ * transaction's fences (batch mode's cut) and the COMMIT's check. Called by the work, the first
+ * would commit an effect without its fence, which a redelivery would then apply again.
+ */
+const HARNESS_FUNCTIONS: ReadonlySet<string> = new Set(["withdraw_own_fences", "assert_fence_transaction"]);
+
 const SESSION_LOCKS: ReadonlyMap<string, string> = new Map([
   ["pg_advisory_lock", "pg_advisory_xact_lock"],
   ["pg_advisory_lock_shared", "pg_advisory_xact_lock_shared"],
@@ -301,6 +326,9 @@ function callRefusal(tokens: readonly Token[]): string | undefined {
     const at = nameAt(tokens, i);
     if (at?.name === undefined || !isChar(tokens[at.next], "(")) continue;
     // Unquoted names were folded to lower case by the scan; a quoted name is taken as written.
+    if (HARNESS_FUNCTIONS.has(at.name)) {
+      return `${at.name} is the harness's own: the work may not withdraw or vouch for the fence`;
+    }
     const xact = SESSION_LOCKS.get(at.name);
     if (xact !== undefined) {
       return `${at.name} takes a session-level lock, which outlives the transaction; use ${xact}`;

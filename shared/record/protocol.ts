@@ -59,6 +59,7 @@ import {
   POISON_REASON,
   PoisonMessageError,
   RetriesExhaustedError,
+  WorkLeftStatementsError,
 } from "../errors.ts";
 import { FenceTransaction, settlementOfExisting } from "../fence/fence-transaction.ts";
 import type { Transaction } from "../fence/work-transaction.ts";
@@ -182,8 +183,14 @@ export class RecordProtocol<S extends z.ZodType> {
   async #claim(rc: RecordContext<z.output<S>>): Promise<void> {
     if (rc.claimed || rc.receiveCount <= 1) return;
     try {
-      rc.ledger = await claimDelivery(this.#o.pool, this.#o.consumer, deliveryKey(rc));
+      // Committed only if the invocation's deadline has not passed meanwhile: a claim that landed
+      // after the return would leave a marker for a delivery whose work never ran.
+      rc.ledger = await beforeDeadline(this.#o.pool, rc.signal, (db) =>
+        claimDelivery(db, this.#o.consumer, deliveryKey(rc)),
+      );
     } catch (error) {
+      if (rc.signal?.aborted)
+        throw new InvocationDeadlineError("the invocation's time ran out during the claim");
       throw new LedgerUnavailableError(error);
     }
     rc.claimed = true;
@@ -228,6 +235,8 @@ export class RecordProtocol<S extends z.ZodType> {
     } finally {
       rc.working = false;
     }
+    const left = state.fence.leftStatements;
+    if (left > 0) throw new WorkLeftStatementsError(left);
     return { status: "applied" };
   }
 
@@ -522,6 +531,29 @@ function attemptEntry(rc: RecordContext, error: unknown): AttemptEntry {
 /** Stops a step once the invocation's time is up. */
 function throwIfAborted(rc: RecordContext): void {
   if (rc.signal?.aborted) throw new InvocationDeadlineError("the invocation's time ran out");
+}
+
+/**
+ * Runs `write` in a transaction of its own that commits only if `signal` has not aborted by then
+ * (else it rolls back and throws InvocationDeadlineError).
+ */
+async function beforeDeadline<T>(
+  pool: pg.Pool,
+  signal: AbortSignal | undefined,
+  write: (db: pg.PoolClient) => Promise<T>,
+): Promise<T> {
+  const client = await pool.connect();
+  try {
+    await client.query("BEGIN");
+    const result = await write(client);
+    if (signal?.aborted) throw new InvocationDeadlineError("the invocation's time ran out");
+    await client.query("COMMIT");
+    client.release();
+    return result;
+  } catch (error) {
+    client.release(error instanceof Error ? error : new Error(String(error)));
+    throw error;
+  }
 }
 
 /**

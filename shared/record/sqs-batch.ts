@@ -97,7 +97,12 @@ export function invocationClock(
   };
 }
 
-/** The share of the return reserve spent returning the records that did not run. */
+/**
+ * How the return reserve is spent once the invocation's time is up: recording the running record's
+ * interruption gets this share, returning the records that did not run the next, and the rest is
+ * slack before Lambda's own timeout.
+ */
+export const INTERRUPT_SHARE_OF_RESERVE = 0.4;
 const RETURN_SHARE_OF_RESERVE = 0.3;
 
 /** What the race of a record against the deadline gives when the deadline wins. */
@@ -198,7 +203,18 @@ export function sqsBatchProcessor<P>(
     // transaction: every record then runs on its own, as in per-record mode.
     if (options.settleBatch && contexts.every((c) => !("error" in c)) && clock.canStart()) {
       try {
-        contexts = build(await options.settleBatch(event.Records, clock));
+        // The batch step is bounded by the deadline too: past it, every record comes back unrun (the
+        // step itself commits nothing once the deadline has passed).
+        const settling = options.settleBatch(event.Records, clock);
+        const settled = await untilDeadline(settling, clock.signal);
+        if (settled !== DEADLINE) contexts = build(settled);
+        // The step records the interruption of the record whose work the deadline stopped; it
+        // gets the same share of the reserve as a record's own interruption, then the return goes on.
+        else if (timing)
+          await untilDeadline(
+            settling,
+            AbortSignal.timeout(timing.returnReserveMs * INTERRUPT_SHARE_OF_RESERVE),
+          );
       } catch (error) {
         // A bug in the batch step, not a record's failure: every record runs on its own instead.
         logger.error("batch step failed; records run one by one", { error: describeError(error) });

@@ -290,6 +290,13 @@ const REFUSED: ReadonlyArray<readonly [sql: string, statement: string]> = [
     "SELECT set_config(U&'client\\005fencoding', 'SJIS', true)",
   ],
   // Session-level advisory locks.
+  // The fence's own protocol: a work that withdrew its fence would commit its effect without one.
+  [
+    "SELECT core.withdraw_own_fences('award-points', ARRAY['j-1'])",
+    "SELECT core.withdraw_own_fences('award-points', ARRAY['j-1'])",
+  ],
+  ['select "core"."withdraw_own_fences"($1, $2)', 'select "core"."withdraw_own_fences"($1, $2)'],
+  ["SELECT core.assert_fence_transaction('1'::xid8)", "SELECT core.assert_fence_transaction('1'::xid8)"],
   ["SELECT pg_advisory_lock(1)", "SELECT pg_advisory_lock(1)"],
   ["SELECT pg_advisory_lock_shared(1, 2)", "SELECT pg_advisory_lock_shared(1, 2)"],
   ["SELECT pg_try_advisory_lock(1)", "SELECT pg_try_advisory_lock(1)"],
