@@ -265,15 +265,7 @@ export class RecordProtocol<S extends z.ZodType> {
     if (isFenceHeld(error)) return this.#held(rc);
     const attempt = currentAttempt(rc);
     // The claim failed before anything ran: no run to count, and the ledger cannot count it anyway.
-    if (isLedgerUnavailable(error))
-      return {
-        status: "retry",
-        attempt,
-        recorded: false,
-        delaySeconds: null,
-        visibilityChanged: false,
-        error,
-      };
+    if (isLedgerUnavailable(error)) return unrecordedRetry(attempt, error);
     if (!isTransient(error)) return this.#deadLetter(rc, error);
     try {
       rc.ledger = await recordAttempt(
@@ -286,14 +278,7 @@ export class RecordProtocol<S extends z.ZodType> {
       // The failure cannot be counted (the database is unreachable): the queue's own visibility
       // timeout paces the redeliveries, and its redrive takes the message to the backstop if this
       // goes on (the timings are validated for it: delivery-timings.ts).
-      return {
-        status: "retry",
-        attempt,
-        recorded: false,
-        delaySeconds: null,
-        visibilityChanged: false,
-        error,
-      };
+      return unrecordedRetry(attempt, error);
     }
     const failures = rc.ledger.failures;
     if (isLastAttempt(failures, this.#o.retryPolicy)) {
@@ -493,6 +478,11 @@ export function readMessage<S extends z.ZodType>(
 /** The job as the work sees it, on its `attempt`th run. */
 export function workJob<P>(record: SQSRecord, job: Job<P>, attempt: number): WorkJob<P> {
   return { ...job, attempt, messageId: record.messageId };
+}
+
+/** A failure not counted: back to the queue on its own visibility timeout. */
+function unrecordedRetry(attempt: number, error: unknown): RecordOutcome {
+  return { status: "retry", attempt, recorded: false, delaySeconds: null, visibilityChanged: false, error };
 }
 
 /** The run the record is on: one more than the failures recorded for its message. */

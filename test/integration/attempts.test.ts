@@ -29,6 +29,7 @@ import {
   invoke,
   sqsRecord,
 } from "../support/consumer-harness.ts";
+import type { TestDatabase } from "../support/database.ts";
 import { sendMessage } from "../support/sqs.ts";
 
 type AwardWork = ConsumerDefinition<typeof awardPointsConsumer.payload>["work"];
@@ -82,6 +83,26 @@ interface DeadLetterRow {
   status: string;
   last_error: { class: string; message: string };
   attempt_history: LedgerRow["history"];
+}
+
+/** Runs `jobs` as one batch: the one at `culprit` is dead-lettered and applies nothing, the rest apply once. */
+async function expectOnlyCulprit(
+  db: TestDatabase,
+  handler: ConsumerHandler,
+  jobs: readonly string[],
+  culprit: number,
+): Promise<void> {
+  expect(
+    await invoke(
+      handler,
+      jobs.map((j) => sqsRecord(body(j), { messageId: `m-${j}` })),
+    ),
+  ).toEqual([]);
+  for (const [i, job] of jobs.entries()) {
+    expect(await effectsOf(db, job), job).toEqual(
+      i === culprit ? { ledger: 0, fences: 0, deadLetters: 1 } : { ledger: 1, fences: 1, deadLetters: 0 },
+    );
+  }
 }
 
 async function invokeWith(
@@ -478,15 +499,7 @@ for (const mode of ["per-record", "batch"] as const satisfies readonly CommitMod
         c.query(`CREATE TABLE IF NOT EXISTS public.attempts_deferred (v int UNIQUE DEFERRABLE INITIALLY DEFERRED);
                  GRANT INSERT ON public.attempts_deferred TO jobfence_consumer`),
       );
-      expect(
-        await invoke(
-          handler,
-          jobs.map((j) => sqsRecord(body(j), { messageId: `m-${j}` })),
-        ),
-      ).toEqual([]);
-      expect(await effectsOf(bed.db, jobs[0] as string)).toEqual({ ledger: 1, fences: 1, deadLetters: 0 });
-      expect(await effectsOf(bed.db, jobs[1] as string)).toEqual({ ledger: 0, fences: 0, deadLetters: 1 });
-      expect(await effectsOf(bed.db, jobs[2] as string)).toEqual({ ledger: 1, fences: 1, deadLetters: 0 });
+      await expectOnlyCulprit(bed.db, handler, jobs, 1);
     });
 
     it("work that swallows a failed statement is the one blamed; the batch-mates after it apply", async () => {
@@ -506,15 +519,7 @@ for (const mode of ["per-record", "batch"] as const satisfies readonly CommitMod
           await awardPointsConsumer.work(job, tx);
         },
       });
-      expect(
-        await invoke(
-          handler,
-          jobs.map((j) => sqsRecord(body(j), { messageId: `m-${j}` })),
-        ),
-      ).toEqual([]);
-      expect(await effectsOf(bed.db, jobs[0] as string)).toEqual({ ledger: 1, fences: 1, deadLetters: 0 });
-      expect(await effectsOf(bed.db, jobs[1] as string)).toEqual({ ledger: 0, fences: 0, deadLetters: 1 });
-      expect(await effectsOf(bed.db, jobs[2] as string)).toEqual({ ledger: 1, fences: 1, deadLetters: 0 });
+      await expectOnlyCulprit(bed.db, handler, jobs, 1);
     });
 
     it("timings that do not fit together are refused at start-up, every problem named", () => {
@@ -550,15 +555,7 @@ for (const mode of ["per-record", "batch"] as const satisfies readonly CommitMod
           await awardPointsConsumer.work(job, tx);
         },
       });
-      expect(
-        await invoke(
-          handler,
-          jobs.map((j) => sqsRecord(body(j), { messageId: `m-${j}` })),
-        ),
-      ).toEqual([]);
-      expect(await effectsOf(bed.db, jobs[0] as string)).toEqual({ ledger: 0, fences: 0, deadLetters: 1 });
-      expect(await effectsOf(bed.db, jobs[1] as string)).toEqual({ ledger: 1, fences: 1, deadLetters: 0 });
-      expect(await effectsOf(bed.db, jobs[2] as string)).toEqual({ ledger: 1, fences: 1, deadLetters: 0 });
+      await expectOnlyCulprit(bed.db, handler, jobs, 0);
     });
 
     // Found by review: each of the following broke a guarantee of the first version.
