@@ -157,6 +157,10 @@ export class FenceTransaction {
   /**
    * Whether the transaction has failed (a statement of the work failed and the work went on): a
    * COMMIT would be answered ROLLBACK. Read from the server's last ReadyForQuery, no round trip.
+   * pg rejects a failed statement at its ErrorResponse; the ReadyForQuery that says "failed" can
+   * arrive a packet later, so right after a swallowed failure this may still read false. Nothing
+   * relies on it alone: batch mode then meets 25P02 in the next statement and redoes every record
+   * in a transaction of its own, and a COMMIT in a failed transaction is answered ROLLBACK.
    */
   get failed(): boolean {
     return this.#client.getTransactionStatus() === "E";

@@ -98,6 +98,10 @@ describe("FenceTransaction", () => {
     const { transaction: failed } = await open("ft-bypass-failed");
     await raw?.query("COMMIT; BEGIN; SELECT 1").catch(() => undefined);
     await raw?.query("SELECT 1/0").catch(() => undefined);
+    // pg rejects a statement at the server's ErrorResponse and learns the transaction's status at
+    // the ReadyForQuery after it, which can come in a later packet (seen on PostgreSQL 15): one more
+    // statement, refused in the failed transaction, makes sure that status has arrived.
+    await raw?.query("SELECT").catch(() => undefined);
     expect(failed.failed).toBe(true);
     expect(await failed.abandon()).toBeInstanceOf(ForeignTransactionError);
     // A plain rollback of the fence's own transaction says nothing.
