@@ -18,6 +18,8 @@ export const CLEANUP_FUNCTION_DEFAULTS = Object.freeze({
 export const CLEANUP_METRIC = {
   deleted: "FenceCleanupDeleted",
   backlog: "FenceCleanupBacklog",
+  /** Expired fences kept for the pending dead letters that name their jobs. */
+  held: "FenceCleanupHeld",
   /** Attempt-ledger rows of messages SQS can no longer deliver. */
   staleAttempts: "AttemptLedgerCleanupDeleted",
 } as const;
@@ -45,6 +47,7 @@ export async function cleanupInvocation(
   });
   deps.metrics.addMetric(CLEANUP_METRIC.deleted, MetricUnit.Count, report.deleted);
   deps.metrics.addMetric(CLEANUP_METRIC.backlog, MetricUnit.Count, report.backlog);
+  deps.metrics.addMetric(CLEANUP_METRIC.held, MetricUnit.Count, report.held);
   deps.metrics.addMetric(CLEANUP_METRIC.staleAttempts, MetricUnit.Count, report.staleAttemptsDeleted);
   const log = report.stoppedBy === "budget" && report.backlog > 0 ? deps.logger.warn : deps.logger.info;
   log.call(deps.logger, "fence cleanup finished", { ...report });

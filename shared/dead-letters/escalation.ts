@@ -47,9 +47,10 @@ export interface EscalationOptions {
 }
 
 /**
- * Resolves as `superseded` (by {@link ESCALATION_ACTOR}) every pending dead letter, poison aside,
- * whose job's fence exists; returns how many. A replay that crashed between its send and its
- * commit leaves exactly that behind (SPEC §6).
+ * Resolves as `superseded` (by {@link ESCALATION_ACTOR}) every pending dead letter whose job's
+ * fence exists (poison too, when its job id was read from the envelope); returns how many. A replay
+ * that crashed between its send and its commit leaves exactly that behind (SPEC §6), and so does a
+ * corrected resend of a job whose first message was poison.
  */
 export function resolveHealedDeadLetters(db: Queryable): Promise<number> {
   return supersedeAppliedDeadLetters(db, ESCALATION_ACTOR);

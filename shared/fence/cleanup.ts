@@ -9,6 +9,7 @@ import {
   deleteExpiredFences,
   deleteStaleAttempts,
   expiredFenceBacklog,
+  heldFenceCount,
 } from "../db/queries/delete-expired-fences.ts";
 import type { Queryable } from "../db/queryable.ts";
 import { faultHook } from "../fault-points.ts";
@@ -55,6 +56,11 @@ export interface FenceCleanupReport {
   readonly batches: number;
   /** Expired fences left when the run stopped (capped at backlogCap). */
   readonly backlog: number;
+  /**
+   * Expired fences kept because a pending dead letter names their job (capped at backlogCap): a
+   * replay must find them, or it would apply the job again. They go once the dead letter is resolved.
+   */
+  readonly held: number;
   /** Attempt-ledger rows of messages SQS can no longer deliver, deleted after the fences (one batch a run). */
   readonly staleAttemptsDeleted: number;
   /** Why it stopped: a batch came back short (nothing expired was left to take), or the budget was spent. */
@@ -90,6 +96,8 @@ export async function runFenceCleanup(options: FenceCleanupOptions): Promise<Fen
   const staleAttemptsDeleted =
     clock() - started < options.budgetMs ? await deleteStaleAttempts(options.db, batchSize) : 0;
   // Counted even after an "empty" stop: a short batch can also mean rows a concurrent run held.
-  const backlog = await expiredFenceBacklog(options.db, options.backlogCap ?? CLEANUP_DEFAULTS.backlogCap);
-  return { deleted, batches, staleAttemptsDeleted, backlog, stoppedBy, elapsedMs: clock() - started };
+  const cap = options.backlogCap ?? CLEANUP_DEFAULTS.backlogCap;
+  const backlog = await expiredFenceBacklog(options.db, cap);
+  const held = await heldFenceCount(options.db, cap);
+  return { deleted, batches, staleAttemptsDeleted, backlog, held, stoppedBy, elapsedMs: clock() - started };
 }

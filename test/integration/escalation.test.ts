@@ -105,7 +105,20 @@ describe("escalation of stale pending dead letters", () => {
 
   it("first resolves as superseded, by itself, the pending dead letters whose job was applied after all", async () => {
     const healed = await pendingAged("esc-healed", 5);
-    const poison = await pendingAged("esc-healed", 5, { error_kind: "poison", attempts: 1 });
+    // Poison whose job id was read from its envelope: the job applied by a corrected resend heals it.
+    const poison = await pendingAged("esc-healed", 5, {
+      error_kind: "poison",
+      attempts: 1,
+      message_attributes: { message_id: "2f6c1e0a-0000-4000-8000-000000000001" },
+    });
+    // Poison whose job id is its SQS message id standing in: it names no job, whatever has that id.
+    const standIn = "2f6c1e0a-0000-4000-8000-000000000002";
+    const anonymous = await pendingAged("esc-healed", 5, {
+      job_id: standIn,
+      error_kind: "poison",
+      attempts: 1,
+      message_attributes: { message_id: standIn },
+    });
     const unapplied = await pendingAged("esc-healed", 5);
     // The work committed the fence's transaction itself: the fence exists, the effect may be half done.
     const foreign = await pendingAged("esc-healed", 5, {
@@ -118,10 +131,10 @@ describe("escalation of stale pending dead letters", () => {
       await c.query(
         `INSERT INTO core.processed_jobs (job_id, consumer, tenant_id, processed_at, expires_at)
          SELECT job_id, consumer, 't', now(), now() + interval '7 days' FROM core.dead_letters WHERE id = ANY ($1::uuid[])`,
-        [[healed, poison, foreign]],
+        [[healed, poison, anonymous, foreign]],
       );
     });
-    expect(await resolveHealedDeadLetters(opsPool)).toBe(1);
+    expect(await resolveHealedDeadLetters(opsPool)).toBe(2);
     const rows = await bed.db.withClient(async (c) => {
       const { rows } = await c.query<{ id: string; status: string; resolved_by: string | null }>(
         "SELECT id, status, resolved_by FROM core.dead_letters WHERE consumer = 'esc-healed'",
@@ -130,8 +143,9 @@ describe("escalation of stale pending dead letters", () => {
     });
     expect(rows.get(healed)).toMatchObject({ status: "superseded", resolved_by: ESCALATION_ACTOR });
     expect(rows.get(unapplied)).toMatchObject({ status: "pending_review", resolved_by: null });
-    // Poison is a finding about a message, whatever became of a job with its id.
-    expect(rows.get(poison)).toMatchObject({ status: "pending_review", resolved_by: null });
+    expect(rows.get(poison)).toMatchObject({ status: "superseded", resolved_by: ESCALATION_ACTOR });
+    // Poison with no job id of its own is a finding about a message, whatever has that id.
+    expect(rows.get(anonymous)).toMatchObject({ status: "pending_review", resolved_by: null });
     // A job whose work committed on its own is for a person, fence or not.
     expect(rows.get(foreign)).toMatchObject({ status: "pending_review", resolved_by: null });
     // A second run finds nothing more to do; the summary counts only what is still pending.

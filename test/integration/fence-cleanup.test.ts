@@ -212,6 +212,7 @@ describe("AC6 TTL cleanup", () => {
     expect(added).toEqual([
       [CLEANUP_METRIC.deleted, 2500],
       [CLEANUP_METRIC.backlog, 0],
+      [CLEANUP_METRIC.held, 0],
       [CLEANUP_METRIC.staleAttempts, 0],
     ]);
   });

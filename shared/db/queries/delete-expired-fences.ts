@@ -9,7 +9,13 @@ export async function deleteExpiredFences(db: Queryable, batchSize: number): Pro
   return rows[0]?.deleted ?? 0;
 }
 
-/** Expired fences still present, counted up to `cap`. */
+/** Expired fences kept because a pending dead letter names their job (migration 0010), up to `cap`. */
+export async function heldFenceCount(db: Queryable, cap: number): Promise<number> {
+  const { rows } = await db.query<{ held: number }>("SELECT core.held_fence_count($1) AS held", [cap]);
+  return rows[0]?.held ?? 0;
+}
+
+/** Expired fences still present that the cleanup can delete, counted up to `cap`. */
 export async function expiredFenceBacklog(db: Queryable, cap: number): Promise<number> {
   const { rows } = await db.query<{ backlog: number }>("SELECT core.expired_fence_backlog($1) AS backlog", [
     cap,
