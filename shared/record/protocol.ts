@@ -72,6 +72,7 @@ import type {
   RecordContext,
   RecordOutcome,
 } from "./record-context.ts";
+import { untilDeadline } from "./sqs-batch.ts";
 
 /** The job as `work` receives it. */
 export interface WorkJob<P> extends Job<P> {
@@ -525,16 +526,23 @@ function throwIfAborted(rc: RecordContext): void {
 
 /**
  * Runs `write` in a transaction of its own that commits only if `signal` has not aborted by then
- * (else it rolls back and throws InvocationDeadlineError).
+ * (else it rolls back and throws InvocationDeadlineError). With `statementTimeoutMs` the server
+ * also cancels its statements after that long.
  */
 async function beforeDeadline<T>(
   pool: pg.Pool,
   signal: AbortSignal | undefined,
   write: (db: pg.PoolClient) => Promise<T>,
+  statementTimeoutMs?: number,
 ): Promise<T> {
   const client = await pool.connect();
   try {
-    await client.query("BEGIN");
+    if (signal?.aborted) throw new InvocationDeadlineError("the invocation's time ran out");
+    await client.query(
+      statementTimeoutMs === undefined
+        ? "BEGIN"
+        : `BEGIN; SET LOCAL statement_timeout = ${statementTimeoutMs}`,
+    );
     const result = await write(client);
     if (signal?.aborted) throw new InvocationDeadlineError("the invocation's time ran out");
     await client.query("COMMIT");
@@ -547,9 +555,11 @@ async function beforeDeadline<T>(
 }
 
 /**
- * Runs `write` in a transaction whose statements the server cancels after `timeoutMs`, and stops
- * waiting at that bound too: a write made as the invocation's time runs out must not land after it
- * returned. Never throws.
+ * {@link beforeDeadline} bounded by `timeoutMs` from now, waited for no longer than that: a write
+ * made as the invocation's time runs out must not land after it returned, and once the bound has
+ * passed whatever is still pending ends in ROLLBACK (a write that landed later would count again
+ * what the next delivery's claim counts from the marker). Never throws: best effort, the next
+ * delivery's claim counts the interruption from its marker instead.
  */
 async function withinDeadline(
   pool: pg.Pool,
@@ -557,36 +567,10 @@ async function withinDeadline(
   write: (db: pg.PoolClient) => Promise<unknown>,
 ): Promise<void> {
   const ms = Math.max(1, Math.floor(timeoutMs));
-  let timer: NodeJS.Timeout | undefined;
-  // Once the bound has passed, whatever is still pending ends in ROLLBACK: a write that landed
-  // after the return would count again what the next delivery's claim counts from the marker.
-  let givenUp = false;
-  const work = (async () => {
-    const client = await pool.connect();
-    try {
-      if (givenUp) throw new InvocationDeadlineError("gave up before the write started");
-      await client.query(`BEGIN; SET LOCAL statement_timeout = ${ms}`);
-      await write(client);
-      if (givenUp) throw new InvocationDeadlineError("gave up before the write committed");
-      await client.query("COMMIT");
-      client.release();
-    } catch (error) {
-      client.release(error instanceof Error ? error : new Error(String(error)));
-    }
-  })();
-  const bound = new Promise((resolve) => {
-    timer = setTimeout(() => {
-      givenUp = true;
-      resolve(undefined);
-    }, ms);
-  });
-  try {
-    await Promise.race([work, bound]);
-  } catch {
-    // Best effort: the next delivery's claim counts the interruption from its marker instead.
-  } finally {
-    clearTimeout(timer);
-  }
+  const bound = AbortSignal.timeout(ms);
+  const writing = beforeDeadline(pool, bound, write, ms);
+  writing.catch(() => {});
+  await untilDeadline(writing, bound).catch(() => {});
 }
 
 /** Who a record is, as far as its steps got. */

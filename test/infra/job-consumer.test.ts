@@ -154,11 +154,12 @@ describe("JobConsumer function", () => {
   });
 
   it("gets the delivery timings it was deployed with, so its start-up can validate them", () => {
-    // TODO consumer-config: these names move to CONSUMER_ENV.
+    // The variable names as written: they are the contract between the construct and the function.
     template.hasResourceProperties("AWS::Lambda::Function", {
       Description: "jobfence consumer award-points",
       Environment: {
         Variables: Match.objectLike({
+          JOBFENCE_LOCK_TIMEOUT_MS: "5000",
           JOBFENCE_MAX_RECEIVE_COUNT: "19",
           JOBFENCE_VISIBILITY_TIMEOUT_SECONDS: "180",
           JOBFENCE_BATCHING_WINDOW_SECONDS: "0",
