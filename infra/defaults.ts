@@ -7,6 +7,7 @@ import { Duration } from "aws-cdk-lib";
 import { Architecture, Runtime } from "aws-cdk-lib/aws-lambda";
 import { type BundlingOptions, OutputFormat } from "aws-cdk-lib/aws-lambda-nodejs";
 import { RetentionDays } from "aws-cdk-lib/aws-logs";
+import { BULK_WORKER_METRIC, BULK_WORKER_SERVICE } from "../functions/bulk-operations/worker.ts";
 
 /** The repository root: NodejsFunction entries and the lock file are resolved from it. */
 export const PROJECT_ROOT = fileURLToPath(new URL("..", import.meta.url)).replace(/\/$/, "");
@@ -75,6 +76,33 @@ export const API_DEFAULTS = Object.freeze({
   timeout: Duration.seconds(29),
   /** Retention of the API's access log. */
   accessLogRetention: RetentionDays.THREE_MONTHS,
+  /** A bulk replay or discard over more dead letters than this needs its plan's token. */
+  bulkConfirmAbove: 100,
+  /** Upper bound of `bulkConfirmAbove` (the function refuses more). */
+  bulkConfirmAboveMax: 1_000_000,
+  /**
+   * Characters of the generated signing key (letters and digits, about 5.95 bits each: some 380
+   * bits; the function needs at least 32 bytes).
+   */
+  signingKeyLength: 64,
+});
+
+/** The bulk-operations worker (the API's bulk replays and discards, run in chunks). */
+export const BULK_WORKER_DEFAULTS = Object.freeze({
+  /** How often the schedule starts it; each run works until shortly before its timeout. */
+  rate: Duration.minutes(1),
+  /**
+   * The run keeps BULK_WORKER_RESERVE_MS (10 s) back, so it works about 60 s of each 70 s:
+   * one run hands over to the next with no gap; an overlap is safe (operations are claimed with
+   * SKIP LOCKED).
+   */
+  timeout: Duration.seconds(70),
+  /** The metric its chunk-failure alarm watches. */
+  chunkFailuresMetric: BULK_WORKER_METRIC.failedChunks,
+  /** Its Powertools `service` dimension. */
+  metricsService: BULK_WORKER_SERVICE,
+  /** Period of its alarms. */
+  alarmPeriod: Duration.minutes(5),
 });
 
 /** The ops alerting (SPEC §8). */

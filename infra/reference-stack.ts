@@ -1,6 +1,7 @@
 /**
  * The reference stack: award-points (and every consumer of `functions/consumers.ts`), the
- * dead-letter API, TTL cleanup and escalation, ops alerting to BetterStack, and a database —
+ * dead-letter API and its bulk-operations worker, TTL cleanup and escalation, ops alerting to
+ * BetterStack, and a database —
  * created (Aurora Serverless v2 behind an RDS Proxy in a new VPC) or imported — migrated on deploy
  * before any consumer starts. Every cdk-nag AwsSolutions finding it leaves is acknowledged here,
  * on the one resource it concerns, with the reason.
@@ -15,6 +16,7 @@ import * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
 import type { Construct, IConstruct } from "constructs";
 import { CONSUMERS, type ConsumerDeployment } from "../functions/consumers.ts";
 import { ConfigurationError } from "../shared/errors.ts";
+import { BulkOperationsWorker } from "./constructs/bulk-operations.ts";
 import { DatabaseAccess, type DatabaseAccessProps, type DatabaseLogin } from "./constructs/database.ts";
 import { DeadLetterApi } from "./constructs/dead-letter-api.ts";
 import { FenceCleanup } from "./constructs/fence-cleanup.ts";
@@ -52,6 +54,11 @@ export interface JobfenceStackProps extends StackProps {
   readonly jwtAudience: string;
   /** @default `${jwtIssuer}/.well-known/jwks.json` */
   readonly jwksUrl?: string;
+  /**
+   * Bulk replays and discards over more dead letters than this need their plan's token.
+   * @default API_DEFAULTS.bulkConfirmAbove (100)
+   */
+  readonly bulkConfirmAbove?: number;
   /** BetterStack's HTTPS endpoint for alerts. */
   readonly betterStackEndpoint: string;
   /** Name of the existing Secrets Manager secret holding BetterStack's header value. */
@@ -74,9 +81,11 @@ export class JobfenceStack extends Stack {
   readonly alerting: OpsAlerting;
   readonly consumers: readonly JobConsumer[];
   readonly api: DeadLetterApi;
+  /** Runs the chunks of the API's bulk replays and discards, every minute. */
+  readonly bulkOperations: BulkOperationsWorker;
   readonly cleanup: FenceCleanup;
   readonly migrations: DatabaseMigrations;
-  /** Routes the state changes of every consumer and cleanup alarm to BetterStack. */
+  /** Routes the state changes of every consumer, bulk-operations and cleanup alarm to BetterStack. */
   readonly alarmForwarding: events.Rule;
 
   constructor(scope: Construct, id: string, props: JobfenceStackProps) {
@@ -131,11 +140,17 @@ export class JobfenceStack extends Stack {
       jwtIssuer: props.jwtIssuer,
       jwtAudience: props.jwtAudience,
       ...(props.jwksUrl ? { jwksUrl: props.jwksUrl } : {}),
+      ...(props.bulkConfirmAbove !== undefined ? { bulkConfirmAbove: props.bulkConfirmAbove } : {}),
+      consumerQueues: this.consumers.map((c) => c.queue),
+    });
+    this.bulkOperations = new BulkOperationsWorker(this, "BulkOperations", {
+      database: this.database,
       consumerQueues: this.consumers.map((c) => c.queue),
     });
     this.cleanup = new FenceCleanup(this, "Cleanup", { database: this.database, opsBus: this.alerting.bus });
     this.alarmForwarding = this.alerting.forwardAlarms("Alarms", [
       ...this.consumers.flatMap((c) => Object.values(c.alarms)),
+      ...Object.values(this.bulkOperations.alarms),
       ...Object.values(this.cleanup.alarms),
     ]);
     this.migrations = new DatabaseMigrations(this, "Migrations", {
@@ -150,12 +165,17 @@ export class JobfenceStack extends Stack {
         ),
         this.cleanup.cleanupSchedule,
         this.cleanup.escalationSchedule,
+        this.bulkOperations.schedule,
         this.api.stage,
       ],
     });
 
     new CfnOutput(this, "ApiUrl", { value: this.api.url, description: "JOBFENCE_API_URL for the ops CLI" });
     new CfnOutput(this, "OpsBusName", { value: this.alerting.bus.eventBusName });
+    new CfnOutput(this, "SigningKeySecretArn", {
+      value: this.api.signingKey.secretArn,
+      description: "the secret holding the key that signs the API's cursors and plan tokens (rotate by hand)",
+    });
     for (const consumer of this.consumers) {
       new CfnOutput(this, `QueueUrl-${consumer.node.id}`, {
         value: consumer.queue.queueUrl,
@@ -171,6 +191,7 @@ export class JobfenceStack extends Stack {
     return [
       ...this.consumers.flatMap((c) => [c.consumerFunction, c.drainFunction]),
       this.api.handler,
+      this.bulkOperations.workerFunction,
       this.cleanup.cleanupFunction,
       this.cleanup.escalationFunction,
       this.migrations.migrateFunction,
@@ -209,6 +230,11 @@ export class JobfenceStack extends Stack {
         );
       }
     }
+    acknowledge(
+      this.api.signingKey,
+      "AwsSolutions-SMG4",
+      "The signing key of list cursors and bulk plan tokens protects nothing stored: a new key only makes outstanding cursors and plan tokens (valid 15 minutes) stop verifying, so it is rotated by hand when wanted (put a new random value, docs/deploy.md) rather than by a rotation function.",
+    );
     acknowledge(
       this.alerting.undeliveredAlerts,
       "AwsSolutions-SQS3",
@@ -267,6 +293,20 @@ export function stackPropsFromContext(
   const jwtIssuer = text("jwtIssuer", true);
   const jwtAudience = text("jwtAudience", true);
   const jwksUrl = text("jwksUrl", false);
+  const confirmAbove = get("jobfence:bulkConfirmAbove");
+  let bulkConfirmAbove: number | undefined;
+  if (confirmAbove !== undefined && confirmAbove !== "") {
+    // -c passes a string, cdk.json may hold a number; the construct checks the range.
+    bulkConfirmAbove =
+      typeof confirmAbove === "number"
+        ? confirmAbove
+        : typeof confirmAbove === "string" && /^\s*\d+\s*$/.test(confirmAbove)
+          ? Number(confirmAbove)
+          : Number.NaN;
+    if (!Number.isInteger(bulkConfirmAbove)) {
+      problems.push("context jobfence:bulkConfirmAbove must be a whole number");
+    }
+  }
   const databaseCredentialsRevision = text("dbCredentialsRevision", false);
   const betterStackEndpoint = text("betterStackEndpoint", true);
   const betterStackSecretName = text("betterStackSecretName", true);
@@ -292,6 +332,7 @@ export function stackPropsFromContext(
     jwtIssuer: jwtIssuer as string,
     jwtAudience: jwtAudience as string,
     ...(jwksUrl ? { jwksUrl } : {}),
+    ...(bulkConfirmAbove !== undefined ? { bulkConfirmAbove } : {}),
     betterStackEndpoint: betterStackEndpoint as string,
     betterStackSecretName: betterStackSecretName as string,
     ...(existingDatabase ? { existingDatabase } : {}),

@@ -33,6 +33,10 @@ const schema = z.object({
   JOBFENCE_CLEANUP_INTERVAL_SECONDS: z.coerce.number().int().min(1).default(60),
   JOBFENCE_ESCALATION_INTERVAL_SECONDS: z.coerce.number().int().min(1).default(3600),
   JOBFENCE_POLL_WAIT_SECONDS: z.coerce.number().int().min(0).max(20).default(1),
+  /** Bulk operations over more dead letters than this need their plan's token (as the API's JOBFENCE_BULK_CONFIRM_ABOVE). */
+  JOBFENCE_BULK_CONFIRM_ABOVE: z.coerce.number().int().min(0).max(1_000_000).default(100),
+  /** How long the bulk-operations worker rests between runs when nothing was due. */
+  JOBFENCE_BULK_WORKER_IDLE_MS: z.coerce.number().int().min(10).max(60_000).default(250),
   /** Show the functions' own JSON logs (Powertools) besides the readable progress lines. */
   JOBFENCE_JSON_LOGS: z.enum(["0", "1"]).default("0"),
 });
@@ -48,6 +52,8 @@ export interface LocalStackConfig {
   readonly cleanupIntervalMs: number;
   readonly escalationIntervalMs: number;
   readonly pollWaitSeconds: number;
+  readonly bulkConfirmAbove: number;
+  readonly bulkWorkerIdleMs: number;
   readonly jsonLogs: boolean;
 }
 
@@ -76,6 +82,8 @@ export function localStackConfigFromEnv(env: NodeJS.ProcessEnv, repoRoot: string
     cleanupIntervalMs: e.JOBFENCE_CLEANUP_INTERVAL_SECONDS * 1000,
     escalationIntervalMs: e.JOBFENCE_ESCALATION_INTERVAL_SECONDS * 1000,
     pollWaitSeconds: e.JOBFENCE_POLL_WAIT_SECONDS,
+    bulkConfirmAbove: e.JOBFENCE_BULK_CONFIRM_ABOVE,
+    bulkWorkerIdleMs: e.JOBFENCE_BULK_WORKER_IDLE_MS,
     jsonLogs: e.JOBFENCE_JSON_LOGS === "1",
   };
 }

@@ -5,6 +5,7 @@
  * source poller, the dead-letter API on a real HTTP server with a local token issuer, an ops-bus
  * sink, and the cleanup and escalation schedules on timers.
  */
+import { randomBytes } from "node:crypto";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { Logger } from "@aws-lambda-powertools/logger";
@@ -28,8 +29,10 @@ import { createBackstopDrain } from "../shared/backstop/drain.ts";
 import { createConsumer } from "../shared/consumer.ts";
 import { runMigrations } from "../shared/db/migrate.ts";
 import { createPool } from "../shared/db/pool.ts";
+import { runBulkOperations } from "../shared/dead-letters/bulk-worker.ts";
 import { escalateStaleDeadLetters, resolveHealedDeadLetters } from "../shared/dead-letters/escalation.ts";
 import { describeError } from "../shared/dead-letters/last-error.ts";
+import { sealKey } from "../shared/dead-letters/seal.ts";
 import { runFenceCleanup } from "../shared/fence/cleanup.ts";
 import { createTokenVerifier } from "../shared/http/auth.ts";
 import { type OutcomeObserver, recordLogKeys } from "../shared/record/protocol.ts";
@@ -286,6 +289,9 @@ async function start(
     pool: opsPool,
     sqs,
     verifier: createTokenVerifier({ issuer: issuer.issuer, audience: issuer.audience, jwks: issuer.jwks }),
+    // Made at start: cursors and plan tokens of an earlier run stop verifying, as after a rotation.
+    sealKey: sealKey(randomBytes(32)),
+    bulk: { confirmAbove: config.bulkConfirmAbove },
     logger,
   });
   const server = await serveHttpApi(api, { port: config.ports.api });
@@ -311,6 +317,32 @@ async function start(
   ];
   cleanups.push(async () => {
     for (const timer of timers) clearInterval(timer);
+  });
+
+  // The bulk-operations worker: what the scheduled Lambda does in AWS, as one loop that runs due
+  // chunks and waits for the next one (each run is bounded; a stop aborts the wait).
+  const workerPool = pool("jobfence_ops", 2);
+  const stopWorker = new AbortController();
+  const worker = (async () => {
+    while (!stopWorker.signal.aborted) {
+      try {
+        const report = await runBulkOperations(
+          { pool: workerPool, sqs, logger },
+          { budgetMs: 5_000, signal: stopWorker.signal },
+        );
+        if (report.rows > 0)
+          say(`bulk       ${report.rows} dead letter(s) handled in ${report.chunks} chunk(s)`);
+        if (report.failedChunks > 0)
+          say(`bulk       ${report.failedChunks} chunk(s) failed; retried with backoff`);
+      } catch (error) {
+        say(`bulk       worker failed: ${describeError(error).message}`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, config.bulkWorkerIdleMs));
+    }
+  })();
+  cleanups.push(async () => {
+    stopWorker.abort();
+    await worker;
   });
 
   const info: StackInfo = {

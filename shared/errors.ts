@@ -325,6 +325,83 @@ export class ReplayConflictError extends JobfenceError {
   }
 }
 
+/**
+ * A send SQS could not take at all for a reason that may pass (throttling, a 5xx, the network): a
+ * bulk operation's chunk is retried later rather than its rows marked failed.
+ */
+export class TransientSendError extends JobfenceError {
+  override name = "TransientSendError";
+}
+
+/** A bulk operation's plan token that cannot be used: malformed, forged, or for another filter or kind. */
+export class InvalidPlanTokenError extends JobfenceError {
+  override name = "InvalidPlanTokenError";
+}
+
+/** A bulk operation's plan token past its expiry: plan again. */
+export class PlanExpiredError extends JobfenceError {
+  override name = "PlanExpiredError";
+}
+
+/** The set a plan matched has changed since (rows resolved, recorded, or another operation ran): plan again. */
+export class PlanStaleError extends JobfenceError {
+  override name = "PlanStaleError";
+  readonly planned: number;
+  readonly matched: number;
+  constructor(planned: number, matched: number) {
+    super(
+      `the matched set changed since the plan (planned ${planned}, ${matched} match now); plan again and confirm the new set`,
+    );
+    this.planned = planned;
+    this.matched = matched;
+  }
+}
+
+/** A bulk operation over a large set, or over every pending dead letter, started without its plan's token. */
+export class ConfirmationRequiredError extends JobfenceError {
+  override name = "ConfirmationRequiredError";
+  readonly matched: number;
+  readonly pendingTotal: number;
+  readonly confirmAbove: number;
+  constructor(matched: number, pendingTotal: number, confirmAbove: number) {
+    super(
+      matched === pendingTotal
+        ? `this filter matches every pending dead letter (${matched}); plan it and start it with the plan's token`
+        : `this filter matches ${matched} pending dead letters (more than ${confirmAbove}); plan it and start it with the plan's token`,
+    );
+    this.matched = matched;
+    this.pendingTotal = pendingTotal;
+    this.confirmAbove = confirmAbove;
+  }
+}
+
+/** A plan token that has already started a bulk operation: each plan starts one at most. */
+export class PlanUsedError extends JobfenceError {
+  override name = "PlanUsedError";
+}
+
+/** A bulk operation whose filter matches no pending dead letter. */
+export class NothingMatchedError extends JobfenceError {
+  override name = "NothingMatchedError";
+}
+
+/** No bulk operation has this id. */
+export class OperationNotFoundError extends JobfenceError {
+  override name = "OperationNotFoundError";
+}
+
+/** A bulk operation that has finished and can no longer be cancelled. */
+export class OperationFinishedError extends JobfenceError {
+  override name = "OperationFinishedError";
+  readonly id: string;
+  readonly status: string;
+  constructor(id: string, status: string) {
+    super(`bulk operation ${id} is ${status}; only a running operation can be cancelled`);
+    this.id = id;
+    this.status = status;
+  }
+}
+
 /** A cursor that cannot be used: malformed, edited, or issued for another filter or walk. */
 export class InvalidCursorError extends JobfenceError {
   override name = "InvalidCursorError";

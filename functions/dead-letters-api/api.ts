@@ -10,11 +10,13 @@ import middy from "@middy/core";
 import httpRouterHandler from "@middy/http-router";
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2, Context } from "aws-lambda";
 import type pg from "pg";
+import type { BulkSettings } from "../../shared/dead-letters/bulk-operations.ts";
+import type { SealKey } from "../../shared/dead-letters/seal.ts";
 import { HttpProblem } from "../../shared/errors.ts";
-import { requirePermission, type TokenVerifier } from "../../shared/http/auth.ts";
+import { requireAnyPermission, type TokenVerifier } from "../../shared/http/auth.ts";
 import { problemDetails } from "../../shared/http/problem-details.ts";
 import { headerOf } from "../../shared/http/request.ts";
-import { ROUTES, type RouteSpec } from "./routes.ts";
+import { ROUTES, type RouteSpec, routePermissions } from "./routes.ts";
 
 /** What the API runs on. */
 export interface DeadLetterApiDeps {
@@ -22,6 +24,13 @@ export interface DeadLetterApiDeps {
   readonly pool: pg.Pool;
   readonly sqs: SQSClient;
   readonly verifier: TokenVerifier;
+  /**
+   * Signs list cursors and bulk-operation plan tokens; or how to get it (from Secrets Manager),
+   * asked at the first request and again after a failure, so init opens no connection.
+   */
+  readonly sealKey: SealKey | (() => Promise<SealKey>);
+  /** @default DEFAULT_BULK_SETTINGS */
+  readonly bulk?: BulkSettings;
   /** @default Powertools Logger, service "dead-letters-api" */
   readonly logger?: Logger;
 }
@@ -40,13 +49,20 @@ function pathPattern(template: string): RegExp {
 
 export function createDeadLetterApi(deps: DeadLetterApiDeps): DeadLetterApiHandler {
   const logger = deps.logger ?? new Logger({ serviceName: "dead-letters-api" });
+  const source = deps.sealKey;
+  let key: SealKey | undefined = typeof source === "function" ? undefined : source;
+  const sealKey = async (): Promise<SealKey> => {
+    key ??= await (source as () => Promise<SealKey>)();
+    return key;
+  };
 
   const routeHandler = (route: RouteSpec) =>
     middy<APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2>(
       async (event: APIGatewayProxyEventV2) => {
         const principal = await deps.verifier(headerOf(event, "authorization"));
-        requirePermission(principal, route.permission);
-        const body = await route.operate({ event, actor: principal.actor, deps });
+        requireAnyPermission(principal, routePermissions(route));
+        const routeDeps = { ...deps, sealKey: await sealKey() };
+        const body = await route.operate({ event, principal, actor: principal.actor, deps: routeDeps });
         return {
           statusCode: route.success.status,
           headers: { "content-type": "application/json" },

@@ -12,6 +12,8 @@ export const API_ENV = Object.freeze({
   jwks: "JOBFENCE_JWKS",
   lockTimeoutMs: "JOBFENCE_LOCK_TIMEOUT_MS",
   poolMax: "JOBFENCE_POOL_MAX",
+  signingKeySecretArn: "JOBFENCE_SIGNING_KEY_SECRET_ARN",
+  bulkConfirmAbove: "JOBFENCE_BULK_CONFIRM_ABOVE",
 });
 
 const schema = z
@@ -36,6 +38,12 @@ const schema = z
     /** A replay waits this long at most for a concurrent decision on the same dead letter. */
     lockTimeoutMs: z.coerce.number().int().positive().default(5000),
     poolMax: z.coerce.number().int().positive().max(100).default(4),
+    /** The Secrets Manager secret holding the key that signs cursors and plan tokens. */
+    signingKeySecretArn: z
+      .string()
+      .regex(/^arn:[^:]+:secretsmanager:/, "must be a Secrets Manager secret ARN"),
+    /** Bulk operations over more rows than this need their plan's token. */
+    bulkConfirmAbove: z.coerce.number().int().min(0).max(1_000_000).default(100),
   })
   .strict()
   .refine((c) => (c.jwksUrl === undefined) !== (c.jwks === undefined), {

@@ -1,6 +1,7 @@
 /** Lambda entry point of the dead-letter API; configured from the environment at init. */
 import type { JWK } from "jose";
-import { createSqsClient } from "../../shared/aws/clients.ts";
+import { createSecretsManagerClient, createSqsClient } from "../../shared/aws/clients.ts";
+import { readSealKey } from "../../shared/aws/seal-key-secret.ts";
 import { createPool } from "../../shared/db/pool.ts";
 import { createTokenVerifier } from "../../shared/http/auth.ts";
 import { createDeadLetterApi } from "./api.ts";
@@ -17,6 +18,8 @@ export const handler = createDeadLetterApi({
     ...(config.dbRole ? { role: config.dbRole } : {}),
   }),
   sqs: createSqsClient(),
+  sealKey: () => readSealKey(createSecretsManagerClient(), config.signingKeySecretArn),
+  bulk: { confirmAbove: config.bulkConfirmAbove },
   verifier: createTokenVerifier({
     issuer: config.issuer,
     audience: config.audience,

@@ -8,16 +8,17 @@
  */
 import { z } from "zod";
 import {
-  bulkOutcomeSchema,
-  bulkReplayFilterSchema,
+  bulkFilterSchema,
   deadLetterIdSchema,
   deadLetterSchema,
   deadLetterSummarySchema,
+  groupSchema,
+  operationSchema,
 } from "../../shared/dead-letters/api-schemas.ts";
 import { DEAD_LETTER_STATUSES } from "../../shared/dead-letters/status.ts";
 import { PERMISSION } from "../../shared/http/auth.ts";
 import { PROBLEM, PROBLEM_CONTENT_TYPE, type ProblemKind, problemType } from "../../shared/http/problem.ts";
-import { ROUTES, type RouteSpec } from "./routes.ts";
+import { ROUTES, type RouteSpec, routePermissions } from "./routes.ts";
 
 /** The document's `info.version`: the version of the API contract. Raise it when the contract changes. */
 export const OPENAPI_DOCUMENT_VERSION = "1.0.0";
@@ -56,10 +57,36 @@ export const problemSchema = z
       .enum(Object.values(PERMISSION))
       .optional()
       .describe("403 only: the permission the operation requires."),
+    any_of_permissions: z
+      .array(z.enum(Object.values(PERMISSION)))
+      .optional()
+      .describe("403 only, on routes that take one of several: the permissions that would do."),
     current_status: z
       .enum(DEAD_LETTER_STATUSES)
       .optional()
       .describe("409 only: the status the dead letter has now."),
+    operation_status: z
+      .enum(["running", "completed", "cancelled", "failed"])
+      .optional()
+      .describe("409 only: the status the bulk operation has now."),
+    reason: z
+      .string()
+      .optional()
+      .describe(
+        "409 and 428: why (not-pending, job-conflict, operation-finished, plan-expired, plan-stale, plan-used, nothing-matched, confirmation-required).",
+      ),
+    matched: z
+      .number()
+      .int()
+      .optional()
+      .describe("409 plan-stale and 428: pending dead letters the filter matches now."),
+    planned: z.number().int().optional().describe("409 plan-stale: how many the plan matched."),
+    pending_total: z.number().int().optional().describe("428: pending dead letters in all."),
+    confirm_above: z.number().int().optional().describe("428: sets larger than this need the plan's token."),
+    correlation_id: z
+      .string()
+      .optional()
+      .describe("5xx only: the id under which the failure's details were logged; quote it when reporting."),
   })
   .loose();
 
@@ -67,12 +94,13 @@ export const problemSchema = z
 const OUTPUT_NAMES: ReadonlyMap<z.ZodType, string> = new Map<z.ZodType, string>([
   [deadLetterSchema, "DeadLetter"],
   [deadLetterSummarySchema, "DeadLetterSummary"],
-  [bulkOutcomeSchema, "BulkReplayOutcome"],
+  [groupSchema, "FailureGroup"],
+  [operationSchema, "BulkOperation"],
   [problemSchema, "Problem"],
 ]);
 const INPUT_NAMES: ReadonlyMap<z.ZodType, string> = new Map<z.ZodType, string>([
   [deadLetterIdSchema, "DeadLetterId"],
-  [bulkReplayFilterSchema, "DeadLetterFilter"],
+  [bulkFilterSchema, "DeadLetterFilter"],
 ]);
 
 /** Response headers some problems carry (auth.ts, problem-details.ts). */
@@ -285,8 +313,9 @@ export function buildOpenApiDocument(): object {
       operationId: route.operationId,
       summary: route.summary,
       ...(description !== undefined ? { description } : {}),
-      security: [{ [BEARER]: [route.permission] }],
-      "x-required-permission": route.permission,
+      // OpenAPI: alternative security requirements, any one of which suffices.
+      security: routePermissions(route).map((p) => ({ [BEARER]: [p] })),
+      "x-required-permission": routePermissions(route).join(" | "),
       ...(parameters.length > 0 ? { parameters } : {}),
       ...(route.body
         ? {

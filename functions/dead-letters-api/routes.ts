@@ -4,39 +4,60 @@
  */
 import type { APIGatewayProxyEventV2 } from "aws-lambda";
 import { z } from "zod";
+import { listOperations } from "../../shared/db/queries/bulk-operations.ts";
+import { listDeadLetterGroups } from "../../shared/db/queries/dead-letter-groups.ts";
 import { deadLetterStats } from "../../shared/db/queries/dead-letter-stats.ts";
 import { getDeadLetter } from "../../shared/db/queries/get-dead-letter.ts";
 import { listDeadLetters } from "../../shared/db/queries/list-dead-letters.ts";
 import {
+  API_LIMITS,
+  bulkDiscardBodySchema,
   bulkReplayBodySchema,
-  bulkReplayResponseSchema,
   deadLetterIdSchema,
   deadLetterSchema,
   discardBodySchema,
+  discardPlanBodySchema,
   discardResponseSchema,
+  groupsQuerySchema,
+  groupsResponseSchema,
   listQuerySchema,
   listResponseSchema,
+  operationDetailSchema,
+  operationSchema,
+  operationsQuerySchema,
+  operationsResponseSchema,
+  planResponseSchema,
+  replayBodySchema,
+  replayPlanBodySchema,
   replayResponseSchema,
   statsResponseSchema,
 } from "../../shared/dead-letters/api-schemas.ts";
-import { decodeCursor, encodeCursor } from "../../shared/dead-letters/cursor.ts";
 import {
-  bulkReplay,
-  discardDeadLetter,
-  type ReplayDeps,
-  replayDeadLetter,
-} from "../../shared/dead-letters/replay.ts";
+  type BulkDeps,
+  cancelOperation,
+  planOperation,
+  readOperation,
+  startOperation,
+  toOperation,
+} from "../../shared/dead-letters/bulk-operations.ts";
+import { decodeCursor, encodeCursor } from "../../shared/dead-letters/cursor.ts";
+import { discardDeadLetter, type ReplayDeps, replayDeadLetter } from "../../shared/dead-letters/replay.ts";
 import { HttpProblem } from "../../shared/errors.ts";
-import { PERMISSION, type Permission } from "../../shared/http/auth.ts";
+import { PERMISSION, type Permission, type Principal, requirePermission } from "../../shared/http/auth.ts";
 import { parseJsonBody, parsePathParameter, parseQuery } from "../../shared/http/request.ts";
 
 /** What a route's operation receives. */
 export interface OperationInput {
   readonly event: APIGatewayProxyEventV2;
+  /** The verified caller. */
+  readonly principal: Principal;
   /** The verified caller's `sub`. */
   readonly actor: string;
-  readonly deps: ReplayDeps;
+  readonly deps: RouteDeps;
 }
+
+/** What the routes run on. */
+export type RouteDeps = ReplayDeps & BulkDeps;
 
 /** A route: how it is reached, who may call it, what it takes and gives, and what it does. */
 export interface RouteSpec {
@@ -44,13 +65,14 @@ export interface RouteSpec {
   readonly path: string;
   readonly operationId: string;
   readonly summary: string;
-  readonly permission: Permission;
+  /** The permission it requires; with several, any one of them (the operation may then check more). */
+  readonly permission: Permission | readonly Permission[];
   readonly query?: z.ZodType;
   readonly body?: z.ZodType;
   /** Whether the path has `{id}`. */
   readonly hasId?: boolean;
   /** Status and schema of the success response. */
-  readonly success: { readonly status: 200; readonly schema: z.ZodType };
+  readonly success: { readonly status: 200 | 202; readonly schema: z.ZodType };
   /** The error statuses it can answer, besides 400, 401, 403 and 5xx. */
   readonly errors: readonly number[];
   readonly operate: (input: OperationInput) => Promise<unknown>;
@@ -58,9 +80,17 @@ export interface RouteSpec {
 
 const BASE = "/v1/core/dead-letters";
 
-/** A single replay takes no body; an empty object is tolerated. */
-export const emptyBody = z.object({}).strict().describe("No fields: the dead letter is replayed as stored.");
+/** A body with no fields (cancel); an empty object is tolerated. */
+export const emptyBody = z.object({}).strict().describe("No fields.");
 const idOf = (event: APIGatewayProxyEventV2) => parsePathParameter(event, "id", deadLetterIdSchema);
+
+/** The permissions a route accepts, as a list. */
+export function routePermissions(route: RouteSpec): readonly Permission[] {
+  return typeof route.permission === "string" ? [route.permission] : route.permission;
+}
+
+/** The permission acting on a bulk operation of `kind` takes. */
+const KIND_PERMISSION = { replay: PERMISSION.replay, discard: PERMISSION.discard } as const;
 
 export const ROUTES: readonly RouteSpec[] = [
   {
@@ -78,16 +108,20 @@ export const ROUTES: readonly RouteSpec[] = [
         deps.pool,
         filter,
         limit,
-        cursor ? decodeCursor(cursor, filter, "list") : undefined,
+        cursor ? decodeCursor(deps.sealKey, cursor, filter) : undefined,
       );
-      return { items: page.items, next_cursor: page.next ? encodeCursor(page.next, filter, "list") : null };
+      return {
+        items: page.items,
+        next_cursor: page.next ? encodeCursor(deps.sealKey, page.next, filter) : null,
+      };
     },
   },
   {
     method: "GET",
     path: `${BASE}/stats`,
     operationId: "deadLetterStats",
-    summary: "Counts by consumer, status and error kind; the oldest pending dead letter per consumer",
+    summary:
+      "Counts by consumer, status and error kind; the oldest pending dead letter and the biggest pending failure groups per consumer",
     permission: PERMISSION.read,
     success: { status: 200, schema: statsResponseSchema },
     errors: [],
@@ -95,7 +129,62 @@ export const ROUTES: readonly RouteSpec[] = [
       if (Object.keys(event.queryStringParameters ?? {}).length > 0) {
         throw new HttpProblem("invalidRequest", "stats takes no query parameters");
       }
-      return deadLetterStats(deps.pool);
+      return deadLetterStats(deps.pool, API_LIMITS.statsGroupsPerConsumer);
+    },
+  },
+  {
+    method: "GET",
+    path: `${BASE}/groups`,
+    operationId: "listFailureGroups",
+    summary: "Failure groups (dead letters that failed the same way), biggest pending first",
+    permission: PERMISSION.read,
+    query: groupsQuerySchema,
+    success: { status: 200, schema: groupsResponseSchema },
+    errors: [],
+    operate: async ({ event, deps }) => ({
+      items: await listDeadLetterGroups(deps.pool, parseQuery(event, groupsQuerySchema)),
+    }),
+  },
+  {
+    method: "GET",
+    path: `${BASE}/operations`,
+    operationId: "listBulkOperations",
+    summary: "Bulk operations, newest first",
+    permission: PERMISSION.read,
+    query: operationsQuerySchema,
+    success: { status: 200, schema: operationsResponseSchema },
+    errors: [],
+    operate: async ({ event, deps }) => ({
+      items: (await listOperations(deps.pool, parseQuery(event, operationsQuerySchema))).map(toOperation),
+    }),
+  },
+  {
+    method: "GET",
+    path: `${BASE}/operations/{id}`,
+    operationId: "getBulkOperation",
+    summary: "One bulk operation: its progress, audit, and the dead letters it left pending",
+    permission: PERMISSION.read,
+    hasId: true,
+    success: { status: 200, schema: operationDetailSchema },
+    errors: [404],
+    operate: async ({ event, deps }) => readOperation(deps.pool, idOf(event)),
+  },
+  {
+    method: "POST",
+    path: `${BASE}/operations/{id}/cancel`,
+    operationId: "cancelBulkOperation",
+    summary: "Stop a running bulk operation; what it already did stays done",
+    permission: [PERMISSION.replay, PERMISSION.discard],
+    hasId: true,
+    body: emptyBody,
+    success: { status: 200, schema: operationSchema },
+    errors: [404, 409],
+    operate: async ({ event, principal, actor, deps }) => {
+      const id = idOf(event);
+      parseJsonBody(event, emptyBody);
+      return cancelOperation(deps.pool, id, actor, (kind) =>
+        requirePermission(principal, KIND_PERMISSION[kind]),
+      );
     },
   },
   {
@@ -121,34 +210,64 @@ export const ROUTES: readonly RouteSpec[] = [
     summary: "Send the stored envelope again to its queue (same job_id), or resolve as superseded",
     permission: PERMISSION.replay,
     hasId: true,
-    body: emptyBody,
+    body: replayBodySchema,
     success: { status: 200, schema: replayResponseSchema },
     errors: [404, 409, 502],
     operate: async ({ event, actor, deps }) => {
       const id = idOf(event);
-      parseJsonBody(event, emptyBody);
-      return replayDeadLetter(deps, id, actor);
+      const { delay_seconds } = parseJsonBody(event, replayBodySchema);
+      return replayDeadLetter(deps, id, actor, { delaySeconds: delay_seconds });
+    },
+  },
+  {
+    method: "POST",
+    path: `${BASE}/replay/plan`,
+    operationId: "planBulkReplay",
+    summary: "What a bulk replay of this filter would do, and the token that confirms it",
+    permission: PERMISSION.replay,
+    body: replayPlanBodySchema,
+    success: { status: 200, schema: planResponseSchema },
+    errors: [],
+    operate: async ({ event, deps }) => {
+      const { filter, delay_seconds } = parseJsonBody(event, replayPlanBodySchema);
+      return planOperation(deps, "replay", filter, delay_seconds);
     },
   },
   {
     method: "POST",
     path: `${BASE}/replay`,
-    operationId: "bulkReplayDeadLetters",
-    summary: "Replay the pending dead letters a filter matches, a bounded number per call",
+    operationId: "startBulkReplay",
+    summary: "Start a paced bulk replay of the pending dead letters a filter matches",
     permission: PERMISSION.replay,
     body: bulkReplayBodySchema,
-    success: { status: 200, schema: bulkReplayResponseSchema },
+    success: { status: 202, schema: operationSchema },
+    errors: [409, 428],
+    operate: async ({ event, actor, deps }) =>
+      startOperation(deps, { kind: "replay", ...parseJsonBody(event, bulkReplayBodySchema) }, actor),
+  },
+  {
+    method: "POST",
+    path: `${BASE}/discard/plan`,
+    operationId: "planBulkDiscard",
+    summary: "What a bulk discard of this filter would do, and the token that confirms it",
+    permission: PERMISSION.discard,
+    body: discardPlanBodySchema,
+    success: { status: 200, schema: planResponseSchema },
     errors: [],
-    operate: async ({ event, actor, deps }) => {
-      const request = parseJsonBody(event, bulkReplayBodySchema);
-      if (!request.all && Object.values(request.filter).every((v) => v === undefined)) {
-        throw new HttpProblem(
-          "invalidRequest",
-          'this filter matches every pending dead letter; narrow it, or send "all": true to mean it',
-        );
-      }
-      return bulkReplay(deps, request, actor);
-    },
+    operate: async ({ event, deps }) =>
+      planOperation(deps, "discard", parseJsonBody(event, discardPlanBodySchema).filter),
+  },
+  {
+    method: "POST",
+    path: `${BASE}/discard`,
+    operationId: "startBulkDiscard",
+    summary: "Start a paced bulk discard, with a reason, of the pending dead letters a filter matches",
+    permission: PERMISSION.discard,
+    body: bulkDiscardBodySchema,
+    success: { status: 202, schema: operationSchema },
+    errors: [409, 428],
+    operate: async ({ event, actor, deps }) =>
+      startOperation(deps, { kind: "discard", ...parseJsonBody(event, bulkDiscardBodySchema) }, actor),
   },
   {
     method: "POST",

@@ -1,23 +1,30 @@
 /**
  * The dead-letter API (SPEC §6): an HTTP API whose JWT authorizer checks the issuer and audience
- * and requires, on each route of `ROUTES`, exactly that route's permission as a scope; the
- * handler checks the token and the permission again. Access logging and throttling are on the
- * stage. The handler logs in as the ops login, and may `SendMessage` only to the consumer queues
- * it was given (a replay republishes to the stored queue).
+ * and requires, on each route of `ROUTES`, one of that route's permissions as a scope; the handler
+ * checks the token and the permissions again. Access logging and throttling are on the stage. The
+ * handler logs in as the ops login, and may `SendMessage` only to the consumer queues it was given
+ * (a replay republishes to the stored queue).
+ *
+ * List cursors and bulk-operation plan tokens are signed with a key the construct generates in a
+ * Secrets Manager secret: only the handler may read it, and the template holds only its ARN (the
+ * handler reads the value at start, shared/aws/seal-key-secret.ts).
  */
+
+import { RemovalPolicy } from "aws-cdk-lib";
 import * as apigwv2 from "aws-cdk-lib/aws-apigatewayv2";
 import { HttpJwtAuthorizer } from "aws-cdk-lib/aws-apigatewayv2-authorizers";
 import { HttpLambdaIntegration } from "aws-cdk-lib/aws-apigatewayv2-integrations";
-import * as iam from "aws-cdk-lib/aws-iam";
 import * as logs from "aws-cdk-lib/aws-logs";
+import * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
 import type * as sqs from "aws-cdk-lib/aws-sqs";
 import { Construct } from "constructs";
 import { API_ENV } from "../../functions/dead-letters-api/config.ts";
-import { ROUTES } from "../../functions/dead-letters-api/routes.ts";
+import { ROUTES, routePermissions } from "../../functions/dead-letters-api/routes.ts";
 import { ConfigurationError } from "../../shared/errors.ts";
 import { API_DEFAULTS } from "../defaults.ts";
 import type { DatabaseAccess } from "./database.ts";
 import { JobfenceFunction } from "./jobfence-function.ts";
+import { grantReplaySend } from "./replay-send.ts";
 
 /** Props of {@link DeadLetterApi}. */
 export interface DeadLetterApiProps {
@@ -37,6 +44,12 @@ export interface DeadLetterApiProps {
   readonly throttlingRateLimit?: number;
   /** @default API_DEFAULTS.throttlingBurstLimit */
   readonly throttlingBurstLimit?: number;
+  /**
+   * A bulk replay or discard over more dead letters than this needs the token of its plan
+   * (`JOBFENCE_BULK_CONFIRM_ABOVE`); an integer 0–1,000,000, 0 requiring a token always.
+   * @default API_DEFAULTS.bulkConfirmAbove (100)
+   */
+  readonly bulkConfirmAbove?: number;
 }
 
 /** The HTTP API, its authorizer, stage, access log and handler. */
@@ -46,6 +59,8 @@ export class DeadLetterApi extends Construct {
   readonly authorizer: HttpJwtAuthorizer;
   readonly handler: JobfenceFunction;
   readonly accessLog: logs.LogGroup;
+  /** The key that signs list cursors and plan tokens (a generated string); only the handler reads it. */
+  readonly signingKey: secretsmanager.Secret;
 
   constructor(scope: Construct, id: string, props: DeadLetterApiProps) {
     super(scope, id);
@@ -65,7 +80,29 @@ export class DeadLetterApi extends Construct {
     if (!(rate > 0) || !Number.isInteger(burst) || burst < 1) {
       problems.push(`throttling needs a positive rate and burst, got ${rate}/s and ${burst}`);
     }
+    const confirmAbove = props.bulkConfirmAbove ?? API_DEFAULTS.bulkConfirmAbove;
+    if (
+      !Number.isInteger(confirmAbove) ||
+      confirmAbove < 0 ||
+      confirmAbove > API_DEFAULTS.bulkConfirmAboveMax
+    ) {
+      problems.push(
+        `bulkConfirmAbove must be an integer 0–${API_DEFAULTS.bulkConfirmAboveMax}, got ${confirmAbove}`,
+      );
+    }
     if (problems.length > 0) throw new ConfigurationError("DeadLetterApi", problems);
+
+    // The whole SecretString is the key. Nothing lasting depends on it (a new key only stops
+    // outstanding cursors and plan tokens from verifying), so it goes with the stack.
+    this.signingKey = new secretsmanager.Secret(this, "SigningKey", {
+      description: "jobfence dead-letter API: the key that signs list cursors and bulk plan tokens",
+      generateSecretString: {
+        passwordLength: API_DEFAULTS.signingKeyLength,
+        excludePunctuation: true,
+        includeSpace: false,
+      },
+      removalPolicy: RemovalPolicy.DESTROY,
+    });
 
     this.handler = new JobfenceFunction(this, "Handler", {
       entry: "functions/dead-letters-api/handler.ts",
@@ -77,16 +114,13 @@ export class DeadLetterApi extends Construct {
         [API_ENV.issuer]: props.jwtIssuer,
         [API_ENV.audience]: props.jwtAudience,
         [API_ENV.jwksUrl]: props.jwksUrl ?? `${props.jwtIssuer.replace(/\/$/, "")}/.well-known/jwks.json`,
+        // The ARN only: the handler reads the key itself, so it is in no template or configuration.
+        [API_ENV.signingKeySecretArn]: this.signingKey.secretArn,
+        [API_ENV.bulkConfirmAbove]: String(confirmAbove),
       },
     });
-    this.handler.function.addToRolePolicy(
-      new iam.PolicyStatement({
-        actions: ["sqs:SendMessage"],
-        resources: props.consumerQueues.map((q) => q.queueArn),
-      }),
-    );
-    for (const queue of props.consumerQueues)
-      queue.encryptionMasterKey?.grantEncryptDecrypt(this.handler.function);
+    this.signingKey.grantRead(this.handler.function);
+    grantReplaySend(this.handler.function, props.consumerQueues);
 
     this.api = new apigwv2.HttpApi(this, "Api", {
       description: "jobfence dead-letter API",
@@ -111,7 +145,9 @@ export class DeadLetterApi extends Construct {
         methods: [apigwv2.HttpMethod[route.method]],
         integration,
         authorizer: this.authorizer,
-        authorizationScopes: [route.permission],
+        // API Gateway lets a token through holding any one of the route's scopes; a route that
+        // accepts several (cancel: replay or discard) has the handler check the one it needs.
+        authorizationScopes: [...routePermissions(route)],
       });
     }
   }

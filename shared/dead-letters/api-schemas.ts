@@ -15,10 +15,22 @@ export const API_LIMITS = Object.freeze({
   defaultPageSize: 50,
   /** Rows per list page at most. */
   maxPageSize: 500,
-  /** Dead letters one bulk replay call handles at most; a cursor continues. */
-  maxBulkReplay: 500,
-  /** Sample rows a dry run returns. */
-  dryRunSample: 10,
+  /** Sample rows a plan returns. */
+  planSample: 10,
+  /** Failure groups a stats response shows per consumer (the groups endpoint lists them all). */
+  statsGroupsPerConsumer: 20,
+  /** Groups per page of the groups endpoint. */
+  maxGroups: 500,
+  /** Operations per page of the operations list. */
+  maxOperations: 100,
+  /** SQS DelaySeconds at most (15 minutes). */
+  maxDelaySeconds: 900,
+  /** Rows per second a bulk operation may be paced at, at most. */
+  maxRatePerSecond: 1000,
+  /** Default pace of a bulk replay, messages per second: gentle on the consumer's database. */
+  defaultReplayRate: 50,
+  /** Default pace of a bulk discard, rows per second (nothing is sent). */
+  defaultDiscardRate: 200,
   /** A discard reason, in characters (the database's bound). */
   maxReasonLength: 2000,
 });
@@ -35,7 +47,13 @@ export const deadLetterIdSchema = z
   .transform((id) => id.toLowerCase())
   .describe("The dead letter's id (a UUID).");
 
-/** Filters shared by the list and bulk replay. Every one narrows; none is required. */
+/** A failure group's id: its error fingerprint as 32 lower-case hex digits. */
+export const groupIdSchema = z
+  .string()
+  .regex(/^[0-9a-fA-F]{32}$/, "a group is 32 hex digits")
+  .transform((hex) => hex.toLowerCase());
+
+/** Filters shared by the list and bulk operations. Every one narrows; none is required. */
 const filterFields = {
   consumer: filterText(128).optional().describe("Only this consumer's dead letters."),
   queue: filterText(2048).optional().describe("Only dead letters of this queue (URL, as stored)."),
@@ -45,6 +63,14 @@ const filterFields = {
   correlation_id: filterText(255).optional(),
   created_after: timestamp.optional().describe("Created at or after this instant (RFC 3339)."),
   created_before: timestamp.optional().describe("Created strictly before this instant (RFC 3339)."),
+  group: groupIdSchema
+    .optional()
+    .describe("Only this failure group (its fingerprint, from stats or groups)."),
+  error_class: filterText(200).optional().describe("Only errors of this class (last_error.class)."),
+  message: storableText
+    .pipe(z.string().min(3).max(200))
+    .optional()
+    .describe("Only errors whose message contains this text, case-insensitively (3–200 characters)."),
 };
 
 /** Query of `GET /v1/core/dead-letters`. */
@@ -72,44 +98,93 @@ export type ListQuery = z.output<typeof listQuerySchema>;
 /** The filter part of a list query. */
 export type DeadLetterFilter = Omit<ListQuery, "limit" | "cursor">;
 
-/** Filter of a bulk replay: only pending dead letters are replayed, so status is not a filter. */
-export const bulkReplayFilterSchema = z.object(filterFields).strict();
+/** Filter of a bulk operation: only pending dead letters are acted on, so status is not a filter. */
+export const bulkFilterSchema = z.object(filterFields).strict();
 
-/** Body of `POST /v1/core/dead-letters/replay`. */
+/** A bulk operation's filter after validation. */
+export type BulkFilter = z.output<typeof bulkFilterSchema>;
+
+/** SQS DelaySeconds for a replayed message: 0–900 (not on FIFO queues, which take no per-message delay). */
+const delaySeconds = z
+  .number()
+  .int()
+  .min(0)
+  .max(API_LIMITS.maxDelaySeconds)
+  .describe(
+    "Deliver the replayed message this many seconds later (SQS DelaySeconds, 0–900; standard queues only).",
+  );
+
+/** Body of `POST /v1/core/dead-letters/{id}/replay`. */
+export const replayBodySchema = z
+  .object({ delay_seconds: delaySeconds.default(0) })
+  .strict()
+  .describe("Optional: a delay. The stored envelope is sent unchanged.");
+
+/** Pace of a bulk operation, rows per second. */
+const rate = (fallback: number) =>
+  z
+    .number()
+    .positive()
+    .max(API_LIMITS.maxRatePerSecond)
+    .default(fallback)
+    .describe(
+      `Rows handled per second at most (default ${fallback}, at most ${API_LIMITS.maxRatePerSecond}).`,
+    );
+
+const confirmationToken = z
+  .string()
+  .min(1)
+  .max(1024)
+  .optional()
+  .describe("The plan's token: required when the set is large or is every pending dead letter.");
+
+/** Body of `POST /v1/core/dead-letters/replay/plan`. */
+export const replayPlanBodySchema = z
+  .object({ filter: bulkFilterSchema.default({}), delay_seconds: delaySeconds.default(0) })
+  .strict();
+
+/** Body of `POST /v1/core/dead-letters/discard/plan`. */
+export const discardPlanBodySchema = z.object({ filter: bulkFilterSchema.default({}) }).strict();
+
+/** Body of `POST /v1/core/dead-letters/replay`: start a bulk replay. */
 export const bulkReplayBodySchema = z
   .object({
-    filter: bulkReplayFilterSchema.default({}),
-    all: z
-      .boolean()
-      .default(false)
-      .describe("Required to replay with a filter that matches every pending dead letter."),
-    dry_run: z.boolean().default(false).describe("Count and sample the matches; change nothing."),
-    limit: z.number().int().min(1).max(API_LIMITS.maxBulkReplay).default(API_LIMITS.maxBulkReplay),
-    cursor: z
-      .string()
-      .max(512)
-      .optional()
-      .describe("next_cursor of the previous call, with the same filter."),
+    filter: bulkFilterSchema.default({}),
+    token: confirmationToken,
+    rate_per_second: rate(API_LIMITS.defaultReplayRate),
+    delay_seconds: delaySeconds.default(0),
   })
   .strict();
 
 /** A bulk replay request after validation. */
 export type BulkReplayRequest = z.output<typeof bulkReplayBodySchema>;
 
+/** Why dead letters are discarded: required, visible, bounded. */
+const discardReason = z
+  .string()
+  .trim()
+  .min(1, "a reason is required")
+  .max(API_LIMITS.maxReasonLength)
+  // Only invisible characters (zero-width spaces and the like) are no reason either.
+  .regex(/[\p{L}\p{N}\p{P}\p{S}]/u, "a reason must say something")
+  .pipe(storableText)
+  .describe("Why the dead letter will never be replayed (recorded as discard_reason).");
+
 /** Body of `POST /v1/core/dead-letters/{id}/discard`. */
-export const discardBodySchema = z
+export const discardBodySchema = z.object({ reason: discardReason }).strict();
+
+/** Body of `POST /v1/core/dead-letters/discard`: start a bulk discard. */
+export const bulkDiscardBodySchema = z
   .object({
-    reason: z
-      .string()
-      .trim()
-      .min(1, "a reason is required")
-      .max(API_LIMITS.maxReasonLength)
-      // Only invisible characters (zero-width spaces and the like) are no reason either.
-      .regex(/[\p{L}\p{N}\p{P}\p{S}]/u, "a reason must say something")
-      .pipe(storableText)
-      .describe("Why the dead letter will never be replayed (recorded as discard_reason)."),
+    filter: bulkFilterSchema.default({}),
+    reason: discardReason,
+    token: confirmationToken,
+    rate_per_second: rate(API_LIMITS.defaultDiscardRate),
   })
   .strict();
+
+/** A bulk discard request after validation. */
+export type BulkDiscardRequest = z.output<typeof bulkDiscardBodySchema>;
 
 const lastError = z.object({ class: z.string(), message: z.string(), stack: z.string().optional() });
 
@@ -140,6 +215,8 @@ export const deadLetterSummarySchema = z.object({
     .string()
     .nullable()
     .describe("Conflicts: hex fingerprint of the applied job whose job_id the message shares."),
+  error_class: z.string().nullable().describe("last_error's class."),
+  group: z.string().describe("The failure group (error fingerprint, 32 hex digits)."),
 });
 
 /** A whole dead letter. */
@@ -173,6 +250,18 @@ export const listResponseSchema = z.object({
   next_cursor: z.string().nullable().describe("Pass as cursor for the next page; null on the last page."),
 });
 
+/** A failure group: dead letters of one consumer that failed the same way. */
+export const groupSchema = z.object({
+  consumer: z.string(),
+  group: z.string().describe("The error fingerprint, 32 hex digits: the filter `group`."),
+  error_class: z.string().nullable(),
+  pending: z.number().int().describe("Dead letters of the group still pending review."),
+  total: z.number().int().describe("Dead letters of the group ever recorded."),
+  first_seen: z.string(),
+  last_seen: z.string(),
+  sample: z.object({ id: z.uuid(), message: z.string() }).describe("The group's first dead letter."),
+});
+
 /** Response of the stats endpoint. */
 export const statsResponseSchema = z.object({
   counts: z.array(
@@ -186,6 +275,11 @@ export const statsResponseSchema = z.object({
   oldest_pending: z
     .array(z.object({ consumer: z.string(), id: z.uuid(), created_at: z.string() }))
     .describe("The oldest pending dead letter of each consumer that has one, oldest first."),
+  groups: z
+    .array(groupSchema)
+    .describe(
+      `The biggest failure groups with dead letters pending, at most ${API_LIMITS.statsGroupsPerConsumer} per consumer.`,
+    ),
 });
 
 /** Response of a single replay. */
@@ -205,31 +299,101 @@ export const discardResponseSchema = z.object({
   reason: z.string(),
 });
 
-/** Per-dead-letter outcome of a bulk replay. */
-export const bulkOutcomeSchema = z.object({
-  id: z.uuid(),
-  outcome: z.enum(["replayed", "superseded", "conflict", "failed"]),
-  error: z.string().optional(),
-});
+/** Query of `GET /v1/core/dead-letters/groups`. */
+export const groupsQuerySchema = z
+  .object({
+    consumer: filterText(128).optional(),
+    error_class: filterText(200).optional(),
+    include_resolved: z
+      .enum(["true", "false"])
+      .default("false")
+      .transform((v) => v === "true")
+      .describe("Also groups with nothing pending."),
+    limit: z.coerce.number().int().min(1).max(API_LIMITS.maxGroups).default(API_LIMITS.defaultPageSize),
+  })
+  .strict();
 
-/** Response of a bulk replay (or its dry run). */
-export const bulkReplayResponseSchema = z.object({
-  dry_run: z.boolean(),
-  matched: z
-    .number()
-    .int()
-    .describe("Pending dead letters the filter matches (dry run: all of them; otherwise this call's)."),
+/** Response of the groups endpoint: biggest pending first. */
+export const groupsResponseSchema = z.object({ items: z.array(groupSchema) });
+
+/** What a bulk operation would act on, and the token that confirms it. */
+export const planResponseSchema = z.object({
+  kind: z.enum(["replay", "discard"]),
+  matched: z.number().int().describe("Pending dead letters the filter matches now."),
+  pending_total: z.number().int().describe("Pending dead letters in all."),
   would_send: z
     .number()
     .int()
     .optional()
-    .describe("Dry run: how many a real run would send (matched minus superseded and conflicts)."),
+    .describe("Replay: how many would be sent (matched minus superseded and conflicts)."),
+  superseded: z
+    .number()
+    .int()
+    .optional()
+    .describe("Replay: how many are of jobs already applied (resolved, not sent)."),
   conflicts: z
     .number()
     .int()
     .optional()
-    .describe("Dry run: how many carry another job than the one applied under their job_id (not sent)."),
-  sample: z.array(deadLetterSummarySchema).optional(),
-  outcomes: z.array(bulkOutcomeSchema).optional(),
-  next_cursor: z.string().nullable(),
+    .describe("Replay: how many carry another job than the one applied under their job_id (left pending)."),
+  sample: z.array(deadLetterSummarySchema),
+  confirmation_required: z
+    .boolean()
+    .describe("Whether starting it needs the token (a large set, or every pending row)."),
+  token: z
+    .string()
+    .nullable()
+    .describe(
+      "Binds this filter and this matched set; pass it to start the operation. Null when nothing matches.",
+    ),
+  token_expires_at: z.string().nullable(),
 });
+
+/** A bulk operation. */
+export const operationSchema = z.object({
+  id: z.uuid(),
+  kind: z.enum(["replay", "discard"]),
+  status: z.enum(["running", "completed", "cancelled", "failed"]),
+  filter: z.record(z.string(), z.unknown()),
+  reason: z.string().nullable(),
+  delay_seconds: z.number().int(),
+  rate_per_second: z.number(),
+  planned: z.number().int().describe("Rows in the planned set."),
+  processed: z.number().int().describe("Rows handled so far (each once)."),
+  replayed: z.number().int(),
+  superseded: z.number().int(),
+  discarded: z.number().int(),
+  conflicts: z.number().int(),
+  failed: z.number().int().describe("Sends SQS refused; those rows stay pending (see skipped)."),
+  last_error: z.string().nullable().describe("Why the last chunk could not run, while it is retried."),
+  submitted_by: z.string(),
+  submitted_at: z.string(),
+  cancelled_by: z.string().nullable(),
+  finished_at: z.string().nullable(),
+  updated_at: z.string(),
+  next_run_at: z.string(),
+});
+
+/** One operation with what it left pending. */
+export const operationDetailSchema = operationSchema.extend({
+  skipped: z.array(
+    z.object({
+      dead_letter_id: z.uuid(),
+      reason: z.enum(["conflict", "send-failed"]),
+      detail: z.string(),
+      at: z.string(),
+    }),
+  ),
+});
+
+/** Query of `GET /v1/core/dead-letters/operations`. */
+export const operationsQuerySchema = z
+  .object({
+    status: z.enum(["running", "completed", "cancelled", "failed"]).optional(),
+    kind: z.enum(["replay", "discard"]).optional(),
+    limit: z.coerce.number().int().min(1).max(API_LIMITS.maxOperations).default(20),
+  })
+  .strict();
+
+/** Response of the operations list: newest first. */
+export const operationsResponseSchema = z.object({ items: z.array(operationSchema) });

@@ -101,6 +101,20 @@ export function createTokenVerifier(options: TokenVerifierOptions): TokenVerifie
 }
 
 /** Throws HttpProblem 403 unless the principal holds `permission`. */
+/** Refuses (403) a principal holding none of `permissions`. */
+export function requireAnyPermission(principal: Principal, permissions: readonly Permission[]): void {
+  if (permissions.some((p) => principal.permissions.has(p))) return;
+  const [only] = permissions;
+  if (permissions.length === 1 && only) requirePermission(principal, only);
+  throw new HttpProblem(
+    "forbidden",
+    `this operation requires one of the permissions ${permissions.join(", ")}`,
+    {
+      extensions: { any_of_permissions: [...permissions] },
+    },
+  );
+}
+
 export function requirePermission(principal: Principal, permission: Permission): void {
   if (!principal.permissions.has(permission)) {
     throw new HttpProblem("forbidden", `this operation requires the ${permission} permission`, {

@@ -2,15 +2,25 @@
  * Middleware: turns every error of an HTTP handler into a problem+json response. Typed errors
  * decide the status (never message text); what is left is logged and answered 500.
  */
+
+import { randomUUID } from "node:crypto";
 import type { Logger } from "@aws-lambda-powertools/logger";
 import type { MiddlewareObj } from "@middy/core";
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from "aws-lambda";
 import { describeError } from "../dead-letters/last-error.ts";
 import {
+  ConfirmationRequiredError,
   DeadLetterConflictError,
   DeadLetterNotFoundError,
   HttpProblem,
   InvalidCursorError,
+  InvalidPlanTokenError,
+  NothingMatchedError,
+  OperationFinishedError,
+  OperationNotFoundError,
+  PlanExpiredError,
+  PlanStaleError,
+  PlanUsedError,
   ReplayConflictError,
   ReplaySendError,
 } from "../errors.ts";
@@ -39,6 +49,45 @@ export function problemOf(error: unknown): HttpProblem {
       extensions: { errors: [{ location: "cursor", field: "cursor", message: error.message }] },
     });
   }
+  if (error instanceof InvalidPlanTokenError) {
+    return new HttpProblem("invalidRequest", error.message, {
+      extensions: { errors: [{ location: "body", field: "token", message: error.message }] },
+    });
+  }
+  if (error instanceof PlanExpiredError) {
+    return new HttpProblem("conflict", error.message, { extensions: { reason: "plan-expired" } });
+  }
+  if (error instanceof PlanStaleError) {
+    return new HttpProblem("conflict", error.message, {
+      extensions: { reason: "plan-stale", planned: error.planned, matched: error.matched },
+    });
+  }
+  if (error instanceof PlanUsedError) {
+    return new HttpProblem("conflict", error.message, { extensions: { reason: "plan-used" } });
+  }
+  if (error instanceof NothingMatchedError) {
+    return new HttpProblem("conflict", error.message, {
+      extensions: { reason: "nothing-matched", matched: 0 },
+    });
+  }
+  if (error instanceof ConfirmationRequiredError) {
+    return new HttpProblem("confirmationRequired", error.message, {
+      extensions: {
+        reason: "confirmation-required",
+        matched: error.matched,
+        pending_total: error.pendingTotal,
+        confirm_above: error.confirmAbove,
+      },
+    });
+  }
+  if (error instanceof OperationNotFoundError) return new HttpProblem("notFound", error.message);
+  if (error instanceof OperationFinishedError) {
+    return new HttpProblem("conflict", error.message, {
+      extensions: { operation_status: error.status, reason: "operation-finished" },
+    });
+  }
+  // The message says what failed in the operator's words; the queue URL and SQS's own text are
+  // in the cause, logged under the correlation id the problem document carries.
   if (error instanceof ReplaySendError)
     return new HttpProblem("upstreamFailed", error.message, { cause: error });
   const code = (error as { code?: unknown })?.code;
@@ -82,12 +131,20 @@ export function problemDetails(
     error: unknown;
     response: APIGatewayProxyStructuredResultV2 | null | undefined;
   }): void => {
-    const problem = problemOf(request.error);
+    let problem = problemOf(request.error);
     if (problem.status >= 500) {
+      // One id in the log entry and in the answer, so an operator's report finds the details.
+      const correlationId = request.event.requestContext?.requestId || randomUUID();
       options.logger.error("request failed", {
         path: request.event.rawPath,
         status: problem.status,
+        correlation_id: correlationId,
         error: describeError(problem.cause ?? request.error),
+      });
+      problem = new HttpProblem(problem.kind, problem.message, {
+        extensions: { ...problem.extensions, correlation_id: correlationId },
+        headers: problem.headers,
+        cause: problem.cause,
       });
     }
     request.response = problemResponse(problem, request.event.rawPath);

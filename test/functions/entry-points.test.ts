@@ -20,8 +20,15 @@ const ENTRY_POINTS: Array<{ module: string; env: Record<string, string>; require
       JOBFENCE_JWT_ISSUER: "https://issuer.example",
       JOBFENCE_JWT_AUDIENCE: "jobfence",
       JOBFENCE_JWKS_URL: "https://issuer.example/.well-known/jwks.json",
+      JOBFENCE_SIGNING_KEY_SECRET_ARN:
+        "arn:aws:secretsmanager:eu-west-1:123456789012:secret:jobfence-api-key-AbCdEf",
     },
-    required: ["DATABASE_URL", "JOBFENCE_JWT_ISSUER", "JOBFENCE_JWT_AUDIENCE"],
+    required: [
+      "DATABASE_URL",
+      "JOBFENCE_JWT_ISSUER",
+      "JOBFENCE_JWT_AUDIENCE",
+      "JOBFENCE_SIGNING_KEY_SECRET_ARN",
+    ],
   },
   {
     module: "../../functions/backstop-drain/handler.ts",
@@ -35,6 +42,7 @@ const ENTRY_POINTS: Array<{ module: string; env: Record<string, string>; require
     required: ["JOBFENCE_CONSUMER", "JOBFENCE_SOURCE_QUEUE_URL", "JOBFENCE_SOURCE_MAX_RECEIVE_COUNT"],
   },
   { module: "../../functions/fence-cleanup/handler.ts", env: { DATABASE_URL }, required: ["DATABASE_URL"] },
+  { module: "../../functions/bulk-operations/handler.ts", env: { DATABASE_URL }, required: ["DATABASE_URL"] },
   {
     module: "../../functions/escalation/handler.ts",
     env: { DATABASE_URL, JOBFENCE_OPS_BUS_NAME: "ops" },

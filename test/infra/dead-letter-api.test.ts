@@ -1,9 +1,12 @@
-/** DeadLetterApi (SPEC §6): JWT authorizer, one scope per route, access log, throttling, least IAM. */
+/**
+ * DeadLetterApi (SPEC §6): JWT authorizer, every ROUTES entry deployed with its permissions as
+ * scopes, access log, throttling, least IAM, and the signing key in a secret only the handler reads.
+ */
 import { Match, Template } from "aws-cdk-lib/assertions";
 import * as sqs from "aws-cdk-lib/aws-sqs";
 import type { IConstruct } from "constructs";
 import { beforeAll, describe, expect, it } from "vitest";
-import { ROUTES } from "../../functions/dead-letters-api/routes.ts";
+import { ROUTES, routePermissions } from "../../functions/dead-letters-api/routes.ts";
 import { DeadLetterApi } from "../../infra/constructs/dead-letter-api.ts";
 import { ConfigurationError } from "../../shared/errors.ts";
 import { PERMISSION } from "../../shared/http/auth.ts";
@@ -35,27 +38,33 @@ describe("DeadLetterApi", () => {
     });
   });
 
-  it("has one route per ROUTES entry, each behind the JWT authorizer with exactly its permission as scope", () => {
+  it("deploys every ROUTES entry and nothing else, each behind the JWT authorizer with all its permissions as scopes", () => {
     const authorizerId = logicalId(env.stack, api.node.findChild("Api").node.findChild("Jwt") as IConstruct);
     const routes = Object.values(template.findResources("AWS::ApiGatewayV2::Route"));
-    expect(routes).toHaveLength(ROUTES.length);
+    const routeKeys = routes.map((r) => r.Properties.RouteKey as string);
+    const expectedKeys = ROUTES.map((route) => `${route.method} ${route.path}`);
+    expect(new Set(expectedKeys).size).toBe(ROUTES.length);
+    expect(routeKeys.sort()).toEqual([...expectedKeys].sort());
     for (const route of ROUTES) {
-      template.hasResourceProperties("AWS::ApiGatewayV2::Route", {
-        RouteKey: `${route.method} ${route.path}`,
+      const [deployed] = routes.filter((r) => r.Properties.RouteKey === `${route.method} ${route.path}`);
+      expect(deployed?.Properties, `${route.method} ${route.path}`).toMatchObject({
         AuthorizationType: "JWT",
         AuthorizerId: { Ref: authorizerId },
-        AuthorizationScopes: [route.permission],
       });
+      expect(deployed?.Properties.AuthorizationScopes, `${route.method} ${route.path}`).toEqual([
+        ...routePermissions(route),
+      ]);
     }
-    // The table itself: reads need read, replays need replay, the discard needs discard.
-    expect(ROUTES.map((r) => `${r.method} ${r.path} ${r.permission}`)).toEqual([
-      `GET /v1/core/dead-letters ${PERMISSION.read}`,
-      `GET /v1/core/dead-letters/stats ${PERMISSION.read}`,
-      `GET /v1/core/dead-letters/{id} ${PERMISSION.read}`,
-      `POST /v1/core/dead-letters/{id}/replay ${PERMISSION.replay}`,
-      `POST /v1/core/dead-letters/replay ${PERMISSION.replay}`,
-      `POST /v1/core/dead-letters/{id}/discard ${PERMISSION.discard}`,
-    ]);
+  });
+
+  it("requires read on every GET and never read alone on a POST (the routes act only with replay or discard)", () => {
+    expect(ROUTES.some((route) => routePermissions(route).length > 1)).toBe(true);
+    for (const route of ROUTES) {
+      const permissions = routePermissions(route);
+      expect(permissions.length, route.path).toBeGreaterThan(0);
+      if (route.method === "GET") expect(permissions, route.path).toEqual([PERMISSION.read]);
+      else expect(permissions, `${route.method} ${route.path}`).not.toContain(PERMISSION.read);
+    }
   });
 
   it("logs access and throttles on the stage", () => {
@@ -81,9 +90,86 @@ describe("DeadLetterApi", () => {
           JOBFENCE_JWT_AUDIENCE: "jobfence-ops",
           JOBFENCE_JWKS_URL: "https://auth.example.com/.well-known/jwks.json",
           JOBFENCE_DB_SECRET_ARN: { Ref: logicalId(env.stack, env.secrets.ops) },
+          JOBFENCE_SIGNING_KEY_SECRET_ARN: { Ref: logicalId(env.stack, api.signingKey) },
+          JOBFENCE_BULK_CONFIRM_ABOVE: "100",
         }),
       },
     });
+  });
+
+  it("generates the signing key as the whole secret string: 64 letters and digits", () => {
+    const secret = template.toJSON().Resources[logicalId(env.stack, api.signingKey)];
+    expect(secret.Type).toBe("AWS::SecretsManager::Secret");
+    expect(secret.Properties.SecretString).toBeUndefined();
+    expect(secret.Properties.GenerateSecretString).toEqual({
+      PasswordLength: 64,
+      ExcludePunctuation: true,
+      IncludeSpace: false,
+    });
+    // 64 characters of 62: well above the 32 bytes the function requires.
+    expect(secret.Properties.GenerateSecretString.PasswordLength).toBeGreaterThanOrEqual(64);
+  });
+
+  it("passes the signing key's ARN only: no key material and no dynamic reference to it in the environment", () => {
+    const fn = template.toJSON().Resources[logicalId(env.stack, api.handler.function)];
+    const variables = fn.Properties.Environment.Variables as Record<string, unknown>;
+    const keyRef = JSON.stringify({ Ref: logicalId(env.stack, api.signingKey) });
+    for (const [name, value] of Object.entries(variables)) {
+      const text = JSON.stringify(value);
+      if (name === "JOBFENCE_SIGNING_KEY_SECRET_ARN") expect(text).toBe(keyRef);
+      else expect(text, name).not.toContain(logicalId(env.stack, api.signingKey));
+    }
+    // The only dynamic references are the ops login's user and password in DATABASE_URL.
+    const resolved = JSON.stringify(variables).match(/resolve:secretsmanager:/g) ?? [];
+    expect(resolved).toHaveLength(2);
+    expect(JSON.stringify(variables.DATABASE_URL)).toContain(logicalId(env.stack, env.secrets.ops));
+  });
+
+  it("lets the handler read the signing key, and nothing else in the stack", () => {
+    const keyRef = { Ref: logicalId(env.stack, api.signingKey) };
+    const readers = Object.values(template.findResources("AWS::IAM::Policy")).flatMap((policy) =>
+      (policy.Properties.PolicyDocument.Statement as Array<{ Action: unknown; Resource: unknown }>)
+        .filter((s) => JSON.stringify(s.Resource).includes(JSON.stringify(keyRef)))
+        .map((s) => ({ roles: policy.Properties.Roles, actions: [s.Action].flat(), resource: s.Resource })),
+    );
+    expect(readers).toEqual([
+      {
+        roles: [{ Ref: logicalId(env.stack, api.handler.function.role as IConstruct) }],
+        actions: ["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
+        resource: keyRef,
+      },
+    ]);
+    expect(template.findResources("AWS::SecretsManager::ResourcePolicy")).toEqual({});
+  });
+
+  it("passes bulkConfirmAbove as JOBFENCE_BULK_CONFIRM_ABOVE", () => {
+    const local = testEnvironment();
+    const strict = new DeadLetterApi(local.stack, "Strict", {
+      database: local.database,
+      jwtIssuer: "https://auth.example.com",
+      jwtAudience: "jobfence-ops",
+      consumerQueues: [new sqs.Queue(local.stack, "Queue")],
+      bulkConfirmAbove: 0,
+    });
+    const fn = Template.fromStack(local.stack).toJSON().Resources[
+      logicalId(local.stack, strict.handler.function)
+    ];
+    expect(fn.Properties.Environment.Variables.JOBFENCE_BULK_CONFIRM_ABOVE).toBe("0");
+  });
+
+  it.each([-1, 1.5, 1_000_001, Number.NaN])("refuses bulkConfirmAbove %s", (bulkConfirmAbove) => {
+    const thunk = () => {
+      const local = testEnvironment();
+      return new DeadLetterApi(local.stack, "Bad", {
+        database: local.database,
+        jwtIssuer: "https://auth.example.com",
+        jwtAudience: "jobfence-ops",
+        consumerQueues: [new sqs.Queue(local.stack, "Queue")],
+        bulkConfirmAbove,
+      });
+    };
+    expect(thunk).toThrow(ConfigurationError);
+    expect(thunk).toThrow(/bulkConfirmAbove must be an integer 0–1000000/);
   });
 
   it("may SendMessage only to the consumer queues it was given", () => {

@@ -1,4 +1,5 @@
 /** The reference stack on an existing database: imported VPC, security group and per-login secrets. */
+import type { CfnElement } from "aws-cdk-lib";
 import { Template } from "aws-cdk-lib/assertions";
 import { AwsSolutionsChecks } from "cdk-nag";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -44,15 +45,13 @@ describe("reference stack on an existing database", () => {
     expect(report.violations.map((v) => v.ruleName)).toEqual([]);
   });
 
-  it("creates no database, VPC or secrets of its own", () => {
-    for (const type of [
-      "AWS::RDS::DBCluster",
-      "AWS::RDS::DBProxy",
-      "AWS::EC2::VPC",
-      "AWS::SecretsManager::Secret",
-    ]) {
+  it("creates no database, VPC or database secrets of its own (its one secret is the API's signing key)", () => {
+    for (const type of ["AWS::RDS::DBCluster", "AWS::RDS::DBProxy", "AWS::EC2::VPC"]) {
       expect(Object.keys(template.findResources(type)), type).toEqual([]);
     }
+    expect(Object.keys(template.findResources("AWS::SecretsManager::Secret"))).toEqual([
+      stack.getLogicalId(stack.api.signingKey.node.defaultChild as CfnElement),
+    ]);
   });
 
   it("connects each function as its own login, through the given endpoint and database", () => {
@@ -67,6 +66,7 @@ describe("reference stack on an existing database", () => {
       ["jobfence consumer award-points", "consumer"],
       ["jobfence backstop drain of award-points", "consumer"],
       ["jobfence dead-letter API", "ops"],
+      ["jobfence bulk-operations worker (bulk replays and discards, in chunks)", "ops"],
       ["jobfence daily escalation of stale pending dead letters", "ops"],
       ["jobfence TTL cleanup of expired fences", "cleanup"],
       ["jobfence database migrations (run on deploy)", "migrator"],
@@ -86,7 +86,8 @@ describe("reference stack on an existing database", () => {
     const fns = Object.values(template.findResources("AWS::Lambda::Function")).filter(
       (f) => f.Properties.Environment?.Variables?.DATABASE_URL,
     );
-    expect(fns).toHaveLength(6);
+    expect(fns).toHaveLength(stack.functions.length);
+    expect(stack.functions).toHaveLength(7);
     for (const fn of fns)
       expect(fn.Properties.Environment.Variables.JOBFENCE_DB_CREDENTIALS_REVISION).toBe("2026-11-29");
   });
@@ -95,7 +96,7 @@ describe("reference stack on an existing database", () => {
     const rules = Object.values(template.findResources("AWS::EC2::SecurityGroupIngress")).filter(
       (r) => r.Properties.GroupId === "sg-0123456789abcdef0",
     );
-    expect(rules).toHaveLength(6);
+    expect(rules).toHaveLength(stack.functions.length);
     for (const rule of rules)
       expect(rule.Properties).toMatchObject({ FromPort: 5432, ToPort: 5432, IpProtocol: "tcp" });
   });

@@ -151,18 +151,65 @@ describe("reference stack", () => {
 });
 
 describe("alarms", () => {
-  it("every consumer and cleanup alarm reaches BetterStack through the alerting destination", () => {
+  it("every consumer, bulk-operations and cleanup alarm reaches BetterStack through the alerting destination", () => {
     const forwarded = JSON.stringify(
       template.toJSON().Resources[logicalId(stack, stack.alarmForwarding)].Properties.EventPattern.resources,
     );
     const alarms = [
       ...stack.consumers.flatMap((c) => Object.values(c.alarms)),
+      ...Object.values(stack.bulkOperations.alarms),
       ...Object.values(stack.cleanup.alarms),
     ];
-    expect(alarms.length).toBe(4 * stack.consumers.length + 2);
+    expect(alarms.length).toBe(4 * stack.consumers.length + 2 + 2);
     for (const alarm of alarms) {
       expect(forwarded).toContain(JSON.stringify({ "Fn::GetAtt": [logicalId(stack, alarm), "Arn"] }));
     }
+  });
+});
+
+describe("dead-letter API signing key and bulk operations", () => {
+  it("lets the API handler read the signing key, and no other role in the stack", () => {
+    const keyRef = JSON.stringify({ Ref: logicalId(stack, stack.api.signingKey) });
+    const readerRoles = Object.values(template.findResources("AWS::IAM::Policy"))
+      .filter((policy) =>
+        (policy.Properties.PolicyDocument.Statement as Array<{ Resource: unknown }>).some((s) =>
+          JSON.stringify(s.Resource).includes(keyRef),
+        ),
+      )
+      .flatMap((policy) => policy.Properties.Roles);
+    expect(readerRoles).toEqual([{ Ref: logicalId(stack, stack.api.handler.function.role as IConstruct) }]);
+    expect(template.findResources("AWS::SecretsManager::ResourcePolicy")).toEqual({});
+    template.hasOutput("SigningKeySecretArn", { Value: JSON.parse(keyRef) });
+    // No function has it (or a reference to its value) in its environment but the API, by ARN.
+    for (const [id, fn] of Object.entries(template.findResources("AWS::Lambda::Function"))) {
+      const variables = JSON.stringify(fn.Properties.Environment?.Variables ?? {});
+      if (id === logicalId(stack, stack.api.handler.function)) {
+        expect(fn.Properties.Environment.Variables.JOBFENCE_SIGNING_KEY_SECRET_ARN).toEqual(
+          JSON.parse(keyRef),
+        );
+        expect(variables.split(logicalId(stack, stack.api.signingKey))).toHaveLength(2);
+      } else {
+        expect(variables, id).not.toContain(logicalId(stack, stack.api.signingKey));
+      }
+    }
+  });
+
+  it("runs the bulk-operations worker every minute, after the migrations, sending only to the consumer queues", () => {
+    const rule = template.toJSON().Resources[logicalId(stack, stack.bulkOperations.schedule)];
+    expect(rule.Properties.ScheduleExpression).toBe("rate(1 minute)");
+    const [triggerId] = Object.keys(template.findResources("Custom::Trigger"));
+    expect(rule.DependsOn).toContain(triggerId);
+    const role = { Ref: logicalId(stack, stack.bulkOperations.workerFunction.function.role as IConstruct) };
+    const sends = Object.values(template.findResources("AWS::IAM::Policy", { Properties: { Roles: [role] } }))
+      .flatMap((p) => p.Properties.PolicyDocument.Statement)
+      .filter((s) => [s.Action].flat().some((a: string) => a.startsWith("sqs:")));
+    expect(sends.map((s) => ({ ...s, Resource: [s.Resource].flat() }))).toEqual([
+      {
+        Effect: "Allow",
+        Action: "sqs:SendMessage",
+        Resource: stack.consumers.map((c) => ({ "Fn::GetAtt": [logicalId(stack, c.queue), "Arn"] })),
+      },
+    ]);
   });
 });
 
@@ -180,6 +227,7 @@ describe("bundles", () => {
       "jobfence consumer award-points",
       "jobfence backstop drain of award-points",
       "jobfence dead-letter API",
+      "jobfence bulk-operations worker (bulk replays and discards, in chunks)",
       "jobfence TTL cleanup of expired fences",
       "jobfence daily escalation of stale pending dead letters",
       "jobfence database migrations (run on deploy)",
@@ -225,5 +273,22 @@ describe("stack props from CDK context", () => {
       betterStackSecretName: "jobfence/betterstack",
     });
     expect(Stack).toBeDefined();
+  });
+
+  it("reads bulkConfirmAbove as a number from -c text or cdk.json, and refuses anything else", () => {
+    const base: Record<string, unknown> = {
+      "jobfence:jwtIssuer": "https://auth.example.com",
+      "jobfence:jwtAudience": "jobfence-ops",
+      "jobfence:betterStackEndpoint": "https://in.logs.betterstack.com",
+      "jobfence:betterStackSecretName": "jobfence/betterstack",
+    };
+    const read = (value: unknown) =>
+      stackPropsFromContext((k) => ({ ...base, "jobfence:bulkConfirmAbove": value })[k]);
+    expect(read("250").bulkConfirmAbove).toBe(250);
+    expect(read(0).bulkConfirmAbove).toBe(0);
+    expect(read(undefined).bulkConfirmAbove).toBeUndefined();
+    for (const bad of ["lots", "1.5", "-3", 2.5, true]) {
+      expect(() => read(bad), String(bad)).toThrow(ConfigurationError);
+    }
   });
 });

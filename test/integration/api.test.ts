@@ -5,7 +5,7 @@
  * without a second effect, AC7 discard needs a reason); the rest covers authorization of every
  * route, malformed input, keyset paging, concurrent decisions, bulk replay and stats.
  */
-import { randomUUID } from "node:crypto";
+import { randomBytes, randomUUID } from "node:crypto";
 import { type Message, SendMessageCommand } from "@aws-sdk/client-sqs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { awardPointsConsumer, type awardPointsPayload } from "../../functions/award-points/consumer.ts";
@@ -14,7 +14,10 @@ import { lambdaContext } from "../../local/lambda-context.ts";
 import { createLocalIssuer, LOCAL_AUDIENCE, LOCAL_ISSUER } from "../../local/tokens.ts";
 import type { ConsumerDefinition, ConsumerHandler } from "../../shared/consumer.ts";
 import { lockDeadLetter } from "../../shared/db/queries/replay-queries.ts";
+import { runBulkOperations } from "../../shared/dead-letters/bulk-worker.ts";
+import { decodeCursor, encodeCursor } from "../../shared/dead-letters/cursor.ts";
 import { replayMessage } from "../../shared/dead-letters/replay-message.ts";
+import { sealKey } from "../../shared/dead-letters/seal.ts";
 import { PermanentJobError } from "../../shared/errors.ts";
 import { PERMISSION, type Permission } from "../../shared/http/auth.ts";
 import {
@@ -29,7 +32,8 @@ import {
   seedDeadLetters,
   serveApiTrusting,
 } from "../support/api-fixtures.ts";
-import { type ApiResponse, type ApiTestBed, apiTestBed } from "../support/api-harness.ts";
+import { type ApiResponse, type ApiTestBed, apiTestBed, TEST_SEAL_KEY } from "../support/api-harness.ts";
+import { runBulkToEnd } from "../support/bulk.ts";
 import { award, effectsOf } from "../support/consumer-harness.ts";
 import { expectRefused, SQLSTATE } from "../support/expect-pg.ts";
 import { insertFence } from "../support/fixtures.ts";
@@ -268,16 +272,25 @@ describe("AC5 replay produces no second effect", () => {
       discard_reason: null,
     });
 
-    // A bulk replay over it: counted as a conflict by the dry run, reported and left by the real one.
+    // A bulk replay over it: counted as a conflict by the plan, left pending by the operation and
+    // listed among the rows it skipped.
     const filter = { job_id: "ac5-conflict-1" };
-    const dry = await bed.call("POST", `${BASE}/replay`, {
+    const plan = await bed.call("POST", `${BASE}/replay/plan`, {
       token: bed.tokens.replay,
-      body: { filter, dry_run: true },
+      body: { filter },
     });
-    expect(dry.body).toMatchObject({ dry_run: true, matched: 1, would_send: 0, conflicts: 1 });
-    const bulk = await bed.call("POST", `${BASE}/replay`, { token: bed.tokens.replay, body: { filter } });
-    expect(bulk.status).toBe(200);
-    expect(bulk.body.outcomes).toEqual([{ id, outcome: "conflict", error: expect.any(String) }]);
+    expect(plan.body).toMatchObject({ matched: 1, would_send: 0, conflicts: 1 });
+    const started = await bed.call("POST", `${BASE}/replay`, {
+      token: bed.tokens.replay,
+      body: { filter, token: plan.body.token },
+    });
+    expect(started.status).toBe(202);
+    await runBulkOperations({ pool: bed.opsPool, sqs: bed.sqs }, { budgetMs: 2_000 });
+    const done = await bed.call("GET", `${BASE}/operations/${started.body.id}`, { token: bed.tokens.read });
+    expect(done.body).toMatchObject({ status: "completed", processed: 1, conflicts: 1, replayed: 0 });
+    expect(done.body.skipped).toEqual([
+      { dead_letter_id: id, reason: "conflict", detail: expect.any(String), at: expect.any(String) },
+    ]);
     expect(messagesIn(bed.emulator, "ac5-job-conflict")).toBe(0);
     expect((await decisionOf(id)).status).toBe("pending_review");
   });
@@ -445,6 +458,8 @@ describe("AC7 discarding without a reason is rejected", () => {
 interface RouteCase {
   readonly name: string;
   readonly permission: Permission;
+  /** The status of a success. @default 200 */
+  readonly status?: 200 | 202;
   /** The status a success leaves the target in, for routes that decide. */
   readonly decides?: "replayed" | "discarded";
   request(target: { id: string; jobId: string }): { method: string; path: string; body?: unknown };
@@ -487,17 +502,58 @@ const ROUTE_CASES: RouteCase[] = [
       expect(body).toEqual({ id, status: "replayed", message_id: expect.any(String) }),
   },
   {
+    name: "POST /v1/core/dead-letters/replay/plan",
+    permission: PERMISSION.replay,
+    request: ({ jobId }) => ({
+      method: "POST",
+      path: `${BASE}/replay/plan`,
+      body: { filter: { job_id: jobId } },
+    }),
+    expectSuccess: (body) =>
+      expect(body).toMatchObject({ kind: "replay", matched: 1, would_send: 1, token: expect.any(String) }),
+  },
+  {
     name: "POST /v1/core/dead-letters/replay",
     permission: PERMISSION.replay,
-    decides: "replayed",
+    status: 202,
     request: ({ jobId }) => ({ method: "POST", path: `${BASE}/replay`, body: { filter: { job_id: jobId } } }),
-    expectSuccess: (body, { id }) =>
-      expect(body).toEqual({
-        dry_run: false,
-        matched: 1,
-        outcomes: [{ id, outcome: "replayed" }],
-        next_cursor: null,
-      }),
+    expectSuccess: (body) => expect(body).toMatchObject({ kind: "replay", status: "running", planned: 1 }),
+  },
+  {
+    name: "POST /v1/core/dead-letters/discard/plan",
+    permission: PERMISSION.discard,
+    request: ({ jobId }) => ({
+      method: "POST",
+      path: `${BASE}/discard/plan`,
+      body: { filter: { job_id: jobId } },
+    }),
+    expectSuccess: (body) =>
+      expect(body).toMatchObject({ kind: "discard", matched: 1, token: expect.any(String) }),
+  },
+  {
+    name: "POST /v1/core/dead-letters/discard",
+    permission: PERMISSION.discard,
+    status: 202,
+    request: ({ jobId }) => ({
+      method: "POST",
+      path: `${BASE}/discard`,
+      body: { filter: { job_id: jobId }, reason: "auth matrix" },
+    }),
+    expectSuccess: (body) =>
+      expect(body).toMatchObject({ kind: "discard", status: "running", planned: 1, reason: "auth matrix" }),
+  },
+  {
+    name: "GET /v1/core/dead-letters/groups",
+    permission: PERMISSION.read,
+    request: () => ({ method: "GET", path: `${BASE}/groups?consumer=auth` }),
+    expectSuccess: (body) =>
+      expect(body.items).toEqual(expect.arrayContaining([expect.objectContaining({ consumer: "auth" })])),
+  },
+  {
+    name: "GET /v1/core/dead-letters/operations",
+    permission: PERMISSION.read,
+    request: () => ({ method: "GET", path: `${BASE}/operations?limit=1` }),
+    expectSuccess: (body) => expect(Array.isArray(body.items)).toBe(true),
   },
   {
     name: "POST /v1/core/dead-letters/{id}/discard",
@@ -512,6 +568,9 @@ describe.each(ROUTE_CASES)("authorization of $name", (route) => {
   let authQueueUrl: string;
   beforeAll(async () => {
     authQueueUrl = (await bed.queue("auth")).url;
+    // A pending row no target filter matches: a target is then never every pending dead letter,
+    // which a bulk operation could start only with its plan's token.
+    await seedOne({ consumer: "auth-spare", job_id: `auth-spare-${randomUUID()}`, queue: authQueueUrl });
   });
 
   async function freshTarget(): Promise<{ id: string; jobId: string }> {
@@ -653,7 +712,7 @@ describe.each(ROUTE_CASES)("authorization of $name", (route) => {
     const target = await freshTarget();
     const before = await deadLetterStates(bed.db);
     const response = await send(call, target, bearer(token));
-    expect(response.status, JSON.stringify(response.body)).toBe(200);
+    expect(response.status, JSON.stringify(response.body)).toBe(route.status ?? 200);
     expect(response.contentType).toBe("application/json");
     route.expectSuccess(response.body, target);
     if (route.decides) {
@@ -739,14 +798,16 @@ describe("malformed requests are refused with 4xx, never 5xx, and change nothing
     expect(messagesIn(bed.emulator, "robust")).toBe(0);
   });
 
-  it("garbage, edited, over-long and foreign cursors are 400 on the list and on bulk replay", async () => {
+  it("garbage, edited, over-long, unsigned and foreign cursors are 400 on the list", async () => {
     const first = await bed.call("GET", `${BASE}?consumer=robust-a&limit=1`, { token: bed.tokens.read });
     expect(first.status).toBe(200);
     const cursor: string = first.body.next_cursor;
     expect(cursor).toEqual(expect.any(String));
-    const decoded = JSON.parse(Buffer.from(cursor, "base64url").toString("utf8"));
+    const [body = "", mac = ""] = cursor.split(".");
+    const decoded = JSON.parse(Buffer.from(body, "base64url").toString("utf8"));
+    // An edited position keeps the original MAC (it cannot make a new one), or drops it.
     const edit = (change: Record<string, unknown>) =>
-      Buffer.from(JSON.stringify({ ...decoded, ...change })).toString("base64url");
+      `${Buffer.from(JSON.stringify({ ...decoded, ...change })).toString("base64url")}.${mac}`;
     const flipped = `${cursor.slice(0, 10)}${cursor[10] === "A" ? "B" : "A"}${cursor.slice(11)}`;
     const garbage = [
       "!!!",
@@ -762,6 +823,9 @@ describe("malformed requests are refused with 4xx, never 5xx, and change nothing
       edit({ t: "yesterday" }),
       edit({ t: "2024-02-30T00:00:00Z" }),
       edit({ extra: true }),
+      body,
+      `${body}.`,
+      `${body}.${Buffer.alloc(16).toString("base64url")}`,
       "A".repeat(513),
     ];
     await expectNoDecisionChange(async () => {
@@ -774,11 +838,6 @@ describe("malformed requests are refused with 4xx, never 5xx, and change nothing
           },
         );
         expectProblem(list, 400);
-        const bulk = await bed.call("POST", `${BASE}/replay`, {
-          token: bed.tokens.replay,
-          body: { filter: { consumer: "robust-a" }, cursor: bad },
-        });
-        expectProblem(bulk, 400);
       }
       // A cursor works only with the filter it was issued for.
       for (const query of [
@@ -793,17 +852,16 @@ describe("malformed requests are refused with 4xx, never 5xx, and change nothing
         expectProblem(response, 400);
         expect(response.body.errors).toEqual([expect.objectContaining({ location: "cursor" })]);
       }
-      const foreign = await bed.call("POST", `${BASE}/replay`, {
-        token: bed.tokens.replay,
-        body: { filter: { consumer: "robust-b" }, cursor },
-      });
-      expectProblem(foreign, 400);
-      // A list cursor does not continue a bulk replay (oldest first), even under the same filter.
-      const otherWalk = await bed.call("POST", `${BASE}/replay`, {
-        token: bed.tokens.replay,
-        body: { filter: { consumer: "robust-a" }, cursor },
-      });
-      expectProblem(otherWalk, 400);
+      // A cursor sealed with another key (another deployment, or before a rotation) is refused.
+      const foreignKey = sealKey(randomBytes(32));
+      const decoded = decodeCursor(TEST_SEAL_KEY, cursor, { consumer: "robust-a" });
+      const foreign = encodeCursor(foreignKey, decoded, { consumer: "robust-a" });
+      expectProblem(
+        await bed.call("GET", `${BASE}?consumer=robust-a&limit=1&cursor=${foreign}`, {
+          token: bed.tokens.read,
+        }),
+        400,
+      );
       // The same cursor with its own filter continues the listing.
       const next = await bed.call("GET", `${BASE}?consumer=robust-a&limit=1&cursor=${cursor}`, {
         token: bed.tokens.read,
@@ -868,12 +926,11 @@ describe("malformed requests are refused with 4xx, never 5xx, and change nothing
         { unknown: "x" },
       ];
       for (const filter of bulkFilters) {
-        const response = await bed.call("POST", `${BASE}/replay`, {
-          token: bed.tokens.replay,
-          body: { filter, dry_run: false },
-        });
-        expect(response.status, JSON.stringify(filter)).toBe(400);
-        expectProblem(response, 400);
+        for (const path of [`${BASE}/replay`, `${BASE}/replay/plan`, `${BASE}/discard/plan`]) {
+          const response = await bed.call("POST", path, { token: bed.tokens.admin, body: { filter } });
+          expect(response.status, `${path} ${JSON.stringify(filter)}`).toBe(400);
+          expectProblem(response, 400);
+        }
       }
     });
     // The boundaries themselves are accepted.
@@ -889,7 +946,7 @@ describe("malformed requests are refused with 4xx, never 5xx, and change nothing
     const cases: Array<{ path: string; rawBody: string; headers: Record<string, string>; status: number }> =
       [];
     const routes: Array<{ path: string; valid: string }> = [
-      { path: `${BASE}/replay`, valid: JSON.stringify({ filter: { consumer: "robust-a" }, dry_run: true }) },
+      { path: `${BASE}/replay/plan`, valid: JSON.stringify({ filter: { consumer: "robust-a" } }) },
       { path: `${BASE}/${id}/discard`, valid: JSON.stringify({ reason: "fine" }) },
       { path: `${BASE}/${id}/replay`, valid: "{}" },
     ];
@@ -1022,12 +1079,12 @@ describe("malformed requests are refused with 4xx, never 5xx, and change nothing
             list.body.items.map((i: { id: string }) => i.id),
             label,
           ).toEqual(literal.map((r) => r.id));
-          const dryRun = await bed.call("POST", `${BASE}/replay`, {
+          const plan = await bed.call("POST", `${BASE}/replay/plan`, {
             token: bed.tokens.replay,
-            body: { filter: { [field]: value }, dry_run: true },
+            body: { filter: { [field]: value } },
           });
-          expect(dryRun.status, label).toBe(200);
-          expect(dryRun.body.matched, label).toBe(literal.length);
+          expect(plan.status, label).toBe(200);
+          expect(plan.body.matched, label).toBe(literal.length);
         }
       }
     });
@@ -1294,168 +1351,6 @@ describe("concurrent decisions", () => {
   });
 });
 
-describe("AC5 bulk replay", () => {
-  let bulkQueueUrl: string;
-  let bulkIds: string[];
-  const fencedJobs = ["bulk-2", "bulk-5", "bulk-11", "bulk-17", "bulk-22"];
-
-  beforeAll(async () => {
-    bulkQueueUrl = (await bed.queue("bulk")).url;
-    bulkIds = await seedDeadLetters(
-      bed.db,
-      Array.from({ length: 23 }, (_, i) => ({
-        consumer: "bulk-replay",
-        job_id: `bulk-${i}`,
-        queue: bulkQueueUrl,
-      })),
-    );
-    const resolved = await seedDeadLetters(bed.db, [
-      { consumer: "bulk-replay", job_id: "bulk-done-1", queue: bulkQueueUrl },
-      { consumer: "bulk-replay", job_id: "bulk-done-2", queue: bulkQueueUrl },
-    ]);
-    await resolveDirectly(bed.db, resolved, "discarded");
-    await seedDeadLetters(
-      bed.db,
-      Array.from({ length: 3 }, (_, i) => ({
-        consumer: "bulk-other",
-        job_id: `bulk-${i}`,
-        queue: bulkQueueUrl,
-      })),
-    );
-    await bed.db.withClient(async (c) => {
-      for (const job of fencedJobs) await insertFence(c, job, { consumer: "bulk-replay" });
-    });
-  });
-
-  it('refuses a filter that matches everything unless "all": true says so', async () => {
-    await expectNoDecisionChange(async () => {
-      for (const body of [{}, { filter: {} }, { filter: {}, dry_run: true }, { all: false, limit: 1 }]) {
-        const response = await bed.call("POST", `${BASE}/replay`, { token: bed.tokens.replay, body });
-        expectProblem(response, 400);
-      }
-      const all = await bed.call("POST", `${BASE}/replay`, {
-        token: bed.tokens.replay,
-        body: { all: true, dry_run: true },
-      });
-      expect(all.status).toBe(200);
-      const [expected] = await sql<{ matched: number; fenced: number }>(
-        `SELECT count(*)::int AS matched,
-                count(*) FILTER (WHERE EXISTS (SELECT 1 FROM core.processed_jobs p
-                                  WHERE p.job_id = d.job_id AND p.consumer = d.consumer))::int AS fenced
-           FROM core.dead_letters d WHERE status = 'pending_review'`,
-      );
-      expect(expected?.matched).toBeGreaterThan(23);
-      expect(all.body).toMatchObject({
-        dry_run: true,
-        matched: expected?.matched,
-        would_send: (expected?.matched ?? 0) - (expected?.fenced ?? 0),
-      });
-    });
-    expect(messagesIn(bed.emulator, "bulk")).toBe(0);
-  });
-
-  it("AC5 a dry run counts, samples and changes nothing; the real run in bounded calls sends exactly what it predicted", async () => {
-    const filter = { consumer: "bulk-replay" };
-    let dryRun: ApiResponse | undefined;
-    await expectNoDecisionChange(async () => {
-      dryRun = await bed.call("POST", `${BASE}/replay`, {
-        token: bed.tokens.replay,
-        body: { filter, dry_run: true },
-      });
-    });
-    expect(dryRun?.status).toBe(200);
-    expect(dryRun?.body).toMatchObject({ dry_run: true, matched: 23, would_send: 18, next_cursor: null });
-    const sample: Array<{ id: string; status: string; consumer: string }> = dryRun?.body.sample ?? [];
-    expect(sample).toHaveLength(10);
-    const oldestFirst = await sql<{ id: string }>(
-      `SELECT id FROM core.dead_letters WHERE consumer = 'bulk-replay' AND status = 'pending_review'
-        ORDER BY created_at, id LIMIT 10`,
-    );
-    expect(sample.map((s) => s.id)).toEqual(oldestFirst.map((r) => r.id));
-    expect(sample.every((s) => s.status === "pending_review" && s.consumer === "bulk-replay")).toBe(true);
-    expect(messagesIn(bed.emulator, "bulk")).toBe(0);
-
-    const outcomes: Array<{ id: string; outcome: string }> = [];
-    let cursor: string | null = null;
-    let calls = 0;
-    do {
-      const response: ApiResponse = await bed.call("POST", `${BASE}/replay`, {
-        token: bed.tokens.replay,
-        body: { filter, limit: 4, ...(cursor ? { cursor } : {}) },
-      });
-      expect(response.status, JSON.stringify(response.body)).toBe(200);
-      expect(response.body.matched).toBeLessThanOrEqual(4);
-      expect(response.body.outcomes).toHaveLength(response.body.matched);
-      outcomes.push(...response.body.outcomes);
-      cursor = response.body.next_cursor;
-      calls++;
-    } while (cursor !== null && calls < 20);
-    expect(calls).toBe(6);
-    expect(outcomes.map((o) => o.id).sort()).toEqual([...bulkIds].sort());
-    const superseded = outcomes.filter((o) => o.outcome === "superseded").map((o) => o.id);
-    const replayed = outcomes.filter((o) => o.outcome === "replayed").map((o) => o.id);
-    expect(replayed).toHaveLength(dryRun?.body.would_send);
-    const fencedIds = bulkIds.filter((_, i) => fencedJobs.includes(`bulk-${i}`));
-    expect(superseded.sort()).toEqual([...fencedIds].sort());
-
-    const messages = await receiveAll(bed.sqs, bulkQueueUrl);
-    expect(messages).toHaveLength(18);
-    const sentJobs = messages.map((m) => String(bodyOf(m).job_id)).sort();
-    const expectedJobs = Array.from({ length: 23 }, (_, i) => `bulk-${i}`)
-      .filter((j) => !fencedJobs.includes(j))
-      .sort();
-    expect(sentJobs).toEqual(expectedJobs);
-
-    const statuses = await sql(
-      `SELECT status, resolved_by, count(*)::int AS n FROM core.dead_letters WHERE id = ANY($1::uuid[])
-        GROUP BY 1, 2 ORDER BY 1`,
-      [bulkIds],
-    );
-    expect(statuses).toEqual([
-      { status: "replayed", resolved_by: REPLAYER, n: 18 },
-      { status: "superseded", resolved_by: REPLAYER, n: 5 },
-    ]);
-
-    // Repeating the finished bulk replay replays nothing more.
-    const repeat = await bed.call("POST", `${BASE}/replay`, {
-      token: bed.tokens.replay,
-      body: { filter, limit: 4 },
-    });
-    expect(repeat.body).toEqual({ dry_run: false, matched: 0, outcomes: [], next_cursor: null });
-    expect(messagesIn(bed.emulator, "bulk")).toBe(18);
-    // bulk-other's rows were never part of it.
-    const others = await bed.call("GET", `${BASE}?consumer=bulk-other&status=pending_review`, {
-      token: bed.tokens.read,
-    });
-    expect(others.body.items).toHaveLength(3);
-  });
-
-  it("reports a per-id failure when a queue refuses, leaving that dead letter pending", async () => {
-    const good = (await bed.queue("bulk-good")).url;
-    const missing = `${bed.emulator.endpoint}/000000000000/bulk-no-such-queue`;
-    const [a, b, c] = await seedDeadLetters(bed.db, [
-      { consumer: "bulk-failing", job_id: "bf-1", queue: good },
-      { consumer: "bulk-failing", job_id: "bf-2", queue: missing },
-      { consumer: "bulk-failing", job_id: "bf-3", queue: good },
-    ]);
-    const response = await bed.call("POST", `${BASE}/replay`, {
-      token: bed.tokens.replay,
-      body: { filter: { consumer: "bulk-failing" } },
-    });
-    expect(response.status).toBe(200);
-    expect(response.body.matched).toBe(3);
-    expect(response.body.outcomes).toEqual(
-      expect.arrayContaining([
-        { id: a, outcome: "replayed" },
-        { id: b, outcome: "failed", error: expect.any(String) },
-        { id: c, outcome: "replayed" },
-      ]),
-    );
-    expect((await decisionOf(String(b))).status).toBe("pending_review");
-    expect(messagesIn(bed.emulator, "bulk-good")).toBe(2);
-  });
-});
-
 describe("stats", () => {
   it("counts per consumer × status × error_kind equal a GROUP BY after inserts, replays, discards and multi-row updates", async () => {
     const queue = (await bed.queue("stats")).url;
@@ -1473,14 +1368,18 @@ describe("stats", () => {
       body: { reason: "noise" },
     });
     expect(discard.status).toBe(200);
-    // Bulk replays: multi-row UPDATEs through the API, one of them partly superseded.
+    // Bulk replays: multi-row UPDATEs by the worker, one of them partly superseded.
     await bed.db.withClient((c) => insertFence(c, "sb-3", { consumer: "stats-b" }));
     for (const [filter, matched] of [
       [{ consumer: "stats-a", error_kind: "exhausted" }, 2],
       [{ consumer: "stats-b", error_kind: "hard" }, 3],
     ] as const) {
-      const bulk = await bed.call("POST", `${BASE}/replay`, { token: bed.tokens.replay, body: { filter } });
-      expect(bulk.body.matched).toBe(matched);
+      const bulk = await runBulkToEnd(
+        { pool: bed.opsPool, sqs: bed.sqs },
+        { kind: "replay", filter },
+        REPLAYER,
+      );
+      expect(bulk).toMatchObject({ status: "completed", processed: matched });
     }
     // A multi-row UPDATE outside the API, and one rolled back.
     await bed.db.withClient(async (c) => {

@@ -1,7 +1,8 @@
 /**
- * The ops CLI (local/ops-cli.ts) against the real API on a real HTTP server: every command, its
- * human and --json output, the state it leaves in the database, its errors and exit codes; and
- * scripts/ops.ts spawned as a child process to prove the entry point.
+ * The ops CLI (ops/) against the real API on a real HTTP server: every command, its human and
+ * --json output, the state it leaves in the database, its errors and exit codes; bulk operations
+ * run by the real worker, one chunk per poll of the CLI; and scripts/ops.ts spawned as a child
+ * process to prove the entry point.
  */
 import { spawn } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
@@ -11,21 +12,28 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { awardPointsConsumer } from "../../functions/award-points/consumer.ts";
 import { LOCAL_ACCOUNT } from "../../local/aws-clients.ts";
-import { type OpsIo, runOps } from "../../local/ops-cli.ts";
+import { type OpsIo, runOps, type Terminal } from "../../ops/cli.ts";
+import { runChunk } from "../../shared/dead-letters/bulk-worker.ts";
 import { PermanentJobError } from "../../shared/errors.ts";
 import { type ApiTestBed, apiTestBed } from "../support/api-harness.ts";
 import { award, invoke, sqsRecord } from "../support/consumer-harness.ts";
 
 const ROOT = join(import.meta.dirname, "..", "..");
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const UUID_TEXT = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}";
+/** Bulk operations over more rows than this need their plan's token (small, so tests reach it). */
+const CONFIRM_ABOVE = 3;
 
 let bed: ApiTestBed;
 let queueUrl: string;
 let tmp: string;
 beforeAll(async () => {
-  bed = await apiTestBed();
+  bed = await apiTestBed({ bulk: { confirmAbove: CONFIRM_ABOVE } });
   queueUrl = (await bed.queue("ops-cli")).url;
   tmp = await mkdtemp(join(tmpdir(), "jobfence-ops-"));
+  // Always one pending dead letter no bulk test selects: a consumer's set is then never "every
+  // pending dead letter", which needs a token whatever its size.
+  await deadLetters("ops-bystander", ["ops-bystander-1"]);
 });
 afterAll(async () => {
   await bed?.close();
@@ -45,7 +53,14 @@ interface Run {
  */
 async function ops(
   args: string[],
-  options: { token?: string; connection?: boolean; env?: Record<string, string>; stackFile?: string } = {},
+  options: {
+    token?: string;
+    connection?: boolean;
+    env?: Record<string, string>;
+    stackFile?: string;
+    sleep?: (ms: number) => Promise<void>;
+    terminal?: Terminal;
+  } = {},
 ): Promise<Run> {
   const out: string[] = [];
   const err: string[] = [];
@@ -54,6 +69,8 @@ async function ops(
     err: (line) => err.push(line),
     env: options.env ?? {},
     stackFile: options.stackFile ?? join(tmp, "absent-stack.json"),
+    ...(options.sleep ? { sleep: options.sleep } : {}),
+    ...(options.terminal ? { terminal: options.terminal } : {}),
   };
   const connection =
     options.connection === false ? [] : ["--api", bed.apiUrl, "--token", options.token ?? bed.tokens.admin];
@@ -113,6 +130,33 @@ async function idOf(consumer: string, jobId: string): Promise<string> {
   const row = (await rowsOf(consumer)).find((r) => r.job_id === jobId);
   if (!row) throw new Error(`no dead letter ${consumer}/${jobId}`);
   return row.id;
+}
+
+/**
+ * The `sleep` of a watching CLI: instead of waiting, runs the bulk worker's next chunk (waiting
+ * for one to come due at the operation's rate), so each poll sees exactly one more chunk done.
+ */
+async function nextChunk(): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    const ran = await runChunk({ pool: bed.opsPool, sqs: bed.sqs });
+    if (ran.kind !== "idle") return;
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  throw new Error("no chunk of a bulk operation came due");
+}
+
+/** The token a --plan printed in its suggested start command. */
+function tokenOf(run: Run): string {
+  const token = /--confirm (\S+)/.exec(run.out)?.[1];
+  if (token === undefined) throw new Error(`no token in:\n${run.out}`);
+  return token;
+}
+
+/** The id of the operation a start printed. */
+function operationIdOf(run: Run): string {
+  const id = new RegExp(`^started \\w+ operation (${UUID_TEXT})`, "m").exec(run.out)?.[1];
+  if (id === undefined) throw new Error(`no operation id in:\n${run.out}\n${run.err}`);
+  return id;
 }
 
 /** A port nothing listens on. */
@@ -291,9 +335,11 @@ describe("dead-letters show", () => {
     expect(invalid.err).toContain("error: 400 The request is not valid");
     expect(invalid.err).toMatch(/^ {2}- path parameter id: /m);
 
+    // commander's own message for a missing argument (was "show needs the dead letter's id").
     const missing = await ops(["dead-letters", "show"]);
     expect(missing.code).toBe(2);
-    expect(missing.err).toContain("show needs the dead letter's id");
+    expect(missing.err).toContain("error: missing required argument 'id'");
+    expect(missing.err).toContain("Usage: npm run ops -- dead-letters show [options] <id>");
   });
 });
 
@@ -381,74 +427,252 @@ describe("dead-letters replay <id> and discard", () => {
   });
 });
 
+describe("dead-letters groups and the group, error-class and message filters", () => {
+  it("lists a consumer's failure groups; each group's id lists exactly its dead letters", async () => {
+    await deadLetters("ops-groups", ["ops-groups-1", "ops-groups-2", "ops-groups-3"], 2);
+
+    const run = await ops(["dead-letters", "groups", "--consumer", "ops-groups"]);
+    expect(run.err).toBe("");
+    expect(run.code).toBe(0);
+    expect(run.lines[0]?.split(/\s{2,}/)).toEqual([
+      "consumer",
+      "group",
+      "error_class",
+      "pending",
+      "total",
+      "last_seen",
+      "sample message",
+    ]);
+    expect(run.out).toMatch(
+      /^ops-groups\s+[0-9a-f]{32}\s+PermanentJobError\s+3\s+3\s+\S+Z\s+refused ops-groups-/m,
+    );
+    expect(run.out).toContain("dead letters of one: npm run ops -- dead-letters list --group <group>");
+
+    const groups = JSON.parse(
+      (await ops(["dead-letters", "groups", "--consumer", "ops-groups", "--json"])).out,
+    ).items as Array<{ group: string; pending: number; consumer: string }>;
+    expect(groups.length).toBeGreaterThanOrEqual(2);
+    expect(groups.reduce((sum, g) => sum + g.pending, 0)).toBe(5);
+    for (const g of groups) {
+      expect(g.consumer).toBe("ops-groups");
+      expect(g.group).toMatch(/^[0-9a-f]{32}$/);
+      // A group is one consumer's: the same fingerprint in another consumer is another group.
+      const members = JSON.parse(
+        (await ops(["dead-letters", "list", "--consumer", "ops-groups", "--group", g.group, "--json"])).out,
+      ).items;
+      expect(members).toHaveLength(g.pending);
+      for (const member of members) expect(member).toMatchObject({ consumer: "ops-groups", group: g.group });
+    }
+
+    const byClass = await ops([
+      "dead-letters",
+      "list",
+      "--consumer",
+      "ops-groups",
+      "--error-class",
+      "PermanentJobError",
+    ]);
+    expect(byClass.lines.filter((l) => UUID.test(l.slice(0, 36)))).toHaveLength(3);
+    // A case-insensitive "contains" match on the last error's message.
+    const byMessage = await ops([
+      "dead-letters",
+      "list",
+      "--consumer",
+      "ops-groups",
+      "--message",
+      "REFUSED OPS",
+    ]);
+    expect(byMessage.lines.filter((l) => UUID.test(l.slice(0, 36)))).toHaveLength(3);
+
+    const stats = await ops(["dead-letters", "stats"]);
+    expect(stats.out).toMatch(
+      /^biggest pending failure groups \(\d+ of \d+; all: npm run ops -- dead-letters groups\):$/m,
+    );
+    expect(stats.out).toMatch(/^ops-groups\s+[0-9a-f]{32}\s+PermanentJobError\s+3\s+3\s/m);
+
+    const id = await idOf("ops-groups", "ops-groups-1");
+    const show = await ops(["dead-letters", "show", id]);
+    expect(show.out).toMatch(/^error_class\s+PermanentJobError$/m);
+    expect(show.out).toMatch(/^group\s+[0-9a-f]{32}$/m);
+  });
+
+  it("refuses bad group, message and limit values with the API schema's words (exit 2)", async () => {
+    for (const [args, message] of [
+      [["list", "--group", "xyz"], "--group: a group is 32 hex digits"],
+      [["list", "--message", "ab"], "--message: "],
+      [["replay", "--message", "ab", "--plan"], "--message: "],
+      [["groups", "--limit", "0"], "--limit: "],
+      [["groups", "--limit", "501"], "--limit: "],
+    ] as const) {
+      const run = await ops(["dead-letters", ...args]);
+      expect(run.code, args.join(" ")).toBe(2);
+      expect(run.err).toMatch(/^error: /);
+      expect(run.err).toContain(message);
+      expect(run.err).toContain("Usage:");
+      expect(run.out).toBe("");
+    }
+  });
+});
+
+describe("dead-letters replay <id> --delay", () => {
+  it("replays one dead letter with an SQS delay; refuses a delay out of the API's range", async () => {
+    await deadLetters("ops-delay", ["ops-delay-1"]);
+    const id = await idOf("ops-delay", "ops-delay-1");
+    for (const delay of ["901", "-1", "soon", "1.5"]) {
+      const refused = await ops(["dead-letters", "replay", id, "--delay", delay]);
+      expect(refused.code, delay).toBe(2);
+      expect(refused.err).toContain("error: --delay: ");
+    }
+    const run = await ops(["dead-letters", "replay", id, "--delay", "5"]);
+    expect(run.err).toBe("");
+    expect(run.code).toBe(0);
+    expect(run.out).toMatch(new RegExp(`^replayed ${id} \\(SQS message \\S+, delivered in 5 s\\)$`));
+    expect(await rowsOf("ops-delay")).toMatchObject([{ id, status: "replayed" }]);
+  });
+});
+
 describe("dead-letters replay (bulk)", () => {
   const jobs = ["ops-bulk-1", "ops-bulk-2", "ops-bulk-3", "ops-bulk-4", "ops-bulk-5"];
 
-  it("--dry-run prints the match count and changes nothing", async () => {
+  it("--plan prints the match count, a sample and the start command with its token; changes nothing", async () => {
     await deadLetters("ops-bulk", jobs);
     await deadLetters("ops-bulk-other", ["ops-bulk-other-1"]);
-    const run = await ops(["dead-letters", "replay", "--consumer", "ops-bulk", "--dry-run"]);
+    const run = await ops(["dead-letters", "replay", "--consumer", "ops-bulk", "--plan"]);
     expect(run.err).toBe("");
     expect(run.code).toBe(0);
     expect(run.lines[0]).toMatch(
-      /^dry run: 5 pending dead letters match; a replay would send 5, resolve 0 as superseded .* and leave 0 pending as conflicts /,
+      /^replay plan: 5 pending dead letters match \(of \d+ pending in all\); a replay would send 5, resolve 0 as superseded .* and leave 0 pending as conflicts /,
     );
-    expect(run.out).toContain("sample (the oldest 5 of 5):");
+    expect(run.out).toContain("sample (5 of 5):");
     for (const job of jobs) expect(run.out).toContain(job);
+    // Five is more than the bed's confirmAbove: the token is required.
+    expect(run.out).toMatch(
+      /^start it with this plan's token \(required for this set; it expires at \S+Z\):$/m,
+    );
+    expect(run.out).toMatch(/^ {2}npm run ops -- dead-letters replay --consumer ops-bulk --confirm \S+$/m);
     expect(run.out).toMatch(/^nothing was changed$/m);
     expect((await rowsOf("ops-bulk")).map((r) => r.status)).toEqual(Array(5).fill("pending_review"));
 
-    const json = await ops(["dead-letters", "replay", "--consumer", "ops-bulk", "--dry-run", "--json"]);
-    expect(JSON.parse(json.out)).toMatchObject({ dry_run: true, matched: 5, would_send: 5 });
+    const json = await ops(["dead-letters", "replay", "--consumer", "ops-bulk", "--plan", "--json"]);
+    expect(JSON.parse(json.out)).toMatchObject({
+      kind: "replay",
+      matched: 5,
+      would_send: 5,
+      confirmation_required: true,
+      token: expect.any(String),
+    });
   });
 
-  it("with --batch 2 over 5 matches: 3 calls with progress, all 5 replayed, others untouched", async () => {
-    const run = await ops(["dead-letters", "replay", "--consumer", "ops-bulk", "--batch", "2"]);
-    expect(run.err).toBe("");
+  it("without the token a large set is refused (428) with the command that plans it", async () => {
+    const run = await ops(["dead-letters", "replay", "--consumer", "ops-bulk"]);
+    expect(run.code).toBe(1);
+    expect(run.out).toBe("");
+    expect(run.err).toMatch(/^error: 428 /m);
+    expect(run.err).toMatch(/^ {2}reason: confirmation-required$/m);
+    expect(run.err).toContain(
+      "hint: plan it first — npm run ops -- dead-letters replay --consumer ops-bulk --plan — then start it with the --confirm <plan-token> it prints",
+    );
+    expect((await rowsOf("ops-bulk")).map((r) => r.status)).toEqual(Array(5).fill("pending_review"));
+  });
+
+  it("starts with the plan's token and --watch follows the worker chunk by chunk to the end", async () => {
+    const plan = await ops(["dead-letters", "replay", "--consumer", "ops-bulk", "--plan"]);
+    const run = await ops(
+      [
+        "dead-letters",
+        "replay",
+        "--consumer",
+        "ops-bulk",
+        "--confirm",
+        tokenOf(plan),
+        "--rate",
+        "2",
+        "--watch",
+      ],
+      { sleep: nextChunk },
+    );
     expect(run.code).toBe(0);
-    expect(run.lines).toEqual([
-      "batch 1: 2 handled (2 replayed, 0 superseded, 0 conflicts, 0 failed) — 2 so far",
-      "batch 2: 2 handled (2 replayed, 0 superseded, 0 conflicts, 0 failed) — 4 so far",
-      "batch 3: 1 handled (1 replayed, 0 superseded, 0 conflicts, 0 failed) — 5 so far",
-      "done: 5 handled in 3 calls — 5 replayed, 0 superseded, 0 conflicts, 0 failed",
+    const id = operationIdOf(run);
+    expect(run.err).toBe(
+      `watching; Ctrl-C stops watching, not the operation (npm run ops -- dead-letters operations cancel ${id} does)`,
+    );
+    // At 2 a second the worker handles 2 rows a chunk: one progress line per chunk, no line twice.
+    expect(run.lines.slice(0, 5)).toEqual([
+      `started replay operation ${id}: 5 dead letters at up to 2/s`,
+      `replay ${id}: running 0/5 (0%) — 0 replayed, 0 superseded, 0 conflicts, 0 failed`,
+      `replay ${id}: running 2/5 (40%) — 2 replayed, 0 superseded, 0 conflicts, 0 failed`,
+      `replay ${id}: running 4/5 (80%) — 4 replayed, 0 superseded, 0 conflicts, 0 failed`,
+      `replay ${id}: completed 5/5 (100%) — 5 replayed, 0 superseded, 0 conflicts, 0 failed`,
     ]);
-    expect((await rowsOf("ops-bulk")).map((r) => r.status)).toEqual(Array(5).fill("replayed"));
+    expect(run.out).toMatch(new RegExp(`^operation\\s+${id}$`, "m"));
+    expect(run.out).toMatch(/^status\s+completed$/m);
+    expect(run.out).toMatch(/^filter\s+\{"consumer":"ops-bulk"\}$/m);
+    expect(run.out).toMatch(/^submitted\s+\S+Z by local-admin$/m);
+    expect(await rowsOf("ops-bulk")).toEqual(
+      jobs.map((job) =>
+        expect.objectContaining({ job_id: job, status: "replayed", resolved_by: "local-admin" }),
+      ),
+    );
     expect(await rowsOf("ops-bulk-other")).toMatchObject([{ status: "pending_review" }]);
 
+    // Nothing left: a re-run is not a failure.
     const nothingLeft = await ops(["dead-letters", "replay", "--consumer", "ops-bulk"]);
-    expect(nothingLeft.code).toBe(0);
-    expect(nothingLeft.out).toContain("done: no pending dead letters matched");
+    expect(nothingLeft).toMatchObject({ code: 0, out: "no pending dead letters match: nothing to replay" });
+    const emptyPlan = await ops(["dead-letters", "replay", "--consumer", "ops-bulk", "--plan"]);
+    expect(emptyPlan.code).toBe(0);
+    expect(emptyPlan.lines[0]).toMatch(
+      /^replay plan: no pending dead letters match \(of \d+ pending in all\); nothing to do$/,
+    );
   });
 
-  it("--json prints one response per call, one per line", async () => {
+  it("--json --watch prints the started operation, then one body per change, one per line", async () => {
     await deadLetters("ops-bulk-json", ["ops-bulk-json-1", "ops-bulk-json-2", "ops-bulk-json-3"]);
-    const run = await ops([
-      "dead-letters",
-      "replay",
-      "--consumer",
-      "ops-bulk-json",
-      "--batch",
-      "2",
-      "--json",
-    ]);
+    const run = await ops(
+      ["dead-letters", "replay", "--consumer", "ops-bulk-json", "--rate", "2", "--watch", "--json"],
+      { sleep: nextChunk },
+    );
+    expect(run.err).toBe("");
     expect(run.code).toBe(0);
-    const calls = run.lines.map((l) => JSON.parse(l));
-    expect(calls.map((c) => [c.matched, c.outcomes.length, c.next_cursor === null])).toEqual([
-      [2, 2, false],
-      [1, 1, true],
+    const bodies = run.lines.map((l) => JSON.parse(l));
+    expect(bodies.map((b) => [b.status, b.processed])).toEqual([
+      ["running", 0],
+      ["running", 0],
+      ["running", 2],
+      ["completed", 3],
     ]);
+    expect(bodies.at(-1)).toMatchObject({ kind: "replay", planned: 3, replayed: 3, skipped: [] });
   });
 
-  it("reports failures per dead letter and exits 1; they stay pending", async () => {
+  it("a plan whose set changed is refused (409 plan-stale) with how to plan again", async () => {
+    await deadLetters("ops-stale", ["ops-stale-1", "ops-stale-2"]);
+    const plan = await ops(["dead-letters", "replay", "--consumer", "ops-stale", "--plan"]);
+    const gone = await idOf("ops-stale", "ops-stale-1");
+    expect((await ops(["dead-letters", "discard", gone, "--reason", "changes the set"])).code).toBe(0);
+    const run = await ops(["dead-letters", "replay", "--consumer", "ops-stale", "--confirm", tokenOf(plan)]);
+    expect(run.code).toBe(1);
+    expect(run.err).toMatch(/^error: 409 /m);
+    expect(run.err).toMatch(/^ {2}reason: plan-stale$/m);
+    expect(run.err).toContain(
+      "hint: the matching dead letters changed since the plan; plan again — npm run ops -- dead-letters replay --consumer ops-stale --plan — and start it with the new token",
+    );
+    expect((await rowsOf("ops-stale")).map((r) => r.status)).toEqual(["discarded", "pending_review"]);
+  });
+
+  it("reports the dead letters that failed to send and exits 1 when watching; they stay pending", async () => {
     const missingQueue = `${bed.emulator.endpoint}/${LOCAL_ACCOUNT}/ops-cli-no-such-queue`;
     await deadLetters("ops-bulk-fail", ["ops-bulk-fail-1", "ops-bulk-fail-2"], 0, missingQueue);
-    const run = await ops(["dead-letters", "replay", "--consumer", "ops-bulk-fail"]);
+    const run = await ops(["dead-letters", "replay", "--consumer", "ops-bulk-fail", "--watch"], {
+      sleep: nextChunk,
+    });
     expect(run.code).toBe(1);
-    expect(run.lines).toEqual([
-      "batch 1: 2 handled (0 replayed, 0 superseded, 0 conflicts, 2 failed) — 2 so far",
-      "done: 2 handled in 1 call — 0 replayed, 0 superseded, 0 conflicts, 2 failed",
-    ]);
-    for (const row of await rowsOf("ops-bulk-fail")) expect(run.err).toContain(`failed ${row.id}: `);
+    const id = operationIdOf(run);
+    expect(run.out).toContain(
+      `replay ${id}: completed 2/2 (100%) — 0 replayed, 0 superseded, 0 conflicts, 2 failed`,
+    );
+    expect(run.out).toMatch(/^left pending \(2\):$/m);
+    for (const row of await rowsOf("ops-bulk-fail")) {
+      expect(run.out).toMatch(new RegExp(`^ {2}${row.id}\\s+send-failed\\s+\\S+Z\\s+\\S`, "m"));
+    }
     expect(run.err).toContain("2 dead letters failed to send and stay pending_review");
     expect((await rowsOf("ops-bulk-fail")).map((r) => r.status)).toEqual([
       "pending_review",
@@ -456,15 +680,191 @@ describe("dead-letters replay (bulk)", () => {
     ]);
   });
 
-  it("refuses a bulk replay without a filter unless --all (usage, exit 2)", async () => {
+  it("refuses a bulk replay without a filter unless --all (usage, exit 2); --all plans everything", async () => {
     const run = await ops(["dead-letters", "replay"]);
     expect(run.code).toBe(2);
     expect(run.err).toContain("a bulk replay needs a filter");
     const status = await ops(["dead-letters", "replay", "--status", "replayed", "--consumer", "x"]);
     expect(status.code).toBe(2);
-    const all = await ops(["dead-letters", "replay", "--all", "--dry-run", "--json"]);
+    const both = await ops(["dead-letters", "replay", "--all", "--consumer", "x", "--plan"]);
+    expect(both.code).toBe(2);
+    expect(both.err).toContain("--all means no filter");
+    const conflicting = await ops(["dead-letters", "replay", "--consumer", "x", "--plan", "--confirm", "t"]);
+    expect(conflicting.code).toBe(2);
+    expect(conflicting.err).toContain("cannot be used with option '--confirm <plan-token>'");
+
+    const all = await ops(["dead-letters", "replay", "--all", "--plan", "--json"]);
     expect(all.code).toBe(0);
-    expect(JSON.parse(all.out)).toMatchObject({ dry_run: true });
+    const plan = JSON.parse(all.out);
+    // Every pending dead letter: the API asks for the token whatever the count.
+    expect(plan).toMatchObject({ kind: "replay", confirmation_required: true });
+    expect(plan.matched).toBe(plan.pending_total);
+    const unconfirmed = await ops(["dead-letters", "replay", "--all"]);
+    expect(unconfirmed.code).toBe(1);
+    expect(unconfirmed.err).toMatch(/^error: 428 /m);
+    expect(unconfirmed.err).toContain("npm run ops -- dead-letters replay --all --plan");
+  });
+});
+
+describe("dead-letters discard (bulk)", () => {
+  it("needs --reason; --plan needs none and suggests the start; with the token it discards them all", async () => {
+    await deadLetters("ops-bulk-discard", [], 4);
+    const noReason = await ops(["dead-letters", "discard", "--consumer", "ops-bulk-discard"]);
+    expect(noReason.code).toBe(2);
+    expect(noReason.err).toContain("error: discard needs --reason");
+
+    const plan = await ops(["dead-letters", "discard", "--consumer", "ops-bulk-discard", "--plan"]);
+    expect(plan.err).toBe("");
+    expect(plan.code).toBe(0);
+    expect(plan.lines[0]).toMatch(
+      /^discard plan: 4 pending dead letters match \(of \d+ pending in all\); a discard would resolve all of them as discarded$/,
+    );
+    expect(plan.out).toContain("sample (4 of 4):");
+    expect(plan.out).toMatch(
+      /^ {2}npm run ops -- dead-letters discard --consumer ops-bulk-discard --confirm \S+ --reason "<why>"$/m,
+    );
+    expect((await rowsOf("ops-bulk-discard")).map((r) => r.status)).toEqual(Array(4).fill("pending_review"));
+
+    const run = await ops(
+      [
+        "dead-letters",
+        "discard",
+        "--consumer",
+        "ops-bulk-discard",
+        "--reason",
+        "garbage from a test producer",
+        "--confirm",
+        tokenOf(plan),
+        "--watch",
+      ],
+      { sleep: nextChunk },
+    );
+    expect(run.code).toBe(0);
+    const id = operationIdOf(run);
+    expect(run.lines[0]).toBe(`started discard operation ${id}: 4 dead letters at up to 200/s`);
+    expect(run.out).toContain(`discard ${id}: completed 4/4 (100%) — 4 discarded`);
+    expect(run.out).toMatch(/^reason\s+garbage from a test producer$/m);
+    expect(await rowsOf("ops-bulk-discard")).toEqual(
+      Array(4).fill(
+        expect.objectContaining({
+          status: "discarded",
+          discard_reason: "garbage from a test producer",
+          resolved_by: "local-admin",
+        }),
+      ),
+    );
+  });
+});
+
+describe("dead-letters operations", () => {
+  it("lists operations newest first, filters them, and refuses bad flags (exit 2)", async () => {
+    await deadLetters("ops-list-ops", ["ops-list-ops-1"]);
+    const started = await ops(["dead-letters", "replay", "--consumer", "ops-list-ops"]);
+    expect(started.code).toBe(0);
+    const id = operationIdOf(started);
+    expect(started.lines[1]).toBe(`follow it: npm run ops -- dead-letters operations status ${id} --watch`);
+
+    const run = await ops(["dead-letters", "operations"]);
+    expect(run.err).toBe("");
+    expect(run.code).toBe(0);
+    expect(run.lines[0]?.split(/\s{2,}/)).toEqual([
+      "id",
+      "kind",
+      "status",
+      "progress",
+      "submitted_at",
+      "submitted_by",
+      "filter",
+    ]);
+    expect(run.lines[1]).toMatch(
+      new RegExp(
+        `^${id}\\s+replay\\s+running\\s+0/1\\s+\\S+Z\\s+local-admin\\s+\\{"consumer":"ops-list-ops"\\}$`,
+      ),
+    );
+
+    const discards = JSON.parse(
+      (await ops(["dead-letters", "operations", "list", "--kind", "discard", "--json"])).out,
+    );
+    expect(discards.items.length).toBeGreaterThan(0);
+    for (const op of discards.items) expect(op.kind).toBe("discard");
+
+    for (const args of [
+      ["--status", "lost"],
+      ["--kind", "resurrect"],
+      ["--limit", "101"],
+    ]) {
+      const refused = await ops(["dead-letters", "operations", "list", ...args]);
+      expect(refused.code, args.join(" ")).toBe(2);
+      expect(refused.err).toContain(`error: ${args[0]}: `);
+    }
+    await nextChunk();
+  });
+
+  it("shows, cancels and watches an operation; a second cancel is a 409 problem", async () => {
+    await deadLetters("ops-cancel", ["ops-cancel-1", "ops-cancel-2", "ops-cancel-3"]);
+    const started = await ops(["dead-letters", "replay", "--consumer", "ops-cancel", "--rate", "0.5"]);
+    const id = operationIdOf(started);
+
+    const status = await ops(["dead-letters", "operations", "status", id]);
+    expect(status.code).toBe(0);
+    expect(status.out).toMatch(new RegExp(`^operation\\s+${id}$`, "m"));
+    expect(status.out).toMatch(/^status\s+running$/m);
+    expect(status.out).toMatch(/^progress\s+0 of 3 \(0%\)$/m);
+    expect(status.out).toMatch(/^rate\s+0\.5\/s$/m);
+
+    const forbidden = await ops(["dead-letters", "operations", "cancel", id], { token: bed.tokens.read });
+    expect(forbidden.code).toBe(1);
+    expect(forbidden.err).toMatch(/^error: 403 /m);
+
+    const cancel = await ops(["dead-letters", "operations", "cancel", id]);
+    expect(cancel.err).toBe("");
+    expect(cancel.code).toBe(0);
+    expect(cancel.out).toBe(
+      `cancelled replay operation ${id} after 0 of 3: 0 replayed, 0 superseded, 0 conflicts, 0 failed`,
+    );
+    expect((await rowsOf("ops-cancel")).map((r) => r.status)).toEqual(Array(3).fill("pending_review"));
+
+    const again = await ops(["dead-letters", "operations", "cancel", id]);
+    expect(again.code).toBe(1);
+    expect(again.err).toMatch(/^error: 409 /m);
+
+    // Watching an operation that has ended returns at once; cancelled is not success.
+    const watched = await ops(["dead-letters", "operations", "status", id, "--watch"]);
+    expect(watched.code).toBe(1);
+    expect(watched.out).toMatch(/^status\s+cancelled$/m);
+    expect(watched.out).toMatch(/^cancelled_by\s+local-admin$/m);
+    expect(watched.err).toContain(`the replay operation ${id} ended cancelled`);
+
+    const invalid = await ops(["dead-letters", "operations", "status", "not-a-uuid"]);
+    expect(invalid.code).toBe(1);
+    expect(invalid.err).toContain("error: 400 The request is not valid");
+    const interval = await ops(["dead-letters", "operations", "status", id, "--watch", "--interval", "0"]);
+    expect(interval.code).toBe(2);
+    expect(interval.err).toContain("error: --interval: ");
+  });
+
+  it("on a terminal, --watch redraws one progress bar in place instead of printing lines", async () => {
+    await deadLetters("ops-tty", ["ops-tty-1", "ops-tty-2", "ops-tty-3"]);
+    const writes: string[] = [];
+    const terminal: Terminal = { write: (text) => writes.push(text), columns: 80 };
+    const run = await ops(["dead-letters", "replay", "--consumer", "ops-tty", "--rate", "2", "--watch"], {
+      sleep: nextChunk,
+      terminal,
+    });
+    expect(run.code).toBe(0);
+    const id = operationIdOf(run);
+    expect(run.out).not.toContain(`replay ${id}: running`);
+    expect(run.out).toMatch(/^status\s+completed$/m);
+    const bars = writes.filter((w) => w !== "\r\u001b[K").map((w) => w.replace("\r\u001b[K", ""));
+    expect(writes.every((w) => w.startsWith("\r\u001b[K"))).toBe(true);
+    expect(bars).toEqual([
+      expect.stringMatching(/^\[░+\] {3}0% 0\/3 — 0 replayed/),
+      expect.stringMatching(/^\[█+░+\] {2}66% 2\/3 — 2 replayed/),
+      expect.stringMatching(/^\[█+\] 100% 3\/3 — 3 replayed/),
+    ]);
+    for (const bar of bars) expect(bar.length).toBeLessThan(terminal.columns);
+    // The bar is cleared before the summary is printed.
+    expect(writes.at(-1)).toBe("\r\u001b[K");
   });
 });
 
@@ -523,9 +923,18 @@ describe("connection", () => {
     const discardHelp = await ops(["dead-letters", "discard", "--help"], { connection: false });
     expect(discardHelp.code).toBe(0);
     expect(discardHelp.out).toContain("--reason <text>");
+    // commander's own message for an unknown command (was "unknown dead-letters command: resurrect").
     const unknown = await ops(["dead-letters", "resurrect"], { connection: false });
     expect(unknown.code).toBe(2);
-    expect(unknown.err).toContain("unknown dead-letters command: resurrect");
+    expect(unknown.err).toContain("error: unknown command 'resurrect'");
+    const dl = await ops(["dl", "replay", "--help"], { connection: false });
+    expect(dl.code).toBe(0);
+    expect(dl.out).toContain("Usage: npm run ops -- dead-letters replay <id> [--delay <seconds>]");
+    expect(dl.out).toContain("--confirm <plan-token>");
+    expect(dl.out).toContain("--api <url>");
+    const none = await ops([], { connection: false });
+    expect(none.code).toBe(2);
+    expect(none.err).toContain("Usage: npm run ops -- dead-letters <command>");
   });
 });
 

@@ -6,8 +6,8 @@
  */
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { insertOperationItems, lockOperationChunk } from "../../shared/db/queries/bulk-operations.ts";
 import { listDeadLetters } from "../../shared/db/queries/list-dead-letters.ts";
-import { lockReplayBatch } from "../../shared/db/queries/replay-queries.ts";
 import type { Queryable } from "../../shared/db/queryable.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 
@@ -20,11 +20,35 @@ beforeAll(async () => {
   await client.query(`
     INSERT INTO core.dead_letters (job_id, consumer, queue, tenant_id, payload, attempts, error_kind, last_error, correlation_id, created_at, body_form, body)
     SELECT 'job-' || n, 'consumer-' || (n % 8), 'queue-' || (n % 3), 't_' || (n % 50), '{}', 1,
-           (ARRAY['poison','hard','exhausted','unrecorded'])[1 + n % 4], '{"class":"E","message":"m"}', 'corr-' || n,
+           (ARRAY['poison','hard','exhausted','unrecorded'])[1 + n % 4], ('{"class":"E' || (n % 40) || '","message":"failed for order-' || n || ' in ' || (ARRAY['ledger','wallet','points','rates'])[1 + n % 4] || '"}')::jsonb, 'corr-' || n,
            now() - make_interval(secs => n), 'text', '{"n":' || n || '}'
       FROM generate_series(1, 50000) AS n;
     ANALYZE core.dead_letters;`);
+  const { rows } = await client.query<{ group: string }>(
+    "SELECT encode(error_fingerprint, 'hex') AS group FROM core.dead_letters WHERE error_class = 'E7' LIMIT 1",
+  );
+  group = rows[0]?.group as string;
+  // Two operations' sets over every row, as a busy incident would leave them.
+  for (let i = 0; i < 2; i++) {
+    const { rows: ops } = await client.query<{ id: string }>(
+      `INSERT INTO core.bulk_operations (kind, filter, reason, rate_per_second, planned, submitted_by)
+       VALUES ('discard', '{}', 'plans', 10, 50000, 'test') RETURNING id`,
+    );
+    operationId = ops[0]?.id as string;
+    await insertOperationItems(
+      client,
+      operationId,
+      {},
+      {
+        createdAt: new Date().toISOString(),
+        id: "ffffffff-ffff-4fff-bfff-ffffffffffff",
+      },
+    );
+  }
+  await client.query("ANALYZE core.bulk_operation_items");
 });
+let operationId: string;
+let group: string;
 afterAll(async () => {
   await client?.end();
   await db?.drop();
@@ -56,7 +80,12 @@ describe("query plans", () => {
     ["queue", { queue: "queue-1" }],
     ["error_kind", { error_kind: "hard" as const }],
     ["tenant_id", { tenant_id: "t_7" }],
-  ])("the list page with %s is an index scan without a sort", async (_, filter) => {
+    ["error_class", { error_class: "E3" }],
+    ["error_class and status", { error_class: "E3", status: "pending_review" as const }],
+    ["group", () => ({ group })],
+    ["group and status", () => ({ group, status: "pending_review" as const })],
+  ])("the list page with %s is an index scan without a sort", async (_, filterOf) => {
+    const filter = typeof filterOf === "function" ? filterOf() : filterOf;
     const nodes = await planOf((q) => listDeadLetters(q, filter, 50));
     expect(nodes).not.toContain("Sort");
     expect(nodes).not.toContain("Seq Scan");
@@ -74,8 +103,14 @@ describe("query plans", () => {
     expect(nodes).not.toContain("Seq Scan");
   });
 
-  it("the bulk replay batch is an index scan without a sort", async () => {
-    const nodes = await planOf((q) => lockReplayBatch(q, { consumer: "consumer-2" }, 500));
+  it("a rare message match is a trigram index lookup, not a scan", async () => {
+    const nodes = await planOf((q) => listDeadLetters(q, { message: "order-4242 in" }, 50));
+    expect(nodes).not.toContain("Seq Scan");
+    expect(nodes).toContain("Bitmap Index Scan");
+  });
+
+  it("a bulk operation's chunk walks its set by index, without a sort", async () => {
+    const nodes = await planOf((q) => lockOperationChunk(q, operationId, 1000, 100));
     expect(nodes).not.toContain("Sort");
     expect(nodes).not.toContain("Seq Scan");
   });

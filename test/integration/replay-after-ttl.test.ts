@@ -9,9 +9,12 @@ import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { awardPointsConsumer } from "../../functions/award-points/consumer.ts";
 import { createPool } from "../../shared/db/pool.ts";
+import { insertDeadLetter } from "../../shared/db/queries/insert-dead-letter.ts";
 import { resolveHealedDeadLetters } from "../../shared/dead-letters/escalation.ts";
-import { bulkReplay, replayDeadLetter } from "../../shared/dead-letters/replay.ts";
+import { replayDeadLetter } from "../../shared/dead-letters/replay.ts";
+import { storedBody } from "../../shared/dead-letters/stored-body.ts";
 import { runFenceCleanup } from "../../shared/fence/cleanup.ts";
+import { runBulkToEnd } from "../support/bulk.ts";
 import {
   award,
   type ConsumerTestBed,
@@ -20,6 +23,7 @@ import {
   invoke,
   sqsRecord,
 } from "../support/consumer-harness.ts";
+import { insertFence } from "../support/fixtures.ts";
 import { receiveAll } from "../support/sqs.ts";
 
 let bed: ConsumerTestBed;
@@ -77,17 +81,12 @@ describe("replay after the fence's TTL", () => {
     expect(await effectsOf(bed.db, jobId)).toMatchObject({ fences: 1 });
 
     // A bulk replay of the poison backlog finds the fence: nothing is sent for the job.
-    const result = await bulkReplay(
+    const result = await runBulkToEnd(
       { pool: opsPool, sqs: bed.sqs },
-      {
-        filter: { consumer: "award-points", error_kind: "poison", job_id: jobId },
-        all: false,
-        dry_run: false,
-        limit: 100,
-      },
-      "test",
+      { kind: "replay", filter: { consumer: "award-points", error_kind: "poison", job_id: jobId } },
     );
-    expect(result.outcomes?.map((o) => o.outcome)).not.toContain("replayed");
+    expect(result).toMatchObject({ status: "completed", replayed: 0 });
+    expect(result.processed).toBeGreaterThanOrEqual(1);
     const sent = await receiveAll(bed.sqs, queueUrl);
     expect(sent.filter((m) => m.Body?.includes(jobId))).toEqual([]);
     expect(await effectsOf(bed.db, jobId)).toMatchObject({ ledger: 1, fences: 1 });
@@ -123,6 +122,52 @@ describe("replay after the fence's TTL", () => {
     const replayed = await replayDeadLetter({ pool: opsPool, sqs: bed.sqs }, row?.id as string, "test");
     expect(replayed.status).toBe("superseded");
     expect(await effectsOf(bed.db, jobId)).toMatchObject({ ledger: 1, fences: 1 });
+  });
+
+  it("a dead letter written while the cleanup runs keeps its job's expired fence, whichever commits first", async () => {
+    const consumerPool = createPool({ connectionString: bed.db.url, role: "jobfence_consumer", max: 1 });
+    try {
+      const jobId = "ttl-drain-during-cleanup";
+      const body = JSON.stringify(award(jobId, 6, "u-drain"));
+      await bed.db.withClient((c) => insertFence(c, jobId));
+      await expireFence(jobId);
+      // The backstop drain's write (it does not let the fence decide), left uncommitted.
+      const writer = await consumerPool.connect();
+      try {
+        await writer.query("BEGIN");
+        await insertDeadLetter(writer, {
+          jobId,
+          consumer: "award-points",
+          queue: queueUrl,
+          tenantId: "t_42",
+          correlationId: jobId,
+          body: storedBody(body),
+          payloadJson: body,
+          messageAttributes: {},
+          attempts: 8,
+          attemptHistory: [],
+          errorKind: "unrecorded",
+          lastError: { class: "UnrecordedMessageError", message: "found on the backstop queue" },
+          jobFingerprint: null,
+          fenceFingerprint: null,
+          checkFence: false,
+        });
+        // The cleanup cannot see the dead letter yet; the write's lock on the fence keeps it.
+        await runFenceCleanup({ db: cleanupPool, budgetMs: 10_000, pauseMs: 0 });
+        expect(await effectsOf(bed.db, jobId)).toMatchObject({ fences: 1 });
+        await writer.query("COMMIT");
+      } finally {
+        writer.release();
+      }
+      const after = await runFenceCleanup({ db: cleanupPool, budgetMs: 10_000, pauseMs: 0 });
+      expect(after.held).toBeGreaterThanOrEqual(1);
+      expect(await effectsOf(bed.db, jobId)).toMatchObject({ fences: 1 });
+      const [row] = await pendingOf(jobId);
+      const replayed = await replayDeadLetter({ pool: opsPool, sqs: bed.sqs }, row?.id as string, "test");
+      expect(replayed.status).toBe("superseded");
+    } finally {
+      await consumerPool.end();
+    }
   });
 
   it("a replay racing a late retry of the same job: one effect, whichever comes second is a duplicate", async () => {

@@ -153,6 +153,29 @@ const OPERATIONS: Array<{ what: string; sql: string; params?: (id: string) => un
       sql: "INSERT INTO core.dead_letter_counts VALUES ('x', 'pending_review', 'poison', 1)",
       allowed: [],
     },
+    {
+      what: "read failure groups",
+      sql: "SELECT consumer, fingerprint, pending FROM core.dead_letter_groups",
+      allowed: ["jobfence_ops"],
+    },
+    { what: "change failure groups", sql: "UPDATE core.dead_letter_groups SET pending = 0", allowed: [] },
+    {
+      what: "read bulk operations and their skips",
+      sql: "SELECT o.id, s.detail FROM core.bulk_operations o LEFT JOIN core.bulk_operation_skips s ON s.operation_id = o.id",
+      allowed: ["jobfence_ops"],
+    },
+    {
+      what: "start a bulk operation",
+      sql: `INSERT INTO core.bulk_operations (kind, filter, reason, rate_per_second, planned, submitted_by)
+            VALUES ('discard', '{}', 'role test', 10, 1, 'role-test')`,
+      allowed: ["jobfence_ops"],
+    },
+    {
+      what: "backdate a bulk operation's audit",
+      sql: "UPDATE core.bulk_operations SET submitted_by = 'someone else', submitted_at = now() - interval '1 day'",
+      allowed: [],
+    },
+    { what: "delete a bulk operation", sql: "DELETE FROM core.bulk_operations", allowed: [] },
     { what: "create a table in core", sql: "CREATE TABLE core.sneaky (id int)", allowed: [] },
     { what: "create a table in public", sql: "CREATE TABLE public.sneaky (id int)", allowed: [] },
     { what: "create a schema", sql: "CREATE SCHEMA sneaky", allowed: [] },

@@ -32,9 +32,12 @@ import type pg from "pg";
 import { afterAll, beforeAll, describe, type ExpectStatic, expect, it } from "vitest";
 import type { CommitMode } from "../../shared/consumer.ts";
 import { createPool } from "../../shared/db/pool.ts";
-import { bulkReplay, replayDeadLetter } from "../../shared/dead-letters/replay.ts";
+import { planOperation, readOperation, startOperation } from "../../shared/dead-letters/bulk-operations.ts";
+import { runBulkOperations } from "../../shared/dead-letters/bulk-worker.ts";
+import { replayDeadLetter } from "../../shared/dead-letters/replay.ts";
 import { FAULT_POINTS, type FaultPoint } from "../../shared/fault-points.ts";
 import { runFenceCleanup } from "../../shared/fence/cleanup.ts";
+import { TEST_SEAL_KEY } from "../support/api-harness.ts";
 import { award, type ConsumerTestBed, consumerTestBed } from "../support/consumer-harness.ts";
 import { insertDeadLetter } from "../support/fixtures.ts";
 import { queueDepth, sendMessage } from "../support/sqs.ts";
@@ -546,13 +549,27 @@ async function replayCase(expect: ExpectStatic, c: CrashCase): Promise<void> {
     return seeded;
   });
   const jobs = bulk ? [...sentJobs, fencedJob] : sentJobs;
+  // Bulk: the operator starts a bulk replay of the queue; the crashing child is the worker running it.
+  const bulkDeps = { pool: opsPool, sealKey: TEST_SEAL_KEY };
+  const filter = { queue: queue.url };
+  const operation = bulk
+    ? await startOperation(
+        bulkDeps,
+        {
+          kind: "replay",
+          filter,
+          token: (await planOperation(bulkDeps, "replay", filter)).token ?? undefined,
+          rate_per_second: 1000,
+          delay_seconds: 0,
+        },
+        "crash-matrix",
+      )
+    : undefined;
 
   const reportedJobs = await crash(
     expect,
     c,
-    bulk
-      ? { kind: "replay-bulk", queueUrl: queue.url }
-      : { kind: "replay-single", deadLetterId: ids[0] as string },
+    bulk ? { kind: "replay-bulk" } : { kind: "replay-single", deadLetterId: ids[0] as string },
   );
   expect([...reportedJobs].sort()).toEqual([...sentJobs].sort());
   // Sent, not committed: the messages are in the queue and the dead letters still pending.
@@ -560,16 +577,18 @@ async function replayCase(expect: ExpectStatic, c: CrashCase): Promise<void> {
   const pendingAfterKill = await bed.db.withClient((client) => crashFates(client, jobs));
   expect(pendingAfterKill.map((f) => f.pending)).toEqual(jobs.map(() => 1));
 
-  // Restart: the operator, who never got an answer, replays again; the consumer drains.
+  // Restart: the operator, who never got an answer, replays again (bulk: the next worker run resumes
+  // the operation); the consumer drains.
   const deps = { pool: opsPool, sqs: bed.sqs };
   const replayAgain = async (): Promise<string[]> => {
-    if (!bulk) return [(await replayDeadLetter(deps, ids[0] as string, "crash-matrix-restart")).status];
-    const result = await bulkReplay(
-      deps,
-      { filter: { queue: queue.url }, all: false, dry_run: false, limit: 500 },
-      "crash-matrix-restart",
-    );
-    return (result.outcomes ?? []).map((o) => o.outcome);
+    if (!operation) return [(await replayDeadLetter(deps, ids[0] as string, "crash-matrix-restart")).status];
+    await runBulkOperations(deps, { budgetMs: 10_000 });
+    const done = await readOperation(opsPool, operation.id);
+    expect(done).toMatchObject({ status: "completed", processed: jobs.length });
+    return [
+      ...Array.from({ length: done.replayed }, () => "replayed"),
+      ...Array.from({ length: done.superseded }, () => "superseded"),
+    ];
   };
   let outcomes: string[];
   if (c.restart === "replay-first") {

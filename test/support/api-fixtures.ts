@@ -10,7 +10,7 @@ import { createDeadLetterApi } from "../../functions/dead-letters-api/api.ts";
 import { serveHttpApi } from "../../local/http-adapter.ts";
 import { createTokenVerifier } from "../../shared/http/auth.ts";
 import { PROBLEM_CONTENT_TYPE } from "../../shared/http/problem.ts";
-import type { ApiResponse, ApiTestBed } from "./api-harness.ts";
+import { type ApiResponse, type ApiTestBed, TEST_SEAL_KEY } from "./api-harness.ts";
 import type { TestDatabase } from "./database.ts";
 import { type DeadLetterValues, deadLetter } from "./fixtures.ts";
 
@@ -167,6 +167,7 @@ export async function serveApiTrusting(
       pool: bed.opsPool,
       sqs: bed.sqs,
       verifier: createTokenVerifier(options),
+      sealKey: TEST_SEAL_KEY,
     }),
   );
   return { call: callAt(server.url), close: () => server.close() };

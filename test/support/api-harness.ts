@@ -3,11 +3,14 @@
  * local token issuer, the API served on a real HTTP server as API Gateway would invoke it, with
  * its pool logged in as the least-privileged ops role.
  */
+import { randomBytes } from "node:crypto";
 import type pg from "pg";
 import { createDeadLetterApi } from "../../functions/dead-letters-api/api.ts";
 import { serveHttpApi } from "../../local/http-adapter.ts";
 import { createLocalIssuer, type LocalIssuer } from "../../local/tokens.ts";
 import { createPool } from "../../shared/db/pool.ts";
+import type { BulkSettings } from "../../shared/dead-letters/bulk-operations.ts";
+import { sealKey } from "../../shared/dead-letters/seal.ts";
 import { createTokenVerifier } from "../../shared/http/auth.ts";
 import { type ConsumerTestBed, consumerTestBed } from "./consumer-harness.ts";
 
@@ -33,7 +36,12 @@ export interface ApiTestBed extends ConsumerTestBed {
   ): Promise<ApiResponse>;
 }
 
-export async function apiTestBed(options: { lockTimeoutMs?: number } = {}): Promise<ApiTestBed> {
+/** The key the test beds sign cursors and plan tokens with. */
+export const TEST_SEAL_KEY = sealKey(randomBytes(32));
+
+export async function apiTestBed(
+  options: { lockTimeoutMs?: number; bulk?: BulkSettings } = {},
+): Promise<ApiTestBed> {
   const bed = await consumerTestBed();
   const issuer = await createLocalIssuer();
   const opsPool = createPool({
@@ -46,6 +54,8 @@ export async function apiTestBed(options: { lockTimeoutMs?: number } = {}): Prom
     pool: opsPool,
     sqs: bed.sqs,
     verifier: createTokenVerifier({ issuer: issuer.issuer, audience: issuer.audience, jwks: issuer.jwks }),
+    sealKey: TEST_SEAL_KEY,
+    ...(options.bulk ? { bulk: options.bulk } : {}),
   });
   const server = await serveHttpApi(api);
   const tokens = await issuer.standardTokens();

@@ -7,6 +7,7 @@ export const SQLSTATE = {
   uniqueViolation: "23505",
   notNullViolation: "23502",
   insufficientPrivilege: "42501",
+  generatedAlways: "428C9",
 } as const;
 
 /** Awaits `work` and asserts it failed with `code` (and, when given, the named constraint). */

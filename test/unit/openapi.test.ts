@@ -12,7 +12,7 @@ import {
   OPENAPI_TITLE,
   problemSchema,
 } from "../../functions/dead-letters-api/openapi.ts";
-import { ROUTES, type RouteSpec } from "../../functions/dead-letters-api/routes.ts";
+import { ROUTES, type RouteSpec, routePermissions } from "../../functions/dead-letters-api/routes.ts";
 import { PROBLEM, type ProblemKind, problemType } from "../../shared/http/problem.ts";
 
 type Json = Record<string, unknown>;
@@ -118,8 +118,10 @@ describe("the OpenAPI document", () => {
       const operation = operationOf(route);
       expect(operation.operationId).toBe(route.operationId);
       expect(operation.summary).toBe(route.summary);
-      expect(operation["x-required-permission"]).toBe(route.permission);
-      expect(operation.security).toEqual([{ bearer: [route.permission] }]);
+      const permissions = routePermissions(route);
+      expect(operation["x-required-permission"]).toBe(permissions.join(" | "));
+      // Alternatives: any one of the listed permissions admits the call.
+      expect(operation.security).toEqual(permissions.map((p) => ({ bearer: [p] })));
     }
     const documented = operations().map((o) => `${o.method.toUpperCase()} ${o.path}`);
     expect(documented.sort()).toEqual(ROUTES.map((r) => `${r.method} ${r.path}`).sort());
@@ -164,7 +166,7 @@ describe("the OpenAPI document", () => {
     });
   });
 
-  it("requires a reason in the discard body, and documents the bulk replay body's defaults", () => {
+  it("requires a reason in the discard bodies, and documents the bulk bodies' defaults", () => {
     const discard = operationOf(ROUTES.find((r) => r.operationId === "discardDeadLetter") as RouteSpec);
     const body = objectAt(discard.requestBody, "requestBody");
     expect(body.required).toBe(true);
@@ -172,13 +174,24 @@ describe("the OpenAPI document", () => {
     expect(schema.required).toEqual(["reason"]);
     expect(schema).toMatchObject({ properties: { reason: { minLength: 1, maxLength: 2000 } } });
 
-    const bulk = operationOf(ROUTES.find((r) => r.operationId === "bulkReplayDeadLetters") as RouteSpec);
-    const bulkBody = objectAt(bulk.requestBody, "requestBody");
-    const bulkSchema = deref(objectAt(objectAt(bulkBody.content, "content")["application/json"], "m").schema);
-    expect(bulkSchema).toMatchObject({
+    const bodyOf = (operationId: string) => {
+      const operation = operationOf(ROUTES.find((r) => r.operationId === operationId) as RouteSpec);
+      const requestBody = objectAt(operation.requestBody, "requestBody");
+      return deref(objectAt(objectAt(requestBody.content, "content")["application/json"], "m").schema);
+    };
+    expect(bodyOf("startBulkReplay")).toMatchObject({
       additionalProperties: false,
-      properties: { all: { default: false }, dry_run: { default: false }, limit: { maximum: 500 } },
+      properties: {
+        rate_per_second: { default: 50, maximum: 1000 },
+        delay_seconds: { default: 0, minimum: 0, maximum: 900 },
+      },
     });
+    const discardBulk = bodyOf("startBulkDiscard");
+    expect(discardBulk).toMatchObject({
+      additionalProperties: false,
+      properties: { rate_per_second: { default: 200 }, reason: { minLength: 1, maxLength: 2000 } },
+    });
+    expect(discardBulk.required).toContain("reason");
   });
 
   it("has unique operationIds", () => {

@@ -15,7 +15,8 @@ export function utc(column: string): string {
 export const SUMMARY_COLUMNS = `
   id, job_id, consumer, queue, tenant_id, attempts, error_kind, last_error, status, discard_reason,
   correlation_id, ${utc("created_at")} AS created_at, ${utc("resolved_at")} AS resolved_at, resolved_by,
-  body_form, encode(job_fingerprint, 'hex') AS job_fingerprint, encode(fence_fingerprint, 'hex') AS fence_fingerprint`;
+  body_form, encode(job_fingerprint, 'hex') AS job_fingerprint, encode(fence_fingerprint, 'hex') AS fence_fingerprint,
+  error_class, encode(error_fingerprint, 'hex') AS "group"`;
 
 /** A dead letter as the API returns it. */
 export interface DeadLetterSummaryRow {
@@ -36,6 +37,9 @@ export interface DeadLetterSummaryRow {
   body_form: string;
   job_fingerprint: string | null;
   fence_fingerprint: string | null;
+  error_class: string | null;
+  /** The failure group: the error fingerprint as hex. */
+  group: string;
 }
 
 /** A whole dead letter. */

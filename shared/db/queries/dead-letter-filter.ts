@@ -19,7 +19,13 @@ const EQUALITY: ReadonlyArray<keyof DeadLetterFilter> = [
   "tenant_id",
   "job_id",
   "correlation_id",
+  "error_class",
 ];
+
+/** `text` as a LIKE pattern that matches it literally, anywhere. */
+export function containsPattern(text: string): string {
+  return `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+}
 
 /** The WHERE clause of a filter, optionally resuming after a keyset position in `direction`. */
 export function whereOf(
@@ -36,6 +42,11 @@ export function whereOf(
     const value = filter[column];
     if (value !== undefined) conditions.push(`${column} = ${param(value)}`);
   }
+  if (filter.group !== undefined)
+    conditions.push(`error_fingerprint = decode(${param(filter.group)}, 'hex')`);
+  // The same expression as the trigram index (migration 0011), so a rare match is an index lookup.
+  if (filter.message !== undefined)
+    conditions.push(`(last_error ->> 'message') ILIKE ${param(containsPattern(filter.message))}`);
   if (filter.created_after !== undefined)
     conditions.push(`created_at >= ${param(filter.created_after)}::timestamptz`);
   if (filter.created_before !== undefined)

@@ -1,16 +1,19 @@
 /**
  * Counts by consumer × status × error_kind (from the trigger-maintained counts table) and the
- * oldest pending dead letter of each consumer (one index probe per consumer).
+ * oldest pending dead letter of each consumer (one index probe per consumer), and the biggest
+ * pending failure groups of each.
  */
 import type { Queryable } from "../queryable.ts";
 import { utc } from "./dead-letter-columns.ts";
+import { type DeadLetterGroup, topPendingGroups } from "./dead-letter-groups.ts";
 
 export interface DeadLetterStats {
   counts: Array<{ consumer: string; status: string; error_kind: string; count: number }>;
   oldest_pending: Array<{ consumer: string; id: string; created_at: string }>;
+  groups: DeadLetterGroup[];
 }
 
-export async function deadLetterStats(db: Queryable): Promise<DeadLetterStats> {
+export async function deadLetterStats(db: Queryable, groupsPerConsumer: number): Promise<DeadLetterStats> {
   const counts = await db.query<{ consumer: string; status: string; error_kind: string; count: string }>(
     `SELECT consumer, status, error_kind, count FROM core.dead_letter_counts
       WHERE count > 0 ORDER BY consumer, status, error_kind`,
@@ -28,5 +31,6 @@ export async function deadLetterStats(db: Queryable): Promise<DeadLetterStats> {
   return {
     counts: counts.rows.map((r) => ({ ...r, count: Number(r.count) })),
     oldest_pending: oldest.rows,
+    groups: await topPendingGroups(db, groupsPerConsumer),
   };
 }

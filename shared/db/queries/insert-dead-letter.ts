@@ -9,6 +9,10 @@
  * whose COMMIT succeeded but whose answer was lost), and nothing is written; a fence with another
  * fingerprint means this message is a different job under an applied job's id, and the row is
  * written as a `conflict` naming both fingerprints.
+ *
+ * Either way the statement locks the job's fence, when there is one, until the dead letter commits
+ * (core.hold_fence, migration 0013): the TTL cleanup then cannot delete it between looking for
+ * pending dead letters and this one committing, so a replay always finds it.
  */
 import type { ErrorKind } from "../../dead-letters/error-kind.ts";
 import type { LastError } from "../../dead-letters/last-error.ts";
@@ -54,9 +58,10 @@ export type RecordedDeadLetter =
   | { readonly applied: true };
 
 const INSERT = `
-  WITH fence AS (
-    SELECT uuid_send(fingerprint) AS fingerprint FROM core.processed_jobs
-     WHERE $17::boolean AND job_id = $1 AND consumer = $2
+  WITH held AS MATERIALIZED (
+    SELECT uuid_send(fingerprint) AS fingerprint FROM core.hold_fence($1, $2)
+  ), fence AS (
+    SELECT fingerprint FROM held WHERE $17::boolean
   )
   INSERT INTO core.dead_letters
     (job_id, consumer, queue, tenant_id, correlation_id, body_form, body, body_utf16, body_fingerprint,
@@ -68,6 +73,8 @@ const INSERT = `
     FROM (VALUES (1)) AS one
     LEFT JOIN fence ON true
    WHERE NOT EXISTS (SELECT 1 FROM fence WHERE fence.fingerprint IS NULL OR fence.fingerprint = $15)
+     -- Always evaluated, so the fence is locked even when it does not decide (the drain's writes).
+     AND (SELECT count(*) FROM held) >= 0
   ON CONFLICT (consumer, job_id, body_fingerprint) WHERE status = 'pending_review' DO NOTHING
   RETURNING id, error_kind`;
 

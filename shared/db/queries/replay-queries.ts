@@ -1,11 +1,8 @@
 /**
  * The writes and locked reads of replay and discard. Each function is one statement.
  */
-import type { DeadLetterFilter } from "../../dead-letters/api-schemas.ts";
-import type { KeysetPosition } from "../../dead-letters/cursor.ts";
 import type { Queryable } from "../queryable.ts";
-import { type DeadLetterSummaryRow, SUMMARY_COLUMNS, utc } from "./dead-letter-columns.ts";
-import { sqlWhere, whereOf } from "./dead-letter-filter.ts";
+import { utc } from "./dead-letter-columns.ts";
 
 /** What a replay needs of a dead letter: the stored body (sent as it was received) and the job's fingerprint. */
 export interface ReplayRow {
@@ -22,7 +19,8 @@ export interface ReplayRow {
   created_at: string;
 }
 
-const REPLAY_COLUMNS = `id, status, job_id, consumer, queue, body_form, body, body_utf16, job_fingerprint,
+/** The columns of a {@link ReplayRow}, unqualified. */
+export const REPLAY_COLUMNS = `id, status, job_id, consumer, queue, body_form, body, body_utf16, job_fingerprint,
   message_attributes, ${utc("created_at")} AS created_at`;
 
 /** Locks one dead letter for a decision (replay or discard); waits for a concurrent one to finish. */
@@ -32,62 +30,6 @@ export async function lockDeadLetter(tx: Queryable, id: string): Promise<ReplayR
     [id],
   );
   return rows[0];
-}
-
-/**
- * Locks the next pending dead letters matching `filter`, oldest first, after `after`. Rows a
- * concurrent replay or discard holds are skipped, not waited for: that one decides them.
- */
-export async function lockReplayBatch(
-  tx: Queryable,
-  filter: Partial<DeadLetterFilter>,
-  limit: number,
-  after?: KeysetPosition,
-): Promise<ReplayRow[]> {
-  const where = whereOf(
-    { ...filter, status: "pending_review" },
-    after ? { position: after, direction: "newer" } : undefined,
-  );
-  const { rows } = await tx.query<ReplayRow>(
-    `SELECT ${REPLAY_COLUMNS} FROM core.dead_letters ${sqlWhere(where)}
-      ORDER BY dead_letters.created_at, dead_letters.id LIMIT ${Number(limit)} FOR UPDATE SKIP LOCKED`,
-    where.params,
-  );
-  return rows;
-}
-
-/** Dry run: how many pending dead letters match, how many of those a replay would supersede, and a sample. */
-export async function countReplayMatches(
-  db: Queryable,
-  filter: Partial<DeadLetterFilter>,
-  sampleSize: number,
-  after?: KeysetPosition,
-): Promise<{ matched: number; superseded: number; conflicts: number; sample: DeadLetterSummaryRow[] }> {
-  const where = whereOf(
-    { ...filter, status: "pending_review" },
-    after ? { position: after, direction: "newer" } : undefined,
-  );
-  // The same rule as replayDecision (dead-letters/replay.ts), counted in the database.
-  const counted = await db.query<{ matched: string; superseded: string; conflicts: string }>(
-    `SELECT count(*) AS matched,
-            count(*) FILTER (WHERE p.job_id IS NOT NULL
-                               AND (p.fingerprint IS NULL OR d.job_fingerprint IS NULL
-                                    OR uuid_send(p.fingerprint) = d.job_fingerprint)) AS superseded,
-            count(*) FILTER (WHERE uuid_send(p.fingerprint) <> d.job_fingerprint) AS conflicts
-       FROM (SELECT job_id, consumer, job_fingerprint FROM core.dead_letters ${sqlWhere(where)}) AS d
-       LEFT JOIN core.processed_jobs p ON p.job_id = d.job_id AND p.consumer = d.consumer`,
-    where.params,
-  );
-  const sample = await db.query<DeadLetterSummaryRow>(
-    `SELECT ${SUMMARY_COLUMNS} FROM core.dead_letters ${sqlWhere(where)} ORDER BY dead_letters.created_at, dead_letters.id LIMIT ${Number(sampleSize)}`,
-    where.params,
-  );
-  return {
-    matched: Number(counted.rows[0]?.matched ?? 0),
-    superseded: Number(counted.rows[0]?.superseded ?? 0),
-    conflicts: Number(counted.rows[0]?.conflicts ?? 0),
-    sample: sample.rows,
-  };
 }
 
 /**
@@ -121,7 +63,9 @@ export interface Resolution {
 
 /**
  * Records resolutions by `actor`, all in one statement. Only rows still pending change; the ids
- * that did are returned (the database refuses any other transition anyway).
+ * that did are returned (the database refuses any other transition anyway). The `= ANY` repeats
+ * the join for the planner, which then reads the rows by primary key instead of scanning every
+ * pending row.
  */
 export async function resolveDeadLetters(
   tx: Queryable,
@@ -133,7 +77,7 @@ export async function resolveDeadLetters(
     `UPDATE core.dead_letters d
         SET status = r.status, discard_reason = r.reason, resolved_at = now(), resolved_by = $4
        FROM unnest($1::uuid[], $2::text[], $3::text[]) AS r(id, status, reason)
-      WHERE d.id = r.id AND d.status = 'pending_review'
+      WHERE d.id = r.id AND d.id = ANY ($1::uuid[]) AND d.status = 'pending_review'
       RETURNING d.id`,
     [
       resolutions.map((r) => r.id),

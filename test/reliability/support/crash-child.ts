@@ -14,7 +14,8 @@ import { pollOnce } from "../../../local/event-source.ts";
 import { lambdaContext } from "../../../local/lambda-context.ts";
 import { createConsumer } from "../../../shared/consumer.ts";
 import { createPool } from "../../../shared/db/pool.ts";
-import { bulkReplay, replayDeadLetter } from "../../../shared/dead-letters/replay.ts";
+import { runBulkOperations } from "../../../shared/dead-letters/bulk-worker.ts";
+import { replayDeadLetter } from "../../../shared/dead-letters/replay.ts";
 import { installFaultHook } from "../../../shared/fault-points.ts";
 import { runFenceCleanup } from "../../../shared/fence/cleanup.ts";
 import {
@@ -100,11 +101,7 @@ if (role.kind === "consume") {
   if (role.kind === "replay-single") {
     await replayDeadLetter({ pool, sqs }, role.deadLetterId, "crash-matrix");
   } else {
-    await bulkReplay(
-      { pool, sqs },
-      { filter: { queue: role.queueUrl }, all: false, dry_run: false, limit: 500 },
-      "crash-matrix",
-    );
+    await runBulkOperations({ pool, sqs }, { budgetMs: 60_000 });
   }
 } else {
   const pool = createPool({

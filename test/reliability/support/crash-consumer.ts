@@ -53,8 +53,8 @@ export type CrashRole =
     }
   /** Replays one dead letter by id. */
   | { readonly kind: "replay-single"; readonly deadLetterId: string }
-  /** Bulk-replays the pending dead letters of one queue. */
-  | { readonly kind: "replay-bulk"; readonly queueUrl: string }
+  /** Runs the bulk-operations worker (the test has started a bulk replay). */
+  | { readonly kind: "replay-bulk" }
   /** Runs the TTL cleanup in batches of `batchSize`. */
   | { readonly kind: "cleanup"; readonly batchSize: number };
 

@@ -1,0 +1,151 @@
+/**
+ * Bulk replay and discard, shared by both commands: a plan (how many match, a sample, the token
+ * that pins the set), then the operation the API runs at its own pace, which the CLI can follow.
+ * The API decides when a set needs the plan's token (a large set, or every pending dead letter);
+ * the CLI explains each refusal with the command that fixes it.
+ */
+import type { z } from "zod";
+import type { operationSchema, planResponseSchema } from "../shared/dead-letters/api-schemas.ts";
+import type { Invocation } from "./command.ts";
+import { ApiError } from "./errors.ts";
+import { oneLine, PROGRAM, plural, shellQuote, suggest } from "./format.ts";
+import { type ApiResult, BASE_PATH, call } from "./http.ts";
+import { EXIT } from "./io.ts";
+import { summaryTable } from "./summaries.ts";
+import { clean } from "./text.ts";
+import { finishWatch, watchOperation } from "./watch.ts";
+
+type Plan = z.output<typeof planResponseSchema>;
+type Operation = z.output<typeof operationSchema>;
+
+export type BulkKind = "replay" | "discard";
+
+/** A bulk request as the CLI makes it. */
+export interface BulkRequest {
+  readonly kind: BulkKind;
+  /** The validated request body. */
+  readonly body: Readonly<Record<string, unknown>>;
+  /**
+   * The flags that chose the set, as the operator typed them (["--consumer", "x"], or ["--all"]):
+   * the commands the CLI suggests (start this plan, plan this set) repeat them.
+   */
+  readonly selection: readonly string[];
+  /** Other flags a suggested start repeats (["--delay", "30"], ["--reason", "…"]). */
+  readonly extras: readonly string[];
+}
+
+/** Prints what a bulk operation would do; changes nothing. */
+export async function planBulk(invocation: Invocation, request: BulkRequest): Promise<number> {
+  const { io, json } = invocation;
+  const conn = await invocation.connect();
+  const result = await call<Plan>(conn, "POST", `${BASE_PATH}/${request.kind}/plan`, { body: request.body });
+  if (json) {
+    io.out(oneLine(result.text));
+    return EXIT.ok;
+  }
+  const plan = result.body;
+  const of = `(of ${plan.pending_total} pending in all)`;
+  if (plan.matched === 0 || plan.token === null) {
+    io.out(`${request.kind} plan: no pending dead letters match ${of}; nothing to do`);
+    io.out("nothing was changed");
+    return EXIT.ok;
+  }
+  const matches = `${plural(plan.matched, "pending dead letter")} ${plan.matched === 1 ? "matches" : "match"} ${of}`;
+  if (request.kind === "replay") {
+    const wouldSend = plan.would_send ?? plan.matched;
+    const conflicts = plan.conflicts ?? 0;
+    const superseded = plan.superseded ?? plan.matched - wouldSend - conflicts;
+    io.out(
+      `replay plan: ${matches}; a replay would send ${wouldSend}, ` +
+        `resolve ${superseded} as superseded (their jobs already succeeded) ` +
+        `and leave ${conflicts} pending as conflicts (their job ids were applied as other jobs)`,
+    );
+  } else {
+    io.out(
+      `discard plan: ${matches}; a discard would resolve ${plan.matched === 1 ? "it" : "all of them"} as discarded`,
+    );
+  }
+  if (plan.sample.length > 0) {
+    io.out("");
+    io.out(`sample (${plan.sample.length} of ${plan.matched}):`);
+    for (const line of summaryTable(plan.sample)) io.out(line);
+  }
+  io.out("");
+  io.out(
+    `start it with this plan's token (${plan.confirmation_required ? "required for this set" : "it pins the set"}; ` +
+      `it expires at ${clean(plan.token_expires_at)}):`,
+  );
+  io.out(`  ${clean(startCommand(request, plan.token))}`);
+  io.out("nothing was changed");
+  return EXIT.ok;
+}
+
+/** The command that starts a planned operation. */
+function startCommand(request: BulkRequest, token: string): string {
+  const command = suggest([request.kind, ...request.selection, ...request.extras, "--confirm", token]);
+  // A discard needs its reason; the plan did not, so the operator may still have to write one.
+  return request.kind === "discard" && !request.extras.includes("--reason")
+    ? `${command} --reason "<why>"`
+    : command;
+}
+
+export interface StartOptions {
+  readonly watch: boolean;
+  readonly intervalMs: number;
+}
+
+/** Starts a bulk operation; with `watch`, follows it to its end. */
+export async function startBulk(
+  invocation: Invocation,
+  request: BulkRequest,
+  options: StartOptions,
+): Promise<number> {
+  const { io, json } = invocation;
+  const conn = await invocation.connect();
+  let started: ApiResult<Operation>;
+  try {
+    started = await call<Operation>(conn, "POST", `${BASE_PATH}/${request.kind}`, { body: request.body });
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 409 && error.reason === "nothing-matched") {
+      // Nothing left to do is the outcome a re-run after a finished operation wants: not a failure.
+      (json ? io.err : io.out)(`no pending dead letters match: nothing to ${request.kind}`);
+      return EXIT.ok;
+    }
+    throw explain(error, request);
+  }
+  const op = started.body;
+  if (json) io.out(oneLine(started.text));
+  else {
+    io.out(
+      `started ${op.kind} operation ${clean(op.id)}: ${plural(op.planned, "dead letter")} at up to ${op.rate_per_second}/s`,
+    );
+  }
+  if (!options.watch) {
+    if (!json) io.out(`follow it: ${PROGRAM} dead-letters operations status ${shellQuote(op.id)} --watch`);
+    return EXIT.ok;
+  }
+  if (!json) {
+    io.err(
+      `watching; Ctrl-C stops watching, not the operation (${PROGRAM} dead-letters operations cancel ${shellQuote(op.id)} does)`,
+    );
+  }
+  const last = await watchOperation(conn, io, op.id, { json, intervalMs: options.intervalMs });
+  return finishWatch(io, last, json);
+}
+
+/** A refused start with what to do about it. */
+function explain(error: unknown, request: BulkRequest): unknown {
+  if (!(error instanceof ApiError)) return error;
+  const plan = suggest([request.kind, ...request.selection, "--plan"]);
+  if (error.status === 428) {
+    return error.withHint(
+      `  hint: plan it first — ${clean(plan)} — then start it with the --confirm <plan-token> it prints`,
+    );
+  }
+  if (error.status === 409 && (error.reason === "plan-stale" || error.reason === "plan-expired")) {
+    const why =
+      error.reason === "plan-stale" ? "the matching dead letters changed since the plan" : "the plan expired";
+    return error.withHint(`  hint: ${why}; plan again — ${clean(plan)} — and start it with the new token`);
+  }
+  return error;
+}

@@ -1,0 +1,129 @@
+/**
+ * The pure parts of bulk operations: packing sends by count and size, sealing cursors and tokens,
+ * when a plan's token is required, and chunk sizes.
+ */
+import { randomBytes } from "node:crypto";
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { chunkSize } from "../../shared/dead-letters/bulk-worker.ts";
+import { confirmationRequired, issuePlanToken, readPlanToken } from "../../shared/dead-letters/plan-token.ts";
+import { seal, sealKey, unseal } from "../../shared/dead-letters/seal.ts";
+import { messageSize, packBatches, SQS_BATCH_LIMITS } from "../../shared/dead-letters/send-replays.ts";
+import { InvalidPlanTokenError, PlanExpiredError } from "../../shared/errors.ts";
+
+describe("packBatches", () => {
+  it("keeps order, never exceeds 10 entries or 1 MiB a batch, and sends alone what no batch can hold", () => {
+    fc.assert(
+      fc.property(fc.array(fc.integer({ min: 0, max: 1_300_000 }), { maxLength: 60 }), (sizes) => {
+        const packs = packBatches(
+          sizes.map((size, i) => ({ i, size })),
+          (item) => item.size,
+        );
+        const flat = packs.flatMap((p) => (p.kind === "alone" ? [p.item] : p.items));
+        expect(flat.map((x) => x.i).sort((a, b) => a - b)).toEqual(sizes.map((_, i) => i));
+        for (const pack of packs) {
+          if (pack.kind === "alone") {
+            expect(pack.item.size).toBeGreaterThan(SQS_BATCH_LIMITS.bytes);
+            continue;
+          }
+          expect(pack.items.length).toBeGreaterThanOrEqual(1);
+          expect(pack.items.length).toBeLessThanOrEqual(SQS_BATCH_LIMITS.entries);
+          expect(pack.items.reduce((sum, x) => sum + x.size, 0)).toBeLessThanOrEqual(SQS_BATCH_LIMITS.bytes);
+        }
+        // Batches are in order: each batch's items come after the previous batch's.
+        const batchOrder = packs.filter((p) => p.kind === "batch").flatMap((p) => p.items.map((x) => x.i));
+        expect(batchOrder).toEqual([...batchOrder].sort((a, b) => a - b));
+      }),
+    );
+  });
+
+  it("ten 300 KiB messages make four batches, not one", () => {
+    const packs = packBatches(
+      Array.from({ length: 10 }, () => 300 * 1024),
+      (size) => size,
+    );
+    expect(packs.map((p) => (p.kind === "batch" ? p.items.length : 0))).toEqual([3, 3, 3, 1]);
+  });
+
+  it("counts the body's UTF-8 bytes and every attribute's name, type and value", () => {
+    expect(
+      messageSize({
+        MessageBody: "é€",
+        MessageAttributes: {
+          trace: { DataType: "String", StringValue: "abc" },
+          blob: { DataType: "Binary", BinaryValue: new Uint8Array(7) },
+        },
+      }),
+    ).toBe(2 + 3 + (5 + 6 + 3) + (4 + 6 + 7));
+  });
+});
+
+describe("seal", () => {
+  const key = sealKey(randomBytes(32));
+
+  it("opens what it sealed, for the same purpose and key only", () => {
+    const sealed = seal(key, "p", { a: 1 });
+    expect(unseal(key, "p", sealed)).toEqual({ a: 1 });
+    expect(unseal(key, "q", sealed)).toBeUndefined();
+    expect(unseal(sealKey(randomBytes(32)), "p", sealed)).toBeUndefined();
+  });
+
+  it("refuses any edit of a sealed value", () => {
+    const sealed = seal(key, "p", { position: "2026-01-01T00:00:00.000000Z", id: "x" });
+    fc.assert(
+      fc.property(fc.nat({ max: sealed.length - 1 }), fc.constantFrom(..."AZaz09-_."), (at, c) => {
+        fc.pre(sealed[at] !== c);
+        const edited = `${sealed.slice(0, at)}${c}${sealed.slice(at + 1)}`;
+        expect(unseal(key, "p", edited)).toBeUndefined();
+      }),
+    );
+  });
+
+  it("refuses keys shorter than 256 bits", () => {
+    expect(() => sealKey("short")).toThrow(/at least 32 bytes/);
+  });
+});
+
+describe("plan tokens", () => {
+  const key = sealKey(randomBytes(32));
+  const set = {
+    kind: "replay" as const,
+    matched: 12,
+    checksum: "-42",
+    bound: { createdAt: "2026-12-01T00:00:00.000001Z", id: "3f2b1c4d-1a2b-4c3d-9e8f-0123456789ab" },
+  };
+  const filter = { consumer: "c", error_kind: "hard" };
+
+  it("confirms its set for its kind and filter (key order free) until it expires", () => {
+    const now = Date.parse("2026-12-01T10:00:00Z");
+    const { token, expiresAt } = issuePlanToken(key, set, filter, now);
+    expect(expiresAt).toBe("2026-12-01T10:15:00.000Z");
+    expect(readPlanToken(key, token, "replay", { error_kind: "hard", consumer: "c" }, now + 60_000)).toEqual(
+      set,
+    );
+    expect(() => readPlanToken(key, token, "discard", filter, now)).toThrow(InvalidPlanTokenError);
+    expect(() => readPlanToken(key, token, "replay", { consumer: "c" }, now)).toThrow(InvalidPlanTokenError);
+    expect(() => readPlanToken(key, token, "replay", filter, now + 15 * 60_000)).toThrow(PlanExpiredError);
+    expect(() => readPlanToken(sealKey(randomBytes(32)), token, "replay", filter, now)).toThrow(
+      InvalidPlanTokenError,
+    );
+  });
+
+  it("is required above the threshold and for every pending row, whatever the count", () => {
+    expect(confirmationRequired(100, 1000, 100)).toBe(false);
+    expect(confirmationRequired(101, 1000, 100)).toBe(true);
+    expect(confirmationRequired(3, 3, 100)).toBe(true);
+    expect(confirmationRequired(1, 1, 100)).toBe(true);
+    expect(confirmationRequired(2, 3, 100)).toBe(false);
+  });
+});
+
+describe("chunkSize", () => {
+  it("is about a second of the rate, within the kind's bounds", () => {
+    expect(chunkSize("replay", 0.2)).toBe(1);
+    expect(chunkSize("replay", 50)).toBe(50);
+    expect(chunkSize("replay", 1000)).toBe(100);
+    expect(chunkSize("discard", 1000)).toBe(500);
+    expect(chunkSize("discard", 7.5)).toBe(8);
+  });
+});
