@@ -180,6 +180,11 @@ CREATE INDEX dead_letters_consumer_group_created_idx
 CREATE INDEX dead_letters_class_created_idx ON core.dead_letters (error_class, created_at, id);
 CREATE INDEX dead_letters_class_status_created_idx
   ON core.dead_letters (error_class, status, created_at, id);
+-- A bulk plan counts a group's pending set and joins it to the fences: covering, so that is an
+-- index-only scan of the set rather than a heap page per row.
+CREATE INDEX dead_letters_pending_group_covering_idx
+  ON core.dead_letters (error_fingerprint, created_at, id) INCLUDE (consumer, job_id, job_fingerprint, queue)
+  WHERE status = 'pending_review';
 
 -- A message match ("contains", case-insensitive) served by a trigram index, so a rare match over
 -- a million rows is an index lookup rather than a scan. pg_trgm is a trusted extension: a

@@ -44,7 +44,11 @@ export interface MatchedSet {
   readonly anyFifo: boolean;
 }
 
-/** The pending set `filter` matches now, or up to `bound`; `checksumKey` keys its checksum. */
+/**
+ * The pending set `filter` matches now, or up to `bound`; `checksumKey` keys its checksum. Two
+ * statements (the aggregate, and a backward index probe for the last row): call it in one snapshot
+ * (a REPEATABLE READ transaction) so they describe the same set.
+ */
 export async function matchedSet(
   db: Queryable,
   filter: BulkFilter,
@@ -52,37 +56,38 @@ export async function matchedSet(
   bound?: KeysetPosition,
 ): Promise<MatchedSet> {
   const where = pendingSetWhere(filter, bound);
-  where.params.push(checksumKey);
-  const key = `$${where.params.length}::text`;
+  const key = `$${where.params.length + 1}::text`;
+  // One pass over the set (an index-only scan where the covering index serves the filter),
+  // joined to the fences for the replay decision; no intermediate result is kept.
   const { rows } = await db.query<{
     matched: string;
     checksum: string | null;
     superseded: string;
     conflicts: string;
     any_fifo: boolean | null;
-    bound_created_at: string | null;
-    bound_id: string | null;
   }>(
-    `WITH m AS MATERIALIZED (
-       SELECT id, created_at, job_id, consumer, job_fingerprint, queue FROM core.dead_letters ${sqlWhere(where)})
-     SELECT count(*) AS matched,
+    `SELECT count(*) AS matched,
             bit_xor(('x' || left(md5(${key} || m.id::text), 16))::bit(64)::bigint)::text AS checksum,
             count(*) FILTER (WHERE p.job_id IS NOT NULL
                                AND (p.fingerprint IS NULL OR m.job_fingerprint IS NULL
                                     OR uuid_send(p.fingerprint) = m.job_fingerprint)) AS superseded,
             count(*) FILTER (WHERE uuid_send(p.fingerprint) <> m.job_fingerprint) AS conflicts,
-            bool_or(m.queue LIKE '%.fifo') AS any_fifo,
-            (SELECT ${utc("created_at")} FROM m ORDER BY created_at DESC, id DESC LIMIT 1) AS bound_created_at,
-            (SELECT id FROM m ORDER BY created_at DESC, id DESC LIMIT 1) AS bound_id
-       FROM m LEFT JOIN core.processed_jobs p ON p.job_id = m.job_id AND p.consumer = m.consumer`,
+            bool_or(m.queue LIKE '%.fifo') AS any_fifo
+       FROM (SELECT id, job_id, consumer, job_fingerprint, queue FROM core.dead_letters ${sqlWhere(where)}) AS m
+       LEFT JOIN core.processed_jobs p ON p.job_id = m.job_id AND p.consumer = m.consumer`,
+    [...where.params, checksumKey],
+  );
+  const last = await db.query<{ created_at: string; id: string }>(
+    `SELECT ${utc("created_at")} AS created_at, id FROM core.dead_letters ${sqlWhere(where)}
+      ORDER BY dead_letters.created_at DESC, dead_letters.id DESC LIMIT 1`,
     where.params,
   );
   const row = rows[0];
+  const found = last.rows[0];
   return {
     matched: Number(row?.matched ?? 0),
     checksum: row?.checksum ?? "0",
-    bound:
-      row?.bound_created_at && row.bound_id ? { createdAt: row.bound_created_at, id: row.bound_id } : null,
+    bound: found ? { createdAt: found.created_at, id: found.id } : null,
     superseded: Number(row?.superseded ?? 0),
     conflicts: Number(row?.conflicts ?? 0),
     anyFifo: row?.any_fifo === true,
