@@ -1296,8 +1296,8 @@ async function main(): Promise<void> {
   const groupOf = (n: number) => at(groupOrder, n % groupOrder.length);
   const pendingGroupOf = (n: number) => at(pendingGroupOrder, n % pendingGroupOrder.length);
 
-  /** Plan tokens for starting a replay of each pending group, from a plan made just before. */
-  const startTokens = new Map<string, string>();
+  /** Plan tokens for each timed start (by iteration), from plans made just before. */
+  const startTokens = new Map<number, string>();
   const planToken = async (group: string): Promise<string> => {
     const { response } = await invoke(api, planEvent("replay", { group }));
     const body = JSON.parse(response.body ?? "{}") as { token?: string | null };
@@ -1501,15 +1501,16 @@ async function main(): Promise<void> {
       status: 202,
       warmup: WARMUP,
       iterations: ITERATIONS,
-      // Each pending group planned once just before; the token is valid for 15 minutes.
+      // A plan per start, made just before (a token starts one operation; it is valid for 15
+      // minutes). Starting changes no dead letter, so each set is still the one planned.
       prepare: async () => {
-        for (const g of pendingGroupOrder) startTokens.set(g.group, await planToken(g.group));
+        for (let n = 0; n < WARMUP + ITERATIONS; n++)
+          startTokens.set(n, await planToken(pendingGroupOf(n).group));
       },
       event: (n) => {
-        const { group } = pendingGroupOf(n);
-        const token = startTokens.get(group);
-        if (token === undefined) throw new Error(`no plan token for group ${group}`);
-        return startEvent(group, token);
+        const token = startTokens.get(n);
+        if (token === undefined) throw new Error(`no plan token for start ${n}`);
+        return startEvent(pendingGroupOf(n).group, token);
       },
       // Planned again: the single replays and discards since have changed the sets.
       explain: async () => {

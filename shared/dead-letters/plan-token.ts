@@ -5,6 +5,7 @@
  * minutes. Starting with it re-counts the set: if anything changed, the operator sees the new
  * set before anything runs. Pure.
  */
+import { randomBytes } from "node:crypto";
 import { z } from "zod";
 import { InvalidPlanTokenError, PlanExpiredError } from "../errors.ts";
 import type { KeysetPosition } from "./cursor.ts";
@@ -34,6 +35,8 @@ const payloadSchema = z
     t: timestampSchema,
     i: z.uuid(),
     e: z.number().int(),
+    // A nonce: every plan issues its own token, so each can start its own operation (one each).
+    r: z.string().regex(/^[A-Za-z0-9_-]{11}$/),
   })
   .strict();
 
@@ -53,6 +56,7 @@ export function issuePlanToken(
     t: set.bound.createdAt,
     i: set.bound.id,
     e: expires,
+    r: randomBytes(8).toString("base64url"),
   });
   return { token, expiresAt: new Date(expires * 1000).toISOString() };
 }

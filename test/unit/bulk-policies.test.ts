@@ -109,6 +109,16 @@ describe("plan tokens", () => {
     );
   });
 
+  it("is a new token for every plan, even of the same set in the same second", () => {
+    const now = Date.parse("2026-12-01T10:00:00Z");
+    const a = issuePlanToken(key, set, filter, now).token;
+    const b = issuePlanToken(key, set, filter, now).token;
+    expect(a).not.toBe(b);
+    expect(readPlanToken(key, a, "replay", filter, now)).toEqual(
+      readPlanToken(key, b, "replay", filter, now),
+    );
+  });
+
   it("is required above the threshold and for every pending row, whatever the count", () => {
     expect(confirmationRequired(100, 1000, 100)).toBe(false);
     expect(confirmationRequired(101, 1000, 100)).toBe(true);
