@@ -26,8 +26,11 @@ import {
 } from "../errors.ts";
 import { problemResponse } from "./problem.ts";
 
-/** SQLSTATE classes and codes that mean the database is unreachable or overloaded, not that we erred. */
-const UNAVAILABLE_SQLSTATE = /^(08|53|57P0[1-3])|^55P03$/;
+/**
+ * SQLSTATE classes and codes that mean the database is unreachable, overloaded or asks for the same
+ * request again (a lock or statement timeout, a serialization failure, a deadlock), not that we erred.
+ */
+const UNAVAILABLE_SQLSTATE = /^(08|53|57P0[1-3])|^(55P03|57014|40001|40P01)$/;
 const UNAVAILABLE_ERRNO = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "ENOTFOUND"]);
 
 /** The problem an error stands for. */
