@@ -9,7 +9,7 @@ import { containsPattern, sqlWhere, whereOf } from "./dead-letter-filter.ts";
  * A message match the planner expects at most this many rows for is collected through the trigram
  * index and sorted, rather than found by walking the time index newest first.
  */
-export const RARE_MESSAGE_ROWS = 10_000;
+export const RARE_MESSAGE_ROWS = 25_000;
 
 /** One page, and the position after its last row when more rows follow. */
 export interface DeadLetterPage {
