@@ -878,7 +878,7 @@ function recordStatements(pool: pg.Pool, log: CapturedStatement[]): void {
   });
 }
 
-const CONTROL = /^(BEGIN|COMMIT|ROLLBACK|SET|RESET)\b/i;
+const CONTROL = /^(BEGIN|COMMIT|ROLLBACK|SET|RESET|EXPLAIN)\b/i;
 
 // ---------------------------------------------------------------------------------------------
 // Main
