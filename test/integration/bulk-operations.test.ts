@@ -14,6 +14,7 @@ import { issuePlanToken } from "../../shared/dead-letters/plan-token.ts";
 import { sealKey } from "../../shared/dead-letters/seal.ts";
 import { BASE, expectProblem, resolveDirectly, seedDeadLetters } from "../support/api-fixtures.ts";
 import { type ApiTestBed, apiTestBed, TEST_SEAL_KEY } from "../support/api-harness.ts";
+import { runUntilFinished } from "../support/bulk.ts";
 import { insertFence } from "../support/fixtures.ts";
 import { messagesIn, receiveAll } from "../support/sqs.ts";
 
@@ -27,14 +28,10 @@ afterAll(async () => {
 
 const worker = () => ({ pool: bed.opsPool, sqs: bed.sqs });
 
-/** Runs the worker until the operation has finished. */
+/** Runs the worker until the operation has finished; returns it as the API shows it. */
 async function runToEnd(id: string): Promise<Record<string, unknown>> {
-  for (let round = 0; round < 100; round++) {
-    await runBulkOperations(worker(), { budgetMs: 1_000 });
-    const op = await bed.call("GET", `${BASE}/operations/${id}`, { token: bed.tokens.read });
-    if (op.body.status !== "running") return op.body;
-  }
-  throw new Error(`operation ${id} did not finish`);
+  await runUntilFinished(worker(), id);
+  return (await bed.call("GET", `${BASE}/operations/${id}`, { token: bed.tokens.read })).body;
 }
 
 async function seedQueue(name: string, count: number, extra: Record<string, unknown> = {}) {

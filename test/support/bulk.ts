@@ -45,10 +45,18 @@ export async function runBulkToEnd(
         },
     actor,
   );
+  return runUntilFinished(deps, started.id);
+}
+
+/** Runs the worker until operation `id` has left `running`; returns it then. */
+export async function runUntilFinished(
+  deps: { pool: pg.Pool; sqs: SQSClient },
+  id: string,
+): Promise<OperationDetail> {
   for (let round = 0; round < 200; round++) {
-    await runBulkOperations({ pool: deps.pool, sqs: deps.sqs }, { budgetMs: 2_000 });
-    const now = await readOperation(deps.pool, started.id);
+    await runBulkOperations({ pool: deps.pool, sqs: deps.sqs }, { budgetMs: 1_000 });
+    const now = await readOperation(deps.pool, id);
     if (now.status !== "running") return now;
   }
-  throw new Error(`bulk operation ${started.id} did not finish`);
+  throw new Error(`bulk operation ${id} did not finish`);
 }
