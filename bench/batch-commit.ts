@@ -8,7 +8,7 @@
  * - `batch 10 + 1 failing`, `batch 50 + 1 failing`: the same with one job per batch whose work
  *   throws, so every batch rolls back once and is redone without it (rate = applied effects/s).
  *
- * on one pool per network (jobfence_consumer, max = concurrency), at the same concurrency, fresh
+ * on one pool per network (award-points's role, max = concurrency), at the same concurrency, fresh
  * jobs each round, variants rotated round to round. Twice: on loopback, and through a latency proxy
  * adding `--rtt` ms per round trip (bench/latency-proxy.ts), closer to Lambda → RDS Proxy → Aurora
  * where every round trip and commit costs more. Targets at batch 10: ≥ 1.8 × bare on loopback and
@@ -25,6 +25,7 @@
 import { parseArgs } from "node:util";
 import pg from "pg";
 import { createPool } from "../shared/db/pool.ts";
+import { consumerRoleName } from "../shared/db/queries/provision-login.ts";
 import {
   bareVariant,
   compareVariants,
@@ -132,7 +133,11 @@ await runBenchmark(async () => {
     console.log(
       `\n${network.name}: ${JOBS} jobs per variant per round, ${REPS} rounds, concurrency ${CONCURRENCY}`,
     );
-    const pool = createPool({ connectionString: network.url, role: "jobfence_consumer", max: CONCURRENCY });
+    const pool = createPool({
+      connectionString: network.url,
+      role: consumerRoleName("award-points"),
+      max: CONCURRENCY,
+    });
     try {
       raw[network.name] = await compareVariants(variants(pool, network.url), {
         reps: REPS,
@@ -182,7 +187,7 @@ await runBenchmark(async () => {
       quick: QUICK,
     },
     method:
-      "per network one pool (jobfence_consumer, max = concurrency) shared by every variant; per round fresh jobs, variant order rotated; effects/s = applied jobs / wall time; ratios per round against bare",
+      "per network one pool (award-points's role, max = concurrency) shared by every variant; per round fresh jobs, variant order rotated; effects/s = applied jobs / wall time; ratios per round against bare",
     environment: {
       ...environment,
       durability: database.embedded ? DURABILITY : "server's own",

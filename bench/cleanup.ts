@@ -13,7 +13,7 @@
  *   one TTL applies, so expiry order follows the heap), random job ids (md5) as real ids are; then
  *   VACUUM (ANALYZE) and a CHECKPOINT, so every round starts from the same state.
  * - A round: phase A (baseline), then phase B on the same table. Both run the same closed-loop
- *   inserters (`--inserters`, default 4, each its own connection logged in as jobfence_consumer)
+ *   inserters (`--inserters`, default 4, each its own connection in the role of the consumer it inserts for)
  *   that insert fresh live fences one transaction at a time as the consumer harness does: BEGIN;
  *   beginWithFences (BEGIN; INSERT … ON CONFLICT DO NOTHING, one round trip); COMMIT. Latency is the whole
  *   transaction, timed with performance.now(); inserts started in the warm-up are left out.
@@ -43,6 +43,7 @@ import { parseArgs } from "node:util";
 import pg from "pg";
 import { createPool } from "../shared/db/pool.ts";
 import { beginWithFences } from "../shared/db/queries/begin-with-fences.ts";
+import { ensureConsumerRole } from "../shared/db/queries/provision-login.ts";
 import type { Queryable } from "../shared/db/queryable.ts";
 import { jobFingerprint } from "../shared/envelope/fingerprint.ts";
 import { CLEANUP_DEFAULTS, type FenceCleanupReport, runFenceCleanup } from "../shared/fence/cleanup.ts";
@@ -238,7 +239,7 @@ let liveInserted = 0;
  * when it returns. Only inserts started while `work` ran are measured.
  */
 async function withInserters<T>(
-  pool: pg.Pool,
+  pools: readonly pg.Pool[],
   warmupMs: number,
   work: () => Promise<T>,
 ): Promise<{ result: T; stats: InsertStats; windowMs: number; txMs: number[] }> {
@@ -246,8 +247,9 @@ async function withInserters<T>(
   let stop = false;
   let errors = 0;
   let firstError: unknown;
+  // Worker w inserts for consumer w mod 4, through that consumer's pool.
   const loop = async (worker: number) => {
-    const client = await pool.connect();
+    const client = await at(pools, worker % CONSUMERS.length).connect();
     try {
       for (let n = 0; !stop; n++) {
         const start = performance.now();
@@ -255,7 +257,7 @@ async function withInserters<T>(
           const before = performance.now();
           const jobId = `live-${randomUUID()}`;
           const inserted = await beginWithFences(client, {
-            consumer: at(CONSUMERS, (worker + n) % CONSUMERS.length),
+            consumer: at(CONSUMERS, worker % CONSUMERS.length),
             ttlSeconds: LIVE_TTL_SECONDS,
             jobs: [
               {
@@ -459,13 +461,20 @@ async function main(): Promise<void> {
         .join(" ")}`,
   );
 
-  const inserterPool = createPool({
-    connectionString: url,
-    role: "jobfence_consumer",
-    max: INSERTERS,
-    applicationName: "jobfence-bench-insert",
-  });
-  cleanups.push(() => inserterPool.end());
+  // Row-level security lets a session write only its own consumer's fences, so each consumer's
+  // inserters log in as its role (the cleanup itself spans every consumer).
+  const inserterPools: pg.Pool[] = [];
+  for (const consumer of CONSUMERS) {
+    const role = await ensureConsumerRole(admin, consumer);
+    const pool = createPool({
+      connectionString: url,
+      role,
+      max: Math.ceil(INSERTERS / CONSUMERS.length),
+      applicationName: "jobfence-bench-insert",
+    });
+    inserterPools.push(pool);
+    cleanups.push(() => pool.end());
+  }
   const cleanupPool = createPool({
     connectionString: url,
     role: "jobfence_cleanup",
@@ -518,7 +527,7 @@ async function main(): Promise<void> {
 
     // Phase A: inserts alone.
     const walA = await walBytes();
-    const baseline = await withInserters(inserterPool, SETTLE_MS, () => sleep(BASELINE_MS));
+    const baseline = await withInserters(inserterPools, SETTLE_MS, () => sleep(BASELINE_MS));
     const walAMb = Number(mb((await walBytes()) - walA));
     console.log(
       `  A baseline  ${secs(baseline.windowMs)}: ${int(baseline.stats.count)} inserts ` +
@@ -532,7 +541,7 @@ async function main(): Promise<void> {
     const walB = await walBytes();
     const checkpointsB = await checkpoints();
     const autovacuumsB = await autovacuums();
-    const during = await withInserters(inserterPool, WARMUP_MS, async () => {
+    const during = await withInserters(inserterPools, WARMUP_MS, async () => {
       const db = timedQueryable(cleanupPool, batchMs);
       return runFenceCleanup({ db, budgetMs: CLEANUP_BUDGET_MS, batchSize, pauseMs: variant.pauseMs });
     });
@@ -753,7 +762,7 @@ async function main(): Promise<void> {
     },
     method:
       "per round: seed N expired fences (INSERT … SELECT generate_series, expires_at rising with insertion order), " +
-      "VACUUM (ANALYZE), CHECKPOINT; phase A: closed-loop inserters (role jobfence_consumer, BEGIN + fence insert in one round trip; COMMIT) " +
+      "VACUUM (ANALYZE), CHECKPOINT; phase A: closed-loop inserters (each in its consumer's role, BEGIN + fence insert in one round trip; COMMIT) " +
       "measured for baseline_ms after settle_ms; phase B: the same inserters while runFenceCleanup (role jobfence_cleanup) deletes every expired " +
       "fence (a variant's pause follows each full batch, inside the elapsed time); latency = BEGIN … COMMIT timed with " +
       "performance.now(), warm-up excluded; rows/s = deleted / runFenceCleanup elapsedMs",

@@ -2,7 +2,7 @@
  * `node bench/fence-overhead.ts`: what the fence costs. The reference consumer's effect (one
  * ledger row + the user's balance, functions/award-points) through the harness in per-record mode,
  * against the identical effect in a bare transaction with no fence (BEGIN; effect; COMMIT), on the
- * same pool (same connections, logged in as jobfence_consumer) and the same concurrency, alternated
+ * same pool (same connections, logged in as award-points's role) and the same concurrency, alternated
  * in one run. Target: harness ≥ 0.90 × bare.
  *
  * The harness is invoked in process with SQS batches of 10 records, as Lambda delivers them; no
@@ -32,6 +32,7 @@ import { parseArgs } from "node:util";
 import pg from "pg";
 import { awardPoints } from "../functions/award-points/award.ts";
 import { createPool } from "../shared/db/pool.ts";
+import { consumerRoleName } from "../shared/db/queries/provision-login.ts";
 import {
   bareVariant,
   compareVariants,
@@ -132,7 +133,11 @@ function anatomy(pool: pg.Pool): Variant[] {
 const cleanups = createCleanups();
 await runBenchmark(async () => {
   const database = await benchDatabase(DURABILITY, cleanups);
-  const pool = createPool({ connectionString: database.url, role: "jobfence_consumer", max: CONCURRENCY });
+  const pool = createPool({
+    connectionString: database.url,
+    role: consumerRoleName("award-points"),
+    max: CONCURRENCY,
+  });
   cleanups.push(() => pool.end());
   const admin = new pg.Client({ connectionString: database.url });
   await admin.connect();
@@ -142,8 +147,8 @@ await runBenchmark(async () => {
   await admin.query(`CREATE SCHEMA bench_anatomy;
     CREATE TABLE bench_anatomy.fences (LIKE core.processed_jobs INCLUDING DEFAULTS INCLUDING CONSTRAINTS);
     ALTER TABLE bench_anatomy.fences ADD PRIMARY KEY (job_id, consumer);
-    GRANT USAGE ON SCHEMA bench_anatomy TO jobfence_consumer;
-    GRANT SELECT, INSERT ON bench_anatomy.fences TO jobfence_consumer;`);
+    GRANT USAGE ON SCHEMA bench_anatomy TO jobfence_consumer_award_points;
+    GRANT SELECT, INSERT ON bench_anatomy.fences TO jobfence_consumer_award_points;`);
   console.log(
     `fence overhead: ${JOBS} jobs per variant per round, ${REPS} rounds, concurrency ${CONCURRENCY}`,
   );
@@ -173,7 +178,7 @@ await runBenchmark(async () => {
   console.log(`\nthrough the latency proxy (+${RTT} ms per round trip):`);
   const proxied = createPool({
     connectionString: proxy.url(database.url),
-    role: "jobfence_consumer",
+    role: consumerRoleName("award-points"),
     max: CONCURRENCY,
   });
   const latencyRates = await compare(proxied, proxy.url(database.url)).finally(() => proxied.end());
@@ -250,7 +255,7 @@ await runBenchmark(async () => {
       sqs_batch: 10,
     },
     method:
-      "one pool (jobfence_consumer, max = concurrency) shared by both variants; per round fresh jobs, variants alternated; effects/s = jobs / wall time",
+      "one pool (award-points's role, max = concurrency) shared by both variants; per round fresh jobs, variants alternated; effects/s = jobs / wall time",
     environment: { ...environment, durability: database.embedded ? DURABILITY : "server's own" },
     target: TARGET,
     rates,

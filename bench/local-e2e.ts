@@ -10,7 +10,7 @@
  *   free port (its messages in SQLite in a temporary directory, as the stack keeps them;
  *   `--sqs-memory` for none), the award-points source queue and its backstop (the same attributes
  *   and redrive policy), the consumer from functions/consumers.ts (its batch size and concurrency)
- *   built by createConsumer with a `jobfence_consumer` pool of maxConcurrency + 1 and the local
+ *   built by createConsumer with a pool in award-points's role of maxConcurrency + 1 and the local
  *   retry policy, the ops bus sink, and startPoller with the stack's 1 s long poll. Not
  *   startLocalStack itself: it builds its SQS client and pools inside (nothing to time them by) and
  *   starts its pollers at once, so sending would overlap the timed part; the API, the backstop
@@ -72,6 +72,7 @@ import { startSqsEmulator } from "../local/sqs-emulator.ts";
 import { LOCAL_RETRY_POLICY } from "../local/stack-config.ts";
 import { createConsumer } from "../shared/consumer.ts";
 import { createPool } from "../shared/db/pool.ts";
+import { consumerRoleName } from "../shared/db/queries/provision-login.ts";
 import { type BenchJob, makeJobs } from "./harness-driver.ts";
 import {
   describeEnvironment,
@@ -490,10 +491,10 @@ async function main(): Promise<void> {
   instrumentSqs(sqs, log);
   const pool = createPool({
     connectionString: database.url,
-    role: "jobfence_consumer",
+    role: consumerRoleName("award-points"),
     max: DEPLOYMENT.maxConcurrency + 1,
     lockTimeoutMs: LOCK_TIMEOUT_MS,
-    applicationName: "jobfence-local:jobfence_consumer",
+    applicationName: "jobfence-local:award-points",
   });
   cleanups.push(() => pool.end());
   instrumentPool(pool, log);

@@ -4,7 +4,7 @@
  * no fence), the harness per-record, and batch-commit at 10 and 50. Target: the fence adds no
  * round trip of its own in either mode (per-record = bare; batch < bare), measured, not assumed.
  *
- * Method, per mode and repetition: a fresh pool (jobfence_consumer, max = concurrency) whose
+ * Method, per mode and repetition: a fresh pool (award-points's role, max = concurrency) whose
  * connections count every query call they make (one call = one round trip: pg sends a query and
  * waits for its answer) and every statement sent (a call is one statement, except the harness's
  * simple-protocol messages: `BEGIN; INSERT fence` is two and
@@ -21,6 +21,7 @@
 import { parseArgs } from "node:util";
 import type pg from "pg";
 import { createPool } from "../shared/db/pool.ts";
+import { consumerRoleName } from "../shared/db/queries/provision-login.ts";
 import { bareVariant, harnessVariant, makeJobs, type Variant } from "./harness-driver.ts";
 import { counterDelta, openObserver } from "./pg-counters.ts";
 import { describeEnvironment, showSpread, spread, table, writeResult } from "./report.ts";
@@ -41,7 +42,11 @@ const CONCURRENCY = positiveInt(argv.concurrency, 8, "concurrency");
 
 /** Counts round trips and statements on every connection the pool hands out. */
 function countingPool(url: string): { pool: pg.Pool; counts: { roundTrips: number; statements: number } } {
-  const pool = createPool({ connectionString: url, role: "jobfence_consumer", max: CONCURRENCY });
+  const pool = createPool({
+    connectionString: url,
+    role: consumerRoleName("award-points"),
+    max: CONCURRENCY,
+  });
   const counts = { roundTrips: 0, statements: 0 };
   const wrapped = new WeakSet<object>();
   pool.on("acquire", (client) => {

@@ -4,6 +4,7 @@
  */
 import type { z } from "zod";
 import { CONSUMER_DEFAULTS } from "../shared/config/consumer-config.ts";
+import type { ExpectedConsumerQueues } from "../shared/doctor/check-queues.ts";
 import { type ConsumerDefinition, TTL_DEFAULTS } from "../shared/index.ts";
 import {
   DELIVERY_TIMING_DEFAULTS,
@@ -13,7 +14,7 @@ import {
   defaultReturnReserveMs,
   VISIBILITY_TO_TIMEOUT_RATIO,
 } from "../shared/retry/delivery-timings.ts";
-import type { RetryPolicy } from "../shared/retry/policy.ts";
+import { DEFAULT_RETRY_POLICY, type RetryPolicy, resolveRetryPolicy } from "../shared/retry/policy.ts";
 import { awardPointsConsumer } from "./award-points/consumer.ts";
 
 /** How a consumer is deployed. */
@@ -31,8 +32,26 @@ export interface ConsumerDeployment {
   readonly queueRetentionSeconds: number;
   /** Records per invocation. */
   readonly batchSize: number;
-  /** Invocations at once (the event source's maximum concurrency). */
+  /**
+   * Invocations at once, at most: the event source's maximum concurrency (2–1000). With
+   * {@link provisionedPollers} AWS takes no maximum concurrency, and this must be at least what the
+   * pollers can run (maximumPollers × 10). Either way it is the bound the connection budget counts
+   * (each invocation holds its pool's connections) and the local stack runs.
+   */
   readonly maxConcurrency: number;
+  /**
+   * Provisioned mode: the event source keeps between these many dedicated pollers (SQS: minimum
+   * 2–200, maximum 2–2000), each running up to 10 invocations at once. The reference stack then
+   * requires its `connectionBudget`, and refuses pollers whose reach exceeds it.
+   * @default none: the event source scales on its own, up to maxConcurrency
+   */
+  readonly provisionedPollers?: { readonly minimumPollers: number; readonly maximumPollers: number };
+  /**
+   * Event filtering is refused: Lambda deletes every message a filter drops, unprocessed and
+   * unrecorded, which is a silent loss for a consumer whose every message must end applied or
+   * dead-lettered. Filter in the work instead (and return: the job is applied as a no-op).
+   */
+  readonly filters?: never;
   /**
    * The source queue's redrive to the backstop, in receives. Validated with the other timings
    * (shared/retry/delivery-timings.ts): high enough for the receives that run nothing, low enough
@@ -125,4 +144,35 @@ export function resolveDeliveryTimings(
     returnReserveMs: deployment.returnReserveMs ?? defaultReturnReserveMs(timeout),
     lockTimeoutMs,
   });
+}
+
+/**
+ * The delivery timings a deployed consumer runs with: its definition's retry override applied to
+ * the default policy, as the JobConsumer construct resolves it (which also validates both).
+ */
+export function deployedDeliveryTimings(deployment: ConsumerDeployment): DeliveryTimings {
+  const retry = deployment.definition.retry;
+  return resolveDeliveryTimings(deployment, retry ? resolveRetryPolicy(retry) : DEFAULT_RETRY_POLICY);
+}
+
+/**
+ * What a consumer's queues are created with, from its timings: the source queue's retention,
+ * visibility timeout and redrive count, and the backstop's retention. The doctor checks the queues
+ * against it.
+ */
+export function expectedQueues(
+  deployment: ConsumerDeployment,
+  timings: DeliveryTimings,
+): ExpectedConsumerQueues {
+  const names = queueNames(deployment);
+  return {
+    consumer: deployment.definition.name,
+    source: {
+      name: names.source,
+      retentionSeconds: timings.queueRetentionSeconds,
+      visibilityTimeoutSeconds: timings.visibilityTimeoutSeconds,
+      maxReceiveCount: timings.maxReceiveCount,
+    },
+    backstop: { name: names.backstop, retentionSeconds: BACKSTOP_RETENTION_SECONDS },
+  };
 }

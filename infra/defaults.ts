@@ -42,10 +42,24 @@ export const BUNDLING_DEFAULTS: BundlingOptions = Object.freeze({
   // With format ESM, NodejsFunction writes `index.mjs`: Node loads it as ESM without a package.json.
 });
 
-/** A consumer's queues and event source (SPEC §4, §5, §10). */
+/** A consumer's queues, event source and alarms (SPEC §4, §5, §10). */
 export const CONSUMER_DEFAULTS = Object.freeze({
   /** Alarm when a message has waited this long in the source queue. */
   oldestMessageAlarmSeconds: 15 * 60,
+  /**
+   * Alarm when a message has waited this long in the backstop queue: the drain takes one within
+   * seconds when it can record it, so an hour means it cannot (its 14-day retention is running).
+   */
+  backstopOldestMessageAlarmSeconds: 60 * 60,
+  /** Period of the alarms on the harness's failure metrics (summed; any count in it alarms). */
+  failureAlarmPeriod: Duration.minutes(5),
+  /** Period of the alarms on queue depth and age (SQS reports those every minute). */
+  queueAlarmPeriod: Duration.minutes(1),
+  /**
+   * Invocations one provisioned event poller runs at once, as AWS documents provisioned mode
+   * (2,000 pollers, 20,000 concurrent invocations): how far a consumer's pollers can reach.
+   */
+  invocationsPerPoller: 10,
 });
 
 /** The backstop drain: it only records dead letters, one batch at a time. */
@@ -127,4 +141,14 @@ export const DATABASE_DEFAULTS = Object.freeze({
   sslMode: "verify-full",
   /** Lambda's Node.js runtimes ship the RDS certificate authorities here. */
   extraCaCertsPath: "/var/runtime/ca-cert.pem",
+});
+
+/** The doctor: the live database and queues against what the migrations and the configuration intend. */
+export const DOCTOR_DEFAULTS = Object.freeze({
+  /** Daily at 06:00 UTC, so its findings are waiting when the day starts. */
+  hourUtc: 6,
+  /** Catalog reads and two SQS calls per queue. */
+  timeout: Duration.minutes(2),
+  /** Its alarms look at one run's metric: a day's period covers the daily run. */
+  alarmPeriod: Duration.days(1),
 });

@@ -3,8 +3,10 @@
  * dead-letter API and its bulk-operations worker, TTL cleanup and escalation, ops alerting to
  * BetterStack, and a database —
  * created (Aurora Serverless v2 behind an RDS Proxy in a new VPC) or imported — migrated on deploy
- * before any consumer starts. Every cdk-nag AwsSolutions finding it leaves is acknowledged here,
- * on the one resource it concerns, with the reason.
+ * before any consumer starts. Every alarm goes to BetterStack and to an SNS topic that does not
+ * depend on it; one dashboard shows the deployment; the consumers' worst-case database connections
+ * are checked against the declared budget. Every cdk-nag AwsSolutions finding it leaves is
+ * acknowledged here, on the one resource it concerns, with the reason.
  */
 import { CfnOutput, Stack, type StackProps, Validations } from "aws-cdk-lib";
 import * as ec2 from "aws-cdk-lib/aws-ec2";
@@ -16,9 +18,12 @@ import * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
 import type { Construct, IConstruct } from "constructs";
 import { CONSUMERS, type ConsumerDeployment } from "../functions/consumers.ts";
 import { ConfigurationError } from "../shared/errors.ts";
+import { validateConnectionBudget } from "./connection-budget.ts";
 import { BulkOperationsWorker } from "./constructs/bulk-operations.ts";
-import { DatabaseAccess, type DatabaseAccessProps, type DatabaseLogin } from "./constructs/database.ts";
+import { JobfenceDashboard } from "./constructs/dashboard.ts";
+import { allSecrets, DatabaseAccess, type DatabaseAccessProps } from "./constructs/database.ts";
 import { DeadLetterApi } from "./constructs/dead-letter-api.ts";
+import { Doctor } from "./constructs/doctor.ts";
 import { FenceCleanup } from "./constructs/fence-cleanup.ts";
 import { JobConsumer } from "./constructs/job-consumer.ts";
 import type { JobfenceFunction } from "./constructs/jobfence-function.ts";
@@ -36,8 +41,16 @@ export interface ExistingDatabase {
   readonly port?: number;
   /** @default "jobfence" */
   readonly databaseName?: string;
-  /** Secret name or ARN per login. */
-  readonly secrets: Readonly<Record<DatabaseLogin, string>>;
+  /**
+   * Secret name or ARN per login: the migrator's, the ops and cleanup logins', and under
+   * `consumers` one per deployed consumer, by consumer name (`{ "award-points": "…" }`).
+   */
+  readonly secrets: {
+    readonly migrator: string;
+    readonly ops: string;
+    readonly cleanup: string;
+    readonly consumers: Readonly<Record<string, string>>;
+  };
   /**
    * Create or update the function logins from their secrets on deploy (the migrator needs
    * CREATEROLE). Set false where a DBA manages the users.
@@ -63,15 +76,22 @@ export interface JobfenceStackProps extends StackProps {
   readonly betterStackEndpoint: string;
   /** Name of the existing Secrets Manager secret holding BetterStack's header value. */
   readonly betterStackSecretName: string;
+  /**
+   * E-mail addresses subscribed to the alarm topic, the channel that works when BetterStack does not.
+   * @default none (a synth warning; subscribe the `AlarmTopicArn` output some other way)
+   */
+  readonly alarmEmails?: readonly string[];
+  /**
+   * Database connections the consumers and their backstop drains may hold at once, together
+   * (each invocation holds its pool's); the synth refuses consumers whose worst case exceeds it.
+   * Required when a consumer uses provisioned pollers.
+   * @default not checked
+   */
+  readonly connectionBudget?: number;
   /** @default CONSUMERS (functions/consumers.ts) */
   readonly consumers?: readonly ConsumerDeployment[];
   /** An existing database to use. @default a new VPC with Aurora Serverless v2 and an RDS Proxy */
   readonly existingDatabase?: ExistingDatabase;
-  /**
-   * Change after changing a database password, so the deploy refreshes the functions' credentials.
-   * @default none
-   */
-  readonly databaseCredentialsRevision?: string;
 }
 
 /** The whole deployment. */
@@ -84,19 +104,21 @@ export class JobfenceStack extends Stack {
   /** Runs the chunks of the API's bulk replays and discards, every minute. */
   readonly bulkOperations: BulkOperationsWorker;
   readonly cleanup: FenceCleanup;
+  /** Checks the database and the consumers' queues against what jobfence intends, daily. */
+  readonly doctor: Doctor;
   readonly migrations: DatabaseMigrations;
   /** Routes the state changes of every consumer, bulk-operations and cleanup alarm to BetterStack. */
   readonly alarmForwarding: events.Rule;
+  /** The deployment's CloudWatch dashboard. */
+  readonly dashboard: JobfenceDashboard;
 
   constructor(scope: Construct, id: string, props: JobfenceStackProps) {
     super(scope, id, props);
 
-    const revision =
-      props.databaseCredentialsRevision !== undefined
-        ? { credentialsRevision: props.databaseCredentialsRevision }
-        : {};
+    // Each consumer logs in as its own user: the database needs one login secret per consumer.
+    const consumerNames = (props.consumers ?? CONSUMERS).map((deployment) => deployment.definition.name);
     if (props.existingDatabase) {
-      this.database = importDatabase(this, props.existingDatabase, revision);
+      this.database = importDatabase(this, props.existingDatabase, consumerNames);
     } else {
       const vpc = new ec2.Vpc(this, "Vpc", {
         maxAzs: 2,
@@ -115,7 +137,7 @@ export class JobfenceStack extends Stack {
           },
         },
       });
-      this.referenceDatabase = new ReferenceDatabase(this, "Database", { vpc, ...revision });
+      this.referenceDatabase = new ReferenceDatabase(this, "Database", { vpc, consumers: consumerNames });
       this.database = this.referenceDatabase.access;
     }
 
@@ -126,6 +148,7 @@ export class JobfenceStack extends Stack {
         "BetterStackSecret",
         props.betterStackSecretName,
       ),
+      ...(props.alarmEmails ? { alarmEmails: props.alarmEmails } : {}),
     });
     this.consumers = (props.consumers ?? CONSUMERS).map(
       (deployment) =>
@@ -148,14 +171,36 @@ export class JobfenceStack extends Stack {
       consumerQueues: this.consumers.map((c) => c.queue),
     });
     this.cleanup = new FenceCleanup(this, "Cleanup", { database: this.database, opsBus: this.alerting.bus });
-    this.alarmForwarding = this.alerting.forwardAlarms("Alarms", [
+    this.doctor = new Doctor(this, "Doctor", {
+      database: this.database,
+      consumers: props.consumers ?? CONSUMERS,
+    });
+    const budgetProblems = validateConnectionBudget(
+      this.consumers.map((c) => c.connections),
+      props.connectionBudget,
+    );
+    if (budgetProblems.length > 0) throw new ConfigurationError("JobfenceStack", budgetProblems);
+    // Every alarm is a failure path: BetterStack gets them all, and so does the alarm topic, since
+    // BetterStack may be the broken thing (the alarm on undelivered alerts goes to the topic only).
+    const alarms = [
       ...this.consumers.flatMap((c) => Object.values(c.alarms)),
       ...Object.values(this.bulkOperations.alarms),
       ...Object.values(this.cleanup.alarms),
-    ]);
+      ...Object.values(this.doctor.alarms),
+      ...Object.values(this.api.alarms),
+    ];
+    this.alarmForwarding = this.alerting.forwardAlarms("Alarms", alarms);
+    this.alerting.notifyAlarmTopic(alarms);
+    this.dashboard = new JobfenceDashboard(this, "Dashboard", {
+      consumers: this.consumers,
+      api: this.api,
+      cleanup: this.cleanup,
+      alarms: [...alarms, this.alerting.undeliveredAlarm],
+    });
     this.migrations = new DatabaseMigrations(this, "Migrations", {
       database: this.database,
       provisionLogins: props.existingDatabase?.provisionLogins ?? true,
+      consumerQueues: Object.fromEntries(this.consumers.map((c) => [c.consumerName, c.queue])),
       executeAfter: this.referenceDatabase ? [this.referenceDatabase] : [],
       // Only what starts work waits for the schema: the event source mappings, the schedules and
       // the API's stage. (Waiting with whole constructs would cycle through the security groups.)
@@ -166,12 +211,18 @@ export class JobfenceStack extends Stack {
         this.cleanup.cleanupSchedule,
         this.cleanup.escalationSchedule,
         this.bulkOperations.schedule,
+        this.doctor.schedule,
         this.api.stage,
       ],
     });
 
     new CfnOutput(this, "ApiUrl", { value: this.api.url, description: "JOBFENCE_API_URL for the ops CLI" });
     new CfnOutput(this, "OpsBusName", { value: this.alerting.bus.eventBusName });
+    new CfnOutput(this, "AlarmTopicArn", {
+      value: this.alerting.alarmTopic.topicArn,
+      description: "every alarm notifies this SNS topic too (subscribe it: docs/deploy.md)",
+    });
+    new CfnOutput(this, "DashboardName", { value: this.dashboard.dashboard.dashboardName });
     new CfnOutput(this, "SigningKeySecretArn", {
       value: this.api.signingKey.secretArn,
       description: "the secret holding the key that signs the API's cursors and plan tokens (rotate by hand)",
@@ -194,6 +245,7 @@ export class JobfenceStack extends Stack {
       this.bulkOperations.workerFunction,
       this.cleanup.cleanupFunction,
       this.cleanup.escalationFunction,
+      this.doctor.doctorFunction,
       this.migrations.migrateFunction,
     ];
   }
@@ -222,11 +274,11 @@ export class JobfenceStack extends Stack {
       }
     }
     if (this.referenceDatabase) {
-      for (const secret of Object.values(this.referenceDatabase.secrets)) {
+      for (const secret of allSecrets(this.referenceDatabase.secrets)) {
         acknowledge(
           secret,
           "AwsSolutions-SMG4",
-          "The functions receive the password through a CloudFormation dynamic reference at deploy time, so automatic rotation would break them until the next deploy; rotate by putting the new password in the secret and deploying with a new dbCredentialsRevision, which re-resolves the references and lets the migrate trigger update the login (docs/deploy.md).",
+          "Rotation needs no deploy and no rotation function: the functions read this secret at run time and read it again when the database refuses a password, so a login is rotated by putting a new password in the secret and invoking the migrate function, which sets the login's password from the secret (docs/deploy.md). A scheduled rotation function would need network access to the cluster and its master secret, which the stack keeps to the migrate function.",
         );
       }
     }
@@ -248,17 +300,54 @@ function acknowledge(scope: IConstruct, id: string, reason: string): void {
   Validations.of(scope).acknowledge({ id, reason });
 }
 
+/**
+ * The imported database. Every deployed consumer needs its login's secret (and no secret may
+ * name a consumer the stack does not deploy); every problem is reported together.
+ */
 function importDatabase(
   scope: Construct,
   existing: ExistingDatabase,
-  revision: Pick<DatabaseAccessProps, "credentialsRevision">,
+  consumers: readonly string[],
 ): DatabaseAccess {
-  const secret = (login: DatabaseLogin) => {
-    const ref = existing.secrets[login];
-    return ref.startsWith("arn:")
-      ? secretsmanager.Secret.fromSecretCompleteArn(scope, `${login}DbSecret`, ref)
-      : secretsmanager.Secret.fromSecretNameV2(scope, `${login}DbSecret`, ref);
-  };
+  const problems: string[] = [];
+  const given = existing.secrets as Partial<ExistingDatabase["secrets"]> & Record<string, unknown>;
+  for (const login of ["migrator", "ops", "cleanup"] as const) {
+    if (typeof given[login] !== "string" || given[login] === "") {
+      problems.push(`secrets.${login} is required: the name or ARN of the ${login} login's secret`);
+    }
+  }
+  const example = `{ "${consumers[0] ?? "award-points"}": "<secret name or ARN>" }`;
+  if ("consumer" in given) {
+    problems.push(
+      `secrets.consumer is no longer used: each consumer logs in as its own user; give secrets.consumers instead, e.g. ${example}`,
+    );
+  }
+  const byConsumer = given.consumers ?? {};
+  if (typeof byConsumer !== "object" || byConsumer === null || Array.isArray(byConsumer)) {
+    problems.push(`secrets.consumers must map each consumer's name to its login's secret, e.g. ${example}`);
+  } else {
+    for (const consumer of consumers) {
+      if (typeof byConsumer[consumer] !== "string" || byConsumer[consumer] === "") {
+        problems.push(
+          `secrets.consumers["${consumer}"] is missing: add the name or ARN of the secret of consumer ${consumer}'s login (username and password)`,
+        );
+      }
+    }
+    for (const name of Object.keys(byConsumer)) {
+      if (!consumers.includes(name)) {
+        problems.push(
+          `secrets.consumers["${name}"] names no consumer this stack deploys (${consumers.join(", ")}): remove it or correct the name`,
+        );
+      }
+    }
+  }
+  if (problems.length > 0) throw new ConfigurationError("jobfence:existingDatabase", problems);
+
+  const imported = (id: string, ref: string) =>
+    ref.startsWith("arn:")
+      ? secretsmanager.Secret.fromSecretCompleteArn(scope, id, ref)
+      : secretsmanager.Secret.fromSecretNameV2(scope, id, ref);
+  const { secrets } = existing;
   const props: DatabaseAccessProps = {
     vpc: ec2.Vpc.fromLookup(scope, "Vpc", { vpcId: existing.vpcId }),
     securityGroup: ec2.SecurityGroup.fromSecurityGroupId(scope, "DbSg", existing.securityGroupId),
@@ -266,12 +355,16 @@ function importDatabase(
     ...(existing.port ? { port: existing.port } : {}),
     ...(existing.databaseName ? { databaseName: existing.databaseName } : {}),
     secrets: {
-      consumer: secret("consumer"),
-      ops: secret("ops"),
-      cleanup: secret("cleanup"),
-      migrator: secret("migrator"),
+      migrator: imported("migratorDbSecret", secrets.migrator),
+      ops: imported("opsDbSecret", secrets.ops),
+      cleanup: imported("cleanupDbSecret", secrets.cleanup),
+      consumers: Object.fromEntries(
+        consumers.map((consumer) => [
+          consumer,
+          imported(`ConsumerDbSecret-${consumer}`, secrets.consumers[consumer] as string),
+        ]),
+      ),
     },
-    ...revision,
   };
   return DatabaseAccess.fromAttributes(props);
 }
@@ -307,7 +400,41 @@ export function stackPropsFromContext(
       problems.push("context jobfence:bulkConfirmAbove must be a whole number");
     }
   }
-  const databaseCredentialsRevision = text("dbCredentialsRevision", false);
+  if (get("jobfence:dbCredentialsRevision") !== undefined) {
+    problems.push(
+      "context jobfence:dbCredentialsRevision is no longer used: the functions read their database credentials at run time, so a new password needs no deploy; remove it",
+    );
+  }
+  const budget = get("jobfence:connectionBudget");
+  let connectionBudget: number | undefined;
+  if (budget !== undefined && budget !== "") {
+    connectionBudget =
+      typeof budget === "number"
+        ? budget
+        : typeof budget === "string" && /^\s*\d+\s*$/.test(budget)
+          ? Number(budget)
+          : Number.NaN;
+    if (!Number.isInteger(connectionBudget) || connectionBudget < 1) {
+      problems.push("context jobfence:connectionBudget must be a whole number of connections, at least 1");
+    }
+  }
+  // -c passes one string (comma-separated addresses); cdk.json may hold a list.
+  const emails = get("jobfence:alarmEmails");
+  let alarmEmails: string[] | undefined;
+  if (emails !== undefined && emails !== "") {
+    if (typeof emails === "string") {
+      alarmEmails = emails
+        .split(",")
+        .map((e) => e.trim())
+        .filter((e) => e !== "");
+    } else if (Array.isArray(emails) && emails.every((e) => typeof e === "string")) {
+      alarmEmails = emails;
+    } else {
+      problems.push(
+        "context jobfence:alarmEmails must be comma-separated e-mail addresses or a list of them",
+      );
+    }
+  }
   const betterStackEndpoint = text("betterStackEndpoint", true);
   const betterStackSecretName = text("betterStackSecretName", true);
   const existing = get("jobfence:existingDatabase");
@@ -336,6 +463,7 @@ export function stackPropsFromContext(
     betterStackEndpoint: betterStackEndpoint as string,
     betterStackSecretName: betterStackSecretName as string,
     ...(existingDatabase ? { existingDatabase } : {}),
-    ...(databaseCredentialsRevision ? { databaseCredentialsRevision } : {}),
+    ...(alarmEmails ? { alarmEmails } : {}),
+    ...(connectionBudget !== undefined ? { connectionBudget } : {}),
   };
 }

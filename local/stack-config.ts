@@ -4,9 +4,11 @@
  */
 import { join } from "node:path";
 import { z } from "zod";
+import { type ConsumerDeployment, resolveDeliveryTimings } from "../functions/consumers.ts";
 import { databaseUrlField } from "../shared/config/fields.ts";
 import { retryPolicyFromEnv } from "../shared/config/retry-env.ts";
 import { ConfigurationError } from "../shared/errors.ts";
+import type { DeliveryTimings } from "../shared/retry/delivery-timings.ts";
 import type { RetryPolicy } from "../shared/retry/policy.ts";
 
 /** Local retry timing: seconds, not minutes, so a demo shows retries and exhaustion quickly. */
@@ -86,4 +88,22 @@ export function localStackConfigFromEnv(env: NodeJS.ProcessEnv, repoRoot: string
     bulkWorkerIdleMs: e.JOBFENCE_BULK_WORKER_IDLE_MS,
     jsonLogs: e.JOBFENCE_JSON_LOGS === "1",
   };
+}
+
+/**
+ * A consumer's delivery timings on the local stack: the queues' redrive count is the one the CDK
+ * construct would deploy for the local retry policy (of the policy, only maxAttempts counts), and
+ * the stack's lock timeout. The stack creates its queues from them; the doctor checks them.
+ */
+export function localDeliveryTimings(
+  config: LocalStackConfig,
+  deployment: ConsumerDeployment,
+): DeliveryTimings {
+  return resolveDeliveryTimings(
+    { ...deployment, lockTimeoutMs: config.lockTimeoutMs },
+    {
+      ...config.retryPolicy,
+      maxAttempts: deployment.definition.retry?.maxAttempts ?? config.retryPolicy.maxAttempts,
+    },
+  );
 }

@@ -5,6 +5,7 @@
  * source poller, the dead-letter API on a real HTTP server with a local token issuer, an ops-bus
  * sink, and the cleanup and escalation schedules on timers.
  */
+
 import { randomBytes } from "node:crypto";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -15,20 +16,15 @@ import {
   SetQueueAttributesCommand,
   type SQSClient,
 } from "@aws-sdk/client-sqs";
-import type pg from "pg";
-import {
-  BACKSTOP_RETENTION_SECONDS,
-  CONSUMERS,
-  type ConsumerDeployment,
-  queueNames,
-  resolveDeliveryTimings,
-} from "../functions/consumers.ts";
+import pg from "pg";
+import { CONSUMERS, type ConsumerDeployment, expectedQueues } from "../functions/consumers.ts";
 import { createDeadLetterApi } from "../functions/dead-letters-api/api.ts";
 import { deploymentMigrationSets } from "../functions/migrate/sets.ts";
 import { createBackstopDrain } from "../shared/backstop/drain.ts";
 import { createConsumer } from "../shared/consumer.ts";
 import { runMigrations } from "../shared/db/migrate.ts";
 import { createPool } from "../shared/db/pool.ts";
+import { consumerRoleName, registerConsumerQueues } from "../shared/db/queries/provision-login.ts";
 import { runBulkOperations } from "../shared/dead-letters/bulk-worker.ts";
 import { escalateStaleDeadLetters, resolveHealedDeadLetters } from "../shared/dead-letters/escalation.ts";
 import { describeError } from "../shared/dead-letters/last-error.ts";
@@ -43,7 +39,7 @@ import { serveHttpApi } from "./http-adapter.ts";
 import { type Poller, startPoller } from "./poller.ts";
 import { type RunningPostgres, startEmbeddedPostgres } from "./postgres.ts";
 import { type SqsEmulator, startSqsEmulator } from "./sqs-emulator.ts";
-import type { LocalStackConfig } from "./stack-config.ts";
+import { type LocalStackConfig, localDeliveryTimings } from "./stack-config.ts";
 import { createLocalIssuer } from "./tokens.ts";
 
 /** The ops bus name the local functions publish to (the sink accepts any). */
@@ -189,17 +185,12 @@ async function start(
   });
   for (const deployment of CONSUMERS) {
     const name = deployment.definition.name;
-    // The redrive count the CDK construct would deploy (of the policy, only maxAttempts counts).
-    const timings = resolveDeliveryTimings(
-      { ...deployment, lockTimeoutMs: config.lockTimeoutMs },
-      {
-        ...config.retryPolicy,
-        maxAttempts: deployment.definition.retry?.maxAttempts ?? config.retryPolicy.maxAttempts,
-      },
-    );
+    const timings = localDeliveryTimings(config, deployment);
     const { maxReceiveCount } = timings;
     const created = await createQueues(sqs, sqsEndpoint, deployment, timings);
     queues[name] = { url: created.source.url, backstopUrl: created.backstop.url };
+    // A replay sends this consumer's dead letters to its own queue only (migration 0014).
+    await registerQueues(databaseUrl, name, [created.source.url]);
 
     const consumer = createConsumer(deployment.definition, {
       config: {
@@ -219,7 +210,7 @@ async function start(
         recordBudgetMs: timings.recordBudgetMs,
         returnReserveMs: timings.returnReserveMs,
       },
-      pool: pool("jobfence_consumer", deployment.maxConcurrency + 1),
+      pool: pool(consumerRoleName(name), deployment.maxConcurrency + 1),
       sqs,
       eventBridge,
       logger,
@@ -235,7 +226,7 @@ async function start(
         opsBusName: LOCAL_OPS_BUS,
       },
       {
-        pool: pool("jobfence_consumer", 2),
+        pool: pool(consumerRoleName(name), 2),
         eventBridge,
         logger,
         onOutcome: observe(`${name}-backstop`),
@@ -382,16 +373,19 @@ async function createQueues(
   deployment: ConsumerDeployment,
   timings: DeliveryTimings,
 ): Promise<{ source: { url: string; arn: string }; backstop: { url: string; arn: string } }> {
-  const { maxReceiveCount } = timings;
-  const names = queueNames(deployment);
+  // What the doctor checks them against, too.
+  const expected = expectedQueues(deployment, timings);
   const fifo = deployment.fifo ? { FifoQueue: "true" } : undefined;
-  const backstop = await ensureQueue(sqs, endpoint, names.backstop, fifo, {
-    MessageRetentionPeriod: String(BACKSTOP_RETENTION_SECONDS),
+  const backstop = await ensureQueue(sqs, endpoint, expected.backstop.name, fifo, {
+    MessageRetentionPeriod: String(expected.backstop.retentionSeconds),
   });
-  const source = await ensureQueue(sqs, endpoint, names.source, fifo, {
-    VisibilityTimeout: String(timings.visibilityTimeoutSeconds),
-    MessageRetentionPeriod: String(deployment.queueRetentionSeconds),
-    RedrivePolicy: JSON.stringify({ deadLetterTargetArn: backstop.arn, maxReceiveCount }),
+  const source = await ensureQueue(sqs, endpoint, expected.source.name, fifo, {
+    VisibilityTimeout: String(expected.source.visibilityTimeoutSeconds),
+    MessageRetentionPeriod: String(expected.source.retentionSeconds),
+    RedrivePolicy: JSON.stringify({
+      deadLetterTargetArn: backstop.arn,
+      maxReceiveCount: expected.source.maxReceiveCount,
+    }),
   });
   return { source, backstop };
 }
@@ -446,5 +440,20 @@ function alive(pid: number): boolean {
     return true;
   } catch {
     return false;
+  }
+}
+
+/** Registers `consumer`'s queues, as the migrate function does on deploy. */
+async function registerQueues(
+  databaseUrl: string,
+  consumer: string,
+  queues: readonly string[],
+): Promise<void> {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    await registerConsumerQueues(client, consumer, queues);
+  } finally {
+    await client.end();
   }
 }

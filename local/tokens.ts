@@ -4,7 +4,7 @@
  * authorizer provide in AWS.
  */
 import { exportJWK, generateKeyPair, type JWK, SignJWT } from "jose";
-import { PERMISSION } from "../shared/http/auth.ts";
+import { PERMISSION, TOKEN_VERIFIER_DEFAULTS } from "../shared/http/auth.ts";
 
 /** The issuer and audience local tokens carry. */
 export const LOCAL_ISSUER = "https://jobfence.local/issuer";
@@ -16,7 +16,10 @@ export interface LocalIssuer {
   readonly audience: string;
   /** The public key set the verifier trusts. */
   readonly jwks: { keys: JWK[] };
-  /** Signs a token for `sub` granting `permissions` (in the `scope` claim), valid for `ttlSeconds`. */
+  /**
+   * Signs a token for `sub` granting `permissions` (in the `scope` claim), with `iat` now and `exp`
+   * `ttlSeconds` later (default: as long as the verifier accepts a token's age).
+   */
   sign(
     sub: string,
     permissions: readonly string[],
@@ -40,7 +43,7 @@ export async function createLocalIssuer(): Promise<LocalIssuer> {
         .setAudience(LOCAL_AUDIENCE)
         .setSubject(sub)
         .setIssuedAt()
-        .setExpirationTime(`${options.ttlSeconds ?? 12 * 3600}s`)
+        .setExpirationTime(`${options.ttlSeconds ?? TOKEN_VERIFIER_DEFAULTS.maxTokenAgeSeconds}s`)
         .sign(privateKey);
     },
     async standardTokens() {

@@ -26,7 +26,7 @@ import {
   consumerConfigFromEnv,
   parseConsumerConfig,
 } from "./config/consumer-config.ts";
-import { CONSUMER_NAME } from "./config/fields.ts";
+import { CONSUMER_NAME, databaseConnection } from "./config/fields.ts";
 import { createPool } from "./db/pool.ts";
 import { EMPTY_LEDGER } from "./db/queries/message-attempts.ts";
 import { describeError } from "./dead-letters/last-error.ts";
@@ -100,7 +100,7 @@ export interface ConsumerDefinition<S extends z.ZodType> {
 export interface ConsumerRuntime {
   /**
    * The configuration.
-   * @default read from the environment (`DATABASE_URL`, `JOBFENCE_OPS_BUS_NAME`, …)
+   * @default read from the environment (`DATABASE_URL` or `JOBFENCE_DB_SECRET_ARN` and the endpoint, `JOBFENCE_OPS_BUS_NAME`, …)
    */
   readonly config?: ConsumerConfigInput;
   /**
@@ -191,7 +191,7 @@ export function createConsumer<S extends z.ZodType>(
   const pool =
     runtime.pool ??
     createPool({
-      connectionString: config.databaseUrl,
+      ...databaseConnection(config),
       max: config.poolMax,
       lockTimeoutMs: config.lockTimeoutMs,
       ...(config.dbRole ? { role: config.dbRole } : {}),

@@ -326,6 +326,21 @@ export class ReplayConflictError extends JobfenceError {
 }
 
 /**
+ * A dead letter that names a queue not registered for its consumer (core.consumer_roles.queues,
+ * migration 0014). The consumer wrote the row, so the queue is its word alone: sending there could
+ * hand its body to another consumer. Nothing was sent; the row stays pending.
+ */
+export class ReplayQueueRefusedError extends JobfenceError {
+  override name = "ReplayQueueRefusedError";
+  constructor(id: string, consumer: string) {
+    super(
+      `dead letter ${id} names a queue that is not registered for consumer ${JSON.stringify(consumer)}, ` +
+        "so it was not sent; discard it, or re-send the job to the consumer's own queue",
+    );
+  }
+}
+
+/**
  * A send SQS could not take at all for a reason that may pass (throttling, a 5xx, the network): a
  * bulk operation's chunk is retried later rather than its rows marked failed.
  */

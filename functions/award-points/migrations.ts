@@ -5,6 +5,7 @@ import { loadMigrations, type MigrationSet } from "../../shared/db/migrations.ts
 export function awardPointsMigrationSet(): MigrationSet {
   return {
     name: "award-points",
+    consumer: "award-points",
     migrations: loadMigrations(fileURLToPath(new URL("./migrations/", import.meta.url))),
   };
 }

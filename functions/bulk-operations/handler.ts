@@ -10,19 +10,27 @@ import middy from "@middy/core";
 import type { Context } from "aws-lambda";
 import { z } from "zod";
 import { createSqsClient } from "../../shared/aws/clients.ts";
-import { databaseUrlField, dbRoleField } from "../../shared/config/fields.ts";
+import {
+  DATABASE_ENV,
+  databaseConnection,
+  databaseFields,
+  dbRoleField,
+  withDatabaseCheck,
+} from "../../shared/config/fields.ts";
 import { configFromEnv } from "../../shared/config/parse.ts";
 import { createPool } from "../../shared/db/pool.ts";
 import { METRICS_NAMESPACE } from "../../shared/metrics/names.ts";
 import { BULK_WORKER_SERVICE, bulkWorkerInvocation } from "./worker.ts";
 
 const config = configFromEnv(
-  z.object({
-    databaseUrl: databaseUrlField,
-    dbRole: dbRoleField.optional(),
-    lockTimeoutMs: z.coerce.number().int().positive().default(5000),
-  }),
-  { databaseUrl: "DATABASE_URL", dbRole: "JOBFENCE_DB_ROLE", lockTimeoutMs: "JOBFENCE_LOCK_TIMEOUT_MS" },
+  withDatabaseCheck(
+    z.object({
+      ...databaseFields,
+      dbRole: dbRoleField.optional(),
+      lockTimeoutMs: z.coerce.number().int().positive().default(5000),
+    }),
+  ),
+  { ...DATABASE_ENV, dbRole: "JOBFENCE_DB_ROLE", lockTimeoutMs: "JOBFENCE_LOCK_TIMEOUT_MS" },
   process.env,
   "bulk-operations worker environment",
 );
@@ -31,7 +39,7 @@ const logger = new Logger({ serviceName: BULK_WORKER_SERVICE });
 const metrics = new Metrics({ namespace: METRICS_NAMESPACE, serviceName: BULK_WORKER_SERVICE });
 const deps = {
   pool: createPool({
-    connectionString: config.databaseUrl,
+    ...databaseConnection(config),
     max: 1,
     lockTimeoutMs: config.lockTimeoutMs,
     applicationName: "jobfence:bulk-operations",

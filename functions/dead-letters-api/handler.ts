@@ -2,6 +2,7 @@
 import type { JWK } from "jose";
 import { createSecretsManagerClient, createSqsClient } from "../../shared/aws/clients.ts";
 import { readSealKey } from "../../shared/aws/seal-key-secret.ts";
+import { databaseConnection } from "../../shared/config/fields.ts";
 import { createPool } from "../../shared/db/pool.ts";
 import { createTokenVerifier } from "../../shared/http/auth.ts";
 import { createDeadLetterApi } from "./api.ts";
@@ -11,7 +12,7 @@ const config = apiConfigFromEnv();
 
 export const handler = createDeadLetterApi({
   pool: createPool({
-    connectionString: config.databaseUrl,
+    ...databaseConnection(config),
     max: config.poolMax,
     lockTimeoutMs: config.lockTimeoutMs,
     applicationName: "jobfence:dead-letters-api",
@@ -23,6 +24,7 @@ export const handler = createDeadLetterApi({
   verifier: createTokenVerifier({
     issuer: config.issuer,
     audience: config.audience,
+    maxTokenAgeSeconds: config.jwtMaxAgeSeconds,
     ...(config.jwksUrl ? { jwksUrl: config.jwksUrl } : { jwks: config.jwks as { keys: JWK[] } }),
   }),
 });

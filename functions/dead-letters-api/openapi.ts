@@ -107,7 +107,8 @@ const INPUT_NAMES: ReadonlyMap<z.ZodType, string> = new Map<z.ZodType, string>([
 const PROBLEM_HEADERS: Partial<Record<ProblemKind, JsonObject>> = {
   unauthenticated: {
     "WWW-Authenticate": {
-      description: 'Bearer realm="jobfence"; with error="invalid_token" when the token sent is not valid.',
+      description:
+        'Bearer realm="jobfence"; with error="invalid_token" and an error_description naming the failed claim when the token sent is not valid.',
       schema: { type: "string" },
     },
   },
@@ -356,8 +357,9 @@ export function buildOpenApiDocument(): object {
           scheme: "bearer",
           bearerFormat: "JWT",
           description:
-            "A JWT whose `scope` claim (space-separated) or `permissions` array grants the operation's " +
-            "permission (x-required-permission); its `sub` is recorded as the actor.",
+            "A JWT carrying `sub`, `iat` and `exp`, issued at most the maximum token age ago (12 hours " +
+            "by default), whose `scope` claim (space-separated) or `permissions` array grants the " +
+            "operation's permission (x-required-permission); its `sub` is recorded as the actor.",
         },
       },
     },

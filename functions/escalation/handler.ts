@@ -3,7 +3,14 @@
 import { Logger } from "@aws-lambda-powertools/logger";
 import { z } from "zod";
 import { createEventBridgeClient } from "../../shared/aws/clients.ts";
-import { databaseUrlField, dbRoleField, opsBusNameField } from "../../shared/config/fields.ts";
+import {
+  DATABASE_ENV,
+  databaseConnection,
+  databaseFields,
+  dbRoleField,
+  opsBusNameField,
+  withDatabaseCheck,
+} from "../../shared/config/fields.ts";
 import { configFromEnv } from "../../shared/config/parse.ts";
 import { createPool } from "../../shared/db/pool.ts";
 import {
@@ -13,14 +20,16 @@ import {
 } from "../../shared/dead-letters/escalation.ts";
 
 const config = configFromEnv(
-  z.object({
-    databaseUrl: databaseUrlField,
-    dbRole: dbRoleField.optional(),
-    opsBusName: opsBusNameField,
-    thresholdDays: z.coerce.number().positive().max(365).default(ESCALATION_DEFAULTS.thresholdDays),
-  }),
+  withDatabaseCheck(
+    z.object({
+      ...databaseFields,
+      dbRole: dbRoleField.optional(),
+      opsBusName: opsBusNameField,
+      thresholdDays: z.coerce.number().positive().max(365).default(ESCALATION_DEFAULTS.thresholdDays),
+    }),
+  ),
   {
-    databaseUrl: "DATABASE_URL",
+    ...DATABASE_ENV,
     dbRole: "JOBFENCE_DB_ROLE",
     opsBusName: "JOBFENCE_OPS_BUS_NAME",
     thresholdDays: "JOBFENCE_ESCALATION_DAYS",
@@ -31,7 +40,7 @@ const config = configFromEnv(
 
 const logger = new Logger({ serviceName: "dead-letter-escalation" });
 const pool = createPool({
-  connectionString: config.databaseUrl,
+  ...databaseConnection(config),
   max: 1,
   applicationName: "jobfence:escalation",
   ...(config.dbRole ? { role: config.dbRole } : {}),

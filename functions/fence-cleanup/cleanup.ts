@@ -14,6 +14,9 @@ export const CLEANUP_FUNCTION_DEFAULTS = Object.freeze({
   budgetFraction: 0.8,
 });
 
+/** The cleanup function's Powertools `service`: its metrics' dimension, its logs' service. */
+export const CLEANUP_SERVICE = "fence-cleanup";
+
 /** Metric names of the cleanup run. */
 export const CLEANUP_METRIC = {
   deleted: "FenceCleanupDeleted",

@@ -5,21 +5,29 @@ import { logMetrics } from "@aws-lambda-powertools/metrics/middleware";
 import middy from "@middy/core";
 import type { Context } from "aws-lambda";
 import { z } from "zod";
-import { databaseUrlField, dbRoleField } from "../../shared/config/fields.ts";
+import {
+  DATABASE_ENV,
+  databaseConnection,
+  databaseFields,
+  dbRoleField,
+  withDatabaseCheck,
+} from "../../shared/config/fields.ts";
 import { configFromEnv } from "../../shared/config/parse.ts";
 import { createPool } from "../../shared/db/pool.ts";
 import { METRICS_NAMESPACE } from "../../shared/metrics/names.ts";
-import { cleanupInvocation } from "./cleanup.ts";
+import { CLEANUP_SERVICE, cleanupInvocation } from "./cleanup.ts";
 
 const config = configFromEnv(
-  z.object({
-    databaseUrl: databaseUrlField,
-    dbRole: dbRoleField.optional(),
-    batchSize: z.coerce.number().int().min(1).max(100_000).optional(),
-    pauseMs: z.coerce.number().int().min(0).max(10_000).optional(),
-  }),
+  withDatabaseCheck(
+    z.object({
+      ...databaseFields,
+      dbRole: dbRoleField.optional(),
+      batchSize: z.coerce.number().int().min(1).max(100_000).optional(),
+      pauseMs: z.coerce.number().int().min(0).max(10_000).optional(),
+    }),
+  ),
   {
-    databaseUrl: "DATABASE_URL",
+    ...DATABASE_ENV,
     dbRole: "JOBFENCE_DB_ROLE",
     batchSize: "JOBFENCE_CLEANUP_BATCH_SIZE",
     pauseMs: "JOBFENCE_CLEANUP_PAUSE_MS",
@@ -28,10 +36,10 @@ const config = configFromEnv(
   "fence cleanup environment",
 );
 
-const logger = new Logger({ serviceName: "fence-cleanup" });
-const metrics = new Metrics({ namespace: METRICS_NAMESPACE, serviceName: "fence-cleanup" });
+const logger = new Logger({ serviceName: CLEANUP_SERVICE });
+const metrics = new Metrics({ namespace: METRICS_NAMESPACE, serviceName: CLEANUP_SERVICE });
 const pool = createPool({
-  connectionString: config.databaseUrl,
+  ...databaseConnection(config),
   max: 1,
   applicationName: "jobfence:fence-cleanup",
   ...(config.dbRole ? { role: config.dbRole } : {}),

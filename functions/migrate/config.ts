@@ -1,37 +1,58 @@
 /** What the migrate function reads from its environment. */
 import { z } from "zod";
-import { databaseUrlField } from "../../shared/config/fields.ts";
+import {
+  CONSUMER_NAME,
+  DATABASE_ENV,
+  databaseFields,
+  jsonField,
+  withDatabaseCheck,
+} from "../../shared/config/fields.ts";
 import { configFromEnv } from "../../shared/config/parse.ts";
-import { GROUP_ROLES } from "../../shared/db/queries/provision-login.ts";
+import { SHARED_ROLES } from "../../shared/db/queries/provision-login.ts";
 
-/** One function login to provision: the secret holding its user name and password, and its role. */
-const loginSecret = z.object({
-  secretArn: z.string().min(1, "must name a Secrets Manager secret"),
-  memberOf: z.enum(GROUP_ROLES),
-});
+const secretArn = z.string().min(1, "must name a Secrets Manager secret");
+
+/**
+ * One function login to provision: the secret holding its user name and password, and what it is
+ * for: one consumer (its function and its drain share the login), or a shared role.
+ */
+const loginSecret = z.union([
+  z.object({ secretArn, consumer: z.string().regex(CONSUMER_NAME, "must be a consumer name") }).strict(),
+  z.object({ secretArn, memberOf: z.enum(SHARED_ROLES) }).strict(),
+]);
 export type LoginSecret = z.output<typeof loginSecret>;
 
-const loginSecrets = z
-  .string()
-  .transform((text, ctx) => {
-    try {
-      return JSON.parse(text) as unknown;
-    } catch {
-      ctx.addIssue({ code: "custom", message: "must be JSON" });
-      return z.NEVER;
-    }
-  })
-  .pipe(z.array(loginSecret));
+const loginSecrets = jsonField(z.array(loginSecret));
 
-const schema = z.object({
-  databaseUrl: databaseUrlField,
-  loginSecrets: loginSecrets.default([]),
-});
+/** Each consumer's source queue URLs: the only queues a replay may send its dead letters to. */
+const consumerQueues = jsonField(
+  z.record(
+    z.string().regex(CONSUMER_NAME, "must be a consumer name"),
+    z
+      .array(z.url({ protocol: /^https?$/ }))
+      .min(1)
+      .max(16),
+  ),
+);
+
+const schema = withDatabaseCheck(
+  z.object({
+    /** The migrator's login: a connection string, or its secret and endpoint. */
+    ...databaseFields,
+    loginSecrets: loginSecrets.default([]),
+    consumerQueues: consumerQueues.default({}),
+  }),
+);
 
 export const MIGRATE_ENV = Object.freeze({
-  databaseUrl: "DATABASE_URL",
-  /** JSON: `[{"secretArn": "...", "memberOf": "jobfence_consumer"}, ...]`; unset provisions none. */
+  ...DATABASE_ENV,
+  /**
+   * JSON: `[{"secretArn": "...", "consumer": "award-points"}, {"secretArn": "...", "memberOf": "jobfence_ops"}, ...]`;
+   * unset provisions none.
+   */
   loginSecrets: "JOBFENCE_LOGIN_SECRETS",
+  /** JSON: `{"award-points": ["https://sqs…/award-points"], ...}`; unset registers none. */
+  consumerQueues: "JOBFENCE_CONSUMER_QUEUES",
 });
 
 export type MigrateConfig = z.output<typeof schema>;

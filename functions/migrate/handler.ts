@@ -6,15 +6,34 @@
  * advisory lock.
  */
 import type { SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
-import pg from "pg";
+import type pg from "pg";
 import { createSecretsManagerClient } from "../../shared/aws/clients.ts";
+import { databaseConnection } from "../../shared/config/fields.ts";
+import { connectClient, SecretCredentials } from "../../shared/db/credentials.ts";
 import { type MigrationReport, runMigrations } from "../../shared/db/migrate.ts";
+import { registerConsumerQueues } from "../../shared/db/queries/provision-login.ts";
+import { withTransaction } from "../../shared/db/transaction.ts";
 import { migrateConfigFromEnv } from "./config.ts";
 import { type ProvisionedLogin, provisionLogins, readLoginSecret } from "./logins.ts";
 import { deploymentMigrationSets } from "./sets.ts";
 
 export interface MigrateResult extends MigrationReport {
   readonly logins: readonly ProvisionedLogin[];
+  /** The consumers whose replay queues were registered (core.register_consumer_queues). */
+  readonly queuesRegistered: readonly string[];
+}
+
+/** Registers every consumer's replay queues in one transaction; returns the consumers, sorted. */
+async function registerQueues(
+  client: pg.ClientBase,
+  queues: Readonly<Record<string, readonly string[]>>,
+): Promise<string[]> {
+  const consumers = Object.keys(queues).sort();
+  if (consumers.length === 0) return [];
+  await withTransaction(client, async (tx) => {
+    for (const consumer of consumers) await registerConsumerQueues(tx, consumer, queues[consumer] ?? []);
+  });
+  return consumers;
 }
 
 export interface MigrateDependencies {
@@ -31,17 +50,29 @@ export function createMigrateHandler(deps: MigrateDependencies = {}): () => Prom
   return async () => {
     // Read before connecting: a configuration or secret problem changes nothing in the database.
     const config = migrateConfigFromEnv(process.env);
-    if (config.loginSecrets.length > 0) secretsManager ??= createSecretsManagerClient();
+    const connection = databaseConnection(config);
+    if (config.loginSecrets.length > 0 || connection.secret) secretsManager ??= createSecretsManagerClient();
     const logins = await Promise.all(
       config.loginSecrets.map((spec) => readLoginSecret(secretsManager as SecretsManagerClient, spec)),
     );
-    const client = new pg.Client({ connectionString: config.databaseUrl });
-    await client.connect();
+    // By secret, the migrator's own login is read like any function's (re-read if refused).
+    const client = await connectClient(
+      connection.secret
+        ? {
+            secret: connection.secret,
+            credentials: new SecretCredentials(connection.secret.secretArn, {
+              secretsManager: secretsManager as SecretsManagerClient,
+            }),
+          }
+        : connection,
+    );
     try {
       const report = await runMigrations({ client, sets: deploymentMigrationSets(), log });
       const provisioned = await provisionLogins(client, logins);
       for (const login of provisioned) log(`login ${login.username} (${login.memberOf}) ${login.outcome}`);
-      return { ...report, logins: provisioned };
+      const registered = await registerQueues(client, config.consumerQueues);
+      for (const consumer of registered) log(`queues of ${consumer} registered for replays`);
+      return { ...report, logins: provisioned, queuesRegistered: registered };
     } finally {
       await client.end();
     }

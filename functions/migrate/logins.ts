@@ -6,7 +6,7 @@
 import { GetSecretValueCommand, type SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
 import type pg from "pg";
 import { z } from "zod";
-import { type FunctionLogin, provisionLogin } from "../../shared/db/queries/provision-login.ts";
+import { type FunctionLogin, groupRoleOf, provisionLogin } from "../../shared/db/queries/provision-login.ts";
 import { withTransaction } from "../../shared/db/transaction.ts";
 import { LoginSecretError } from "../../shared/errors.ts";
 import type { LoginSecret } from "./config.ts";
@@ -35,7 +35,8 @@ export async function readLoginSecret(
       `secret ${spec.secretArn} needs string fields username and password (bad: ${fields})`,
     );
   }
-  return { username: parsed.data.username, password: parsed.data.password, memberOf: spec.memberOf };
+  const role = "consumer" in spec ? { consumer: spec.consumer } : { memberOf: spec.memberOf };
+  return { ...role, username: parsed.data.username, password: parsed.data.password };
 }
 
 export interface ProvisionedLogin {
@@ -62,7 +63,7 @@ export async function provisionLogins(
     for (const login of logins) {
       done.push({
         username: login.username,
-        memberOf: login.memberOf,
+        memberOf: groupRoleOf(login),
         outcome: await provisionLogin(tx, login),
       });
     }

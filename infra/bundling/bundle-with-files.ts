@@ -4,7 +4,8 @@
  * module shares one `import.meta.url`, so the core set and a consumer's set would both read
  * `./migrations/` beside the bundle. This esbuild run (esbuild's plugin API, which NodejsFunction
  * does not expose) rewrites `import.meta.url` in each repository module to the URL of that module's
- * own directory inside the bundle, and copies every `migrations/*.sql` to the same relative place.
+ * own directory inside the bundle, and copies every `migrations/*.sql` (and the few other files
+ * modules read, SHIPPED_FILES) to the same relative place.
  *
  * Usage (run by the construct at synth, on Node 24): node infra/bundling/bundle-with-files.ts <entry> <outdir>
  */
@@ -18,6 +19,8 @@ const BANNER = "import { createRequire } from 'module'; const require = createRe
 
 /** Folders whose `migrations/` directories ship with the bundle. */
 const MIGRATION_PARENTS = ["shared/db", ...readdirSync(join(ROOT, "functions")).map((f) => `functions/${f}`)];
+/** Single files that ship too, at the same relative place: the committed description of `core` the doctor reads. */
+const SHIPPED_FILES = ["shared/db/core-catalog.txt"];
 
 async function main(entry: string, outdir: string): Promise<void> {
   await build({
@@ -59,6 +62,7 @@ async function main(entry: string, outdir: string): Promise<void> {
     const source = join(ROOT, parent, "migrations");
     if (existsSync(source)) cpSync(source, join(outdir, parent, "migrations"), { recursive: true });
   }
+  for (const file of SHIPPED_FILES) cpSync(join(ROOT, file), join(outdir, file));
 }
 
 const [entry, outdir] = process.argv.slice(2);

@@ -16,6 +16,7 @@ import { METRICS_NAMESPACE } from "../../shared/metrics/names.ts";
 import { BULK_WORKER_DEFAULTS } from "../defaults.ts";
 import type { DatabaseAccess } from "./database.ts";
 import { JobfenceFunction } from "./jobfence-function.ts";
+import { alarmNameOf } from "./ops-alerting.ts";
 import { grantReplaySend } from "./replay-send.ts";
 
 /** Props of {@link BulkOperationsWorker}. */
@@ -69,6 +70,7 @@ export class BulkOperationsWorker extends Construct {
 
     const alarm = (alarmId: string, metric: cloudwatch.IMetric, description: string) => {
       const created = new cloudwatch.Alarm(this, alarmId, {
+        alarmName: alarmNameOf(this, alarmId),
         metric,
         threshold: 0,
         evaluationPeriods: 1,

@@ -1,24 +1,26 @@
 /**
- * How jobfence's functions reach PostgreSQL. Each function logs in as its own database user,
- * granted one of the roles the migrations create (SPEC §9), whose credentials live in a Secrets
- * Manager secret (`username`, `password`, as RDS writes them).
+ * How jobfence's functions reach PostgreSQL. Each function logs in as a database user of its own
+ * kind — one per consumer (its function and its backstop drain), one for the ops functions, one
+ * for the TTL cleanup, and the migrator — whose credentials live in a Secrets Manager secret
+ * (`username`, `password`, as RDS writes them).
  *
- * The functions read a `DATABASE_URL`. It is assembled here from CloudFormation dynamic
- * references (`{{resolve:secretsmanager:…}}`): the template and the cloud assembly never hold a
- * password; CloudFormation resolves it at deploy time. See docs/deploy.md for the trade-offs
- * (the resolved value is visible in the function's configuration; a rotated password reaches the
- * functions on the next deploy).
+ * The functions' environment holds no credential: only the endpoint (host, port, database name,
+ * sslmode) and the ARN of the login's secret, which the function may read and reads at run time
+ * (shared/db/credentials.ts). A rotated password therefore reaches the functions without a
+ * deploy, and `lambda:GetFunctionConfiguration` reveals nothing secret.
  */
 import * as ec2 from "aws-cdk-lib/aws-ec2";
 import type * as lambda from "aws-cdk-lib/aws-lambda";
 import type * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
+import { DATABASE_ENV } from "../../shared/config/fields.ts";
+import type { SslMode } from "../../shared/db/credentials.ts";
+import { consumerIdentifier } from "../../shared/db/queries/provision-login.ts";
+import { ConfigurationError } from "../../shared/errors.ts";
 import { DATABASE_DEFAULTS } from "../defaults.ts";
 
-/** The database users of a deployment, one per kind of function (SPEC §9). */
+/** The database users shared by every deployment, by login; each consumer has its own besides. */
 export const DATABASE_LOGINS = Object.freeze({
-  /** Consumers and backstop drains; granted `jobfence_consumer`. */
-  consumer: "jobfence_consumer_login",
-  /** The dead-letter API and escalation; granted `jobfence_ops`. */
+  /** The dead-letter API, the bulk-operations worker and escalation; granted `jobfence_ops`. */
   ops: "jobfence_ops_login",
   /** TTL cleanup; granted `jobfence_cleanup`. */
   cleanup: "jobfence_cleanup_login",
@@ -26,15 +28,61 @@ export const DATABASE_LOGINS = Object.freeze({
   migrator: "jobfence_migrator",
 });
 
-/** Which login a function uses. */
-export type DatabaseLogin = keyof typeof DATABASE_LOGINS;
+/** One of the shared logins. */
+export type SharedDatabaseLogin = keyof typeof DATABASE_LOGINS;
+
+/** Which login a function uses: a shared one, or a consumer's (granted the consumer's group role). */
+export type DatabaseLogin = SharedDatabaseLogin | { readonly consumer: string };
+
+const CONSUMER_LOGIN_PREFIX = "jobfence_login_";
+
+/**
+ * The database user of `consumer`'s login: `jobfence_login_` and the name with `-` as `_`
+ * (`award-points` → `jobfence_login_award_points`); a name longer than 35 characters is
+ * shortened with a digest (`consumerIdentifier`: one-to-one, and a short name never takes a long
+ * one's user). The prefix is one no group role and no shared login has (group roles are
+ * `jobfence_consumer_…`, a prefix `core.provision_login` refuses for logins), so a consumer called
+ * `ops` cannot take the ops login's name.
+ */
+export function consumerLoginName(consumer: string): string {
+  return consumerIdentifier(CONSUMER_LOGIN_PREFIX, consumer);
+}
+
+/** A login's name as people read it (security group descriptions, errors). */
+export function describeLogin(login: DatabaseLogin): string {
+  return typeof login === "string" ? login : `consumer ${login.consumer}`;
+}
+
+/** One secret per login: the shared ones, and one per consumer by consumer name. */
+export interface DatabaseSecrets<Secret extends secretsmanager.ISecret = secretsmanager.ISecret> {
+  readonly migrator: Secret;
+  readonly ops: Secret;
+  readonly cleanup: Secret;
+  /** By consumer name (`award-points`); every deployed consumer needs one. */
+  readonly consumers: Readonly<Record<string, Secret>>;
+}
+
+/** Every secret of `secrets`, shared logins first, then the consumers' by name. */
+export function allSecrets<Secret extends secretsmanager.ISecret>(
+  secrets: DatabaseSecrets<Secret>,
+): Secret[] {
+  return [
+    secrets.migrator,
+    secrets.ops,
+    secrets.cleanup,
+    ...Object.keys(secrets.consumers)
+      .sort()
+      .map((name) => secrets.consumers[name] as Secret),
+  ];
+}
 
 /** An existing PostgreSQL (Aurora, RDS, or an RDS Proxy in front of either). */
 export interface DatabaseAccessProps {
   /** The VPC the functions must run in to reach the database. */
   readonly vpc: ec2.IVpc;
   /**
-   * Subnets for the functions; they need a route to SQS and EventBridge (NAT or VPC endpoints).
+   * Subnets for the functions; they need a route to SQS, EventBridge and Secrets Manager (NAT or
+   * VPC endpoints).
    * @default the VPC's private subnets with egress
    */
   readonly vpcSubnets?: ec2.SubnetSelection;
@@ -47,18 +95,12 @@ export interface DatabaseAccessProps {
   /** @default "jobfence" */
   readonly databaseName?: string;
   /** One secret per login, each with `username` and `password` fields. */
-  readonly secrets: Readonly<Record<DatabaseLogin, secretsmanager.ISecret>>;
+  readonly secrets: DatabaseSecrets;
   /**
-   * libpq `sslmode` in the connection string.
+   * libpq `sslmode` the functions connect with.
    * @default "verify-full"
    */
-  readonly sslMode?: "verify-full" | "verify-ca" | "require" | "disable";
-  /**
-   * Any text; changing it makes the next deploy update every function, so CloudFormation resolves
-   * the credentials' dynamic references again (it does not when only the secret changed).
-   * @default none
-   */
-  readonly credentialsRevision?: string;
+  readonly sslMode?: SslMode;
 }
 
 /** Access to the database, handed to every construct that deploys a function. */
@@ -74,9 +116,8 @@ export class DatabaseAccess {
   readonly endpoint: string;
   readonly port: number;
   readonly databaseName: string;
-  readonly secrets: Readonly<Record<DatabaseLogin, secretsmanager.ISecret>>;
-  readonly sslMode: string;
-  readonly credentialsRevision: string | undefined;
+  readonly secrets: DatabaseSecrets;
+  readonly sslMode: SslMode;
 
   private constructor(props: DatabaseAccessProps) {
     this.vpc = props.vpc;
@@ -87,38 +128,42 @@ export class DatabaseAccess {
     this.databaseName = props.databaseName ?? DATABASE_DEFAULTS.databaseName;
     this.secrets = props.secrets;
     this.sslMode = props.sslMode ?? DATABASE_DEFAULTS.sslMode;
-    this.credentialsRevision = props.credentialsRevision;
+  }
+
+  /** The secret of `login`; a consumer without one is refused, saying what to add. */
+  secretOf(login: DatabaseLogin): secretsmanager.ISecret {
+    if (typeof login === "string") return this.secrets[login];
+    const secret = this.secrets.consumers[login.consumer];
+    if (!secret) {
+      throw new ConfigurationError("database access", [
+        `no login secret for consumer "${login.consumer}": add secrets.consumers["${login.consumer}"] ` +
+          "(a secret with its username and password)",
+      ]);
+    }
+    return secret;
   }
 
   /**
-   * The `DATABASE_URL` of `login`: user and password are dynamic references resolved by
-   * CloudFormation, so the synthesized template holds none. Passwords must be URL-safe (the
-   * reference database's generated ones exclude every character a URL would need to escape).
-   */
-  connectionString(login: DatabaseLogin): string {
-    const secret = this.secrets[login];
-    const user = secret.secretValueFromJson("username").unsafeUnwrap();
-    const password = secret.secretValueFromJson("password").unsafeUnwrap();
-    return `postgres://${user}:${password}@${this.endpoint}:${this.port}/${this.databaseName}?sslmode=${this.sslMode}`;
-  }
-
-  /**
-   * Connects `fn` as `login`: `DATABASE_URL`, the secret's ARN (`JOBFENCE_DB_SECRET_ARN`, for
-   * code that reads the secret itself), read access to that secret only, and the endpoint's
-   * security group opened to the function's.
+   * Connects `fn` as `login`: the endpoint and the login's secret ARN in its environment (the
+   * function reads the secret itself), read access to that secret only, the RDS certificate
+   * bundle, and the endpoint's security group opened to the function's.
    */
   connect(fn: lambda.Function, login: DatabaseLogin): void {
-    const secret = this.secrets[login];
-    fn.addEnvironment("DATABASE_URL", this.connectionString(login));
-    fn.addEnvironment("JOBFENCE_DB_SECRET_ARN", secret.secretArn);
+    const secret = this.secretOf(login);
+    fn.addEnvironment(DATABASE_ENV.dbSecretArn, secret.secretArn);
+    fn.addEnvironment(DATABASE_ENV.dbHost, this.endpoint);
+    fn.addEnvironment(DATABASE_ENV.dbPort, String(this.port));
+    fn.addEnvironment(DATABASE_ENV.dbName, this.databaseName);
+    fn.addEnvironment(DATABASE_ENV.dbSslMode, this.sslMode);
     fn.addEnvironment("NODE_EXTRA_CA_CERTS", DATABASE_DEFAULTS.extraCaCertsPath);
-    if (this.credentialsRevision !== undefined) {
-      fn.addEnvironment("JOBFENCE_DB_CREDENTIALS_REVISION", this.credentialsRevision);
-    }
     secret.grantRead(fn);
     // An ingress rule on the endpoint's group only: the function's group already allows all egress.
     for (const group of fn.connections.securityGroups) {
-      this.securityGroup.addIngressRule(group, ec2.Port.tcp(this.port), `${login} login to PostgreSQL`);
+      this.securityGroup.addIngressRule(
+        group,
+        ec2.Port.tcp(this.port),
+        `${describeLogin(login)} login to PostgreSQL`,
+      );
     }
   }
 }

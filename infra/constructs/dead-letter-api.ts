@@ -10,10 +10,11 @@
  * handler reads the value at start, shared/aws/seal-key-secret.ts).
  */
 
-import { RemovalPolicy } from "aws-cdk-lib";
+import { Duration, RemovalPolicy } from "aws-cdk-lib";
 import * as apigwv2 from "aws-cdk-lib/aws-apigatewayv2";
 import { HttpJwtAuthorizer } from "aws-cdk-lib/aws-apigatewayv2-authorizers";
 import { HttpLambdaIntegration } from "aws-cdk-lib/aws-apigatewayv2-integrations";
+import * as cloudwatch from "aws-cdk-lib/aws-cloudwatch";
 import * as logs from "aws-cdk-lib/aws-logs";
 import * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
 import type * as sqs from "aws-cdk-lib/aws-sqs";
@@ -24,6 +25,7 @@ import { ConfigurationError } from "../../shared/errors.ts";
 import { API_DEFAULTS } from "../defaults.ts";
 import type { DatabaseAccess } from "./database.ts";
 import { JobfenceFunction } from "./jobfence-function.ts";
+import { alarmNameOf } from "./ops-alerting.ts";
 import { grantReplaySend } from "./replay-send.ts";
 
 /** Props of {@link DeadLetterApi}. */
@@ -61,6 +63,11 @@ export class DeadLetterApi extends Construct {
   readonly accessLog: logs.LogGroup;
   /** The key that signs list cursors and plan tokens (a generated string); only the handler reads it. */
   readonly signingKey: secretsmanager.Secret;
+  /**
+   * The API answered 5xx: the handler failed (a database outage, the issuer's keys unreachable, a
+   * bug), which Lambda's Errors never shows, since the handler answers a problem document.
+   */
+  readonly alarms: { readonly serverErrors: cloudwatch.Alarm };
 
   constructor(scope: Construct, id: string, props: DeadLetterApiProps) {
     super(scope, id);
@@ -150,6 +157,17 @@ export class DeadLetterApi extends Construct {
         authorizationScopes: [...routePermissions(route)],
       });
     }
+    this.alarms = {
+      serverErrors: new cloudwatch.Alarm(this, "ServerErrorsAlarm", {
+        alarmName: alarmNameOf(this, "ServerErrorsAlarm"),
+        metric: this.api.metricServerError({ period: Duration.minutes(5), statistic: "Sum" }),
+        threshold: 0,
+        evaluationPeriods: 1,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+        alarmDescription: "the jobfence dead-letter API answered 5xx (its log has each one's correlation_id)",
+      }),
+    };
   }
 
   /** The API's base URL. */

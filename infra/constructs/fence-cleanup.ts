@@ -9,10 +9,13 @@ import * as cloudwatch from "aws-cdk-lib/aws-cloudwatch";
 import * as events from "aws-cdk-lib/aws-events";
 import * as targets from "aws-cdk-lib/aws-events-targets";
 import { Construct } from "constructs";
+import { CLEANUP_SERVICE } from "../../functions/fence-cleanup/cleanup.ts";
 import { ConfigurationError } from "../../shared/errors.ts";
+import { METRICS_NAMESPACE } from "../../shared/metrics/names.ts";
 import { SCHEDULE_DEFAULTS } from "../defaults.ts";
 import type { DatabaseAccess } from "./database.ts";
 import { JobfenceFunction } from "./jobfence-function.ts";
+import { alarmNameOf } from "./ops-alerting.ts";
 
 /** Props of {@link FenceCleanup}. */
 export interface FenceCleanupProps {
@@ -97,6 +100,7 @@ export class FenceCleanup extends Construct {
 
     const errors = (alarmId: string, fn: JobfenceFunction, what: string) => {
       const alarm = new cloudwatch.Alarm(this, alarmId, {
+        alarmName: alarmNameOf(this, alarmId),
         metric: fn.function.metricErrors({ period: Duration.minutes(15), statistic: "Sum" }),
         threshold: 0,
         evaluationPeriods: 1,
@@ -111,5 +115,15 @@ export class FenceCleanup extends Construct {
       cleanupErrors: errors("CleanupErrorsAlarm", this.cleanupFunction, "TTL cleanup"),
       escalationErrors: errors("EscalationErrorsAlarm", this.escalationFunction, "escalation"),
     };
+  }
+
+  /** A metric of the cleanup run (`CLEANUP_METRIC`; dimension `service` = `fence-cleanup`). */
+  cleanupMetric(metricName: string, options: cloudwatch.MetricOptions = {}): cloudwatch.Metric {
+    return new cloudwatch.Metric({
+      namespace: METRICS_NAMESPACE,
+      metricName,
+      dimensionsMap: { service: CLEANUP_SERVICE },
+      ...options,
+    });
   }
 }

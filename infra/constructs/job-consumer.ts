@@ -7,12 +7,18 @@
  * ConfigurationError: the retry override (whose type already requires a rationale), the fence TTL
  * against retention and the retry window (the same `validateFenceTtl` the consumer runs at
  * start-up), the delivery timings together (`validateDeliveryTimings`: visibility, redrive count,
- * retention, time budget), and the queue and event-source bounds.
+ * retention, time budget), and the queue and event-source bounds: provisioned pollers within
+ * maxConcurrency, and no event filtering (Lambda deletes what a filter drops).
+ *
+ * Every failure path has an alarm: the queues (the backstop's depth, in-flight messages and age;
+ * the source's age), both functions' errors, and the harness's failure metrics, which count what a
+ * record that stays in its queue or an alert that was lost never shows as a Lambda error.
  */
 import { Duration } from "aws-cdk-lib";
 import * as cloudwatch from "aws-cdk-lib/aws-cloudwatch";
 import type * as events from "aws-cdk-lib/aws-events";
 import * as iam from "aws-cdk-lib/aws-iam";
+import * as lambda from "aws-cdk-lib/aws-lambda";
 import * as lambdaEventSources from "aws-cdk-lib/aws-lambda-event-sources";
 import * as sqs from "aws-cdk-lib/aws-sqs";
 import { Construct } from "constructs";
@@ -23,15 +29,18 @@ import {
   resolveDeliveryTimings,
   VISIBILITY_TO_TIMEOUT_RATIO,
 } from "../../functions/consumers.ts";
-import { DRAIN_ENV } from "../../shared/backstop/drain.ts";
+import { backstopDrainService, DRAIN_ENV } from "../../shared/backstop/drain.ts";
 import { CONSUMER_ENV } from "../../shared/config/consumer-config.ts";
 import { ConfigurationError } from "../../shared/errors.ts";
 import { TTL_DEFAULTS, validateFenceTtl } from "../../shared/fence/ttl.ts";
+import { METRIC, METRICS_NAMESPACE } from "../../shared/metrics/names.ts";
 import { type DeliveryTimings, validateDeliveryTimings } from "../../shared/retry/delivery-timings.ts";
 import { DEFAULT_RETRY_POLICY, type RetryPolicy, resolveRetryPolicy } from "../../shared/retry/policy.ts";
+import { type ConsumerConnections, consumerConnections } from "../connection-budget.ts";
 import { BACKSTOP_DRAIN_DEFAULTS, CONSUMER_DEFAULTS } from "../defaults.ts";
 import type { DatabaseAccess } from "./database.ts";
 import { JobfenceFunction } from "./jobfence-function.ts";
+import { alarmNameOf } from "./ops-alerting.ts";
 
 /** Props of {@link JobConsumer}. */
 export interface JobConsumerProps {
@@ -40,7 +49,7 @@ export interface JobConsumerProps {
    * `retry` override, if any, is the policy both the function and the queues use.
    */
   readonly deployment: ConsumerDeployment;
-  /** The database the consumer and its drain log in to (as the `consumer` login). */
+  /** The database the consumer and its drain log in to, both as the consumer's own login. */
   readonly database: DatabaseAccess;
   /** The ops bus that receives DeadLetterRecorded (SPEC §8). */
   readonly opsBus: events.IEventBus;
@@ -65,6 +74,11 @@ export interface JobConsumerProps {
    * @default CONSUMER_DEFAULTS.oldestMessageAlarmSeconds (15 minutes)
    */
   readonly oldestMessageAlarmSeconds?: number;
+  /**
+   * Alarm when the oldest message in the backstop queue is older than this.
+   * @default CONSUMER_DEFAULTS.backstopOldestMessageAlarmSeconds (1 hour)
+   */
+  readonly backstopOldestMessageAlarmSeconds?: number;
   /** Where the alarms notify. @default none (the alarms are still created) */
   readonly alarmActions?: readonly cloudwatch.IAlarmAction[];
 }
@@ -75,6 +89,10 @@ const MAX_BATCH = { fifo: 10, standard: 10_000 } as const;
 const MAX_BATCH_WITHOUT_WINDOW = 10;
 /** SQS event source maximum concurrency bounds. */
 const MAX_CONCURRENCY = { min: 2, max: 1000 } as const;
+/** SQS provisioned mode's poller bounds. */
+const PROVISIONED_POLLERS = { minimum: { min: 2, max: 200 }, maximum: { min: 2, max: 2000 } } as const;
+/** The event source metrics both event sources publish: records polled, invoked, failed, dropped. */
+const EVENT_SOURCE_METRICS: lambda.MetricsConfig = { metrics: [lambda.MetricType.EVENT_COUNT] };
 const CONSUMER_NAME = /^[a-z][a-z0-9-]{0,62}$/;
 
 /** A consumer's resolved settings, after validation. */
@@ -123,13 +141,21 @@ export function resolveConsumerSettings(props: JobConsumerProps): ConsumerSettin
     );
   }
   const concurrency = deployment.maxConcurrency;
-  if (
+  if (deployment.provisionedPollers) {
+    problems.push(...validateProvisionedPollers(deployment.provisionedPollers, concurrency));
+  } else if (
     !Number.isInteger(concurrency) ||
     concurrency < MAX_CONCURRENCY.min ||
     concurrency > MAX_CONCURRENCY.max
   ) {
     problems.push(
       `maxConcurrency must be ${MAX_CONCURRENCY.min}–${MAX_CONCURRENCY.max} (the SQS event source's bounds), got ${concurrency}`,
+    );
+  }
+  if (deployment.filters !== undefined) {
+    problems.push(
+      "filters are refused: Lambda deletes every message an event filter drops, never processed and never " +
+        "dead-lettered, a silent loss; remove them and decide in the work (a job it returns from is applied)",
     );
   }
 
@@ -155,8 +181,49 @@ export function resolveConsumerSettings(props: JobConsumerProps): ConsumerSettin
   };
 }
 
+/**
+ * Provisioned pollers within SQS's bounds, and within maxConcurrency: AWS takes no maximum
+ * concurrency beside them, so the pollers' reach is the bound, and maxConcurrency must cover it.
+ */
+function validateProvisionedPollers(
+  pollers: NonNullable<ConsumerDeployment["provisionedPollers"]>,
+  maxConcurrency: number,
+): string[] {
+  const { minimumPollers: min, maximumPollers: max } = pollers;
+  const problems: string[] = [];
+  const { minimum, maximum } = PROVISIONED_POLLERS;
+  if (!Number.isInteger(min) || min < minimum.min || min > minimum.max) {
+    problems.push(
+      `provisionedPollers.minimumPollers must be ${minimum.min}–${minimum.max} (SQS's bounds), got ${min}`,
+    );
+  }
+  if (!Number.isInteger(max) || max < maximum.min || max > maximum.max) {
+    problems.push(
+      `provisionedPollers.maximumPollers must be ${maximum.min}–${maximum.max} (SQS's bounds), got ${max}`,
+    );
+  }
+  if (problems.length > 0) return problems;
+  if (min > max) {
+    return [`provisionedPollers.minimumPollers ${min} must not exceed maximumPollers ${max}`];
+  }
+  const perPoller = CONSUMER_DEFAULTS.invocationsPerPoller;
+  const reach = max * perPoller;
+  if (!Number.isInteger(maxConcurrency) || maxConcurrency < reach) {
+    problems.push(
+      `maxConcurrency ${maxConcurrency} is below what the provisioned pollers can run: maximumPollers ${max} × ` +
+        `${perPoller} invocations per poller = ${reach} (provisioned mode has no maximum concurrency of its own, ` +
+        `and each invocation holds its pool's connections); raise maxConcurrency to ${reach} or lower maximumPollers`,
+    );
+  }
+  return problems;
+}
+
 /** A consumer's queues, function, backstop drain and alarms. */
 export class JobConsumer extends Construct {
+  /** The consumer's name: its metrics' `service` dimension. */
+  readonly consumerName: string;
+  /** The database connections its function and drain can hold at once, at most. */
+  readonly connections: ConsumerConnections;
   /** The queue producers send jobs to. */
   readonly queue: sqs.Queue;
   /**
@@ -170,14 +237,34 @@ export class JobConsumer extends Construct {
   readonly drainFunction: JobfenceFunction;
   /** The event source of the consumer function. */
   readonly eventSource: lambdaEventSources.SqsEventSource;
+  /** The event source of the backstop drain. */
+  readonly drainEventSource: lambdaEventSources.SqsEventSource;
   /** The effective retry policy (the definition's override applied to the default). */
   readonly retryPolicy: RetryPolicy;
-  /** Backstop depth > 0, oldest message age, function errors (consumer and drain). */
+  /**
+   * One alarm per failure path (docs/operations.md says what each means): the queues, the
+   * functions' errors, and every failure metric of the harness and the drain.
+   */
   readonly alarms: {
+    /** Messages visible in the backstop: the harness could not record them. */
     readonly backstopDepth: cloudwatch.Alarm;
+    /** Messages in flight in the backstop: the drain has them (and may be failing them). */
+    readonly backstopInFlight: cloudwatch.Alarm;
+    /** A message waiting in the backstop longer than an hour: the drain cannot record it. */
+    readonly backstopOldestMessageAge: cloudwatch.Alarm;
     readonly oldestMessageAge: cloudwatch.Alarm;
     readonly consumerErrors: cloudwatch.Alarm;
     readonly drainErrors: cloudwatch.Alarm;
+    readonly deadLetterWriteFailed: cloudwatch.Alarm;
+    readonly alertFailed: cloudwatch.Alarm;
+    readonly recordFailed: cloudwatch.Alarm;
+    readonly retryScheduleFailed: cloudwatch.Alarm;
+    readonly failureUnrecorded: cloudwatch.Alarm;
+    readonly recordInterrupted: cloudwatch.Alarm;
+    /** Records the drain reported back: not Lambda errors, so drainErrors never sees them. */
+    readonly backstopRecordFailed: cloudwatch.Alarm;
+    /** DeadLetterRecorded alerts of the drain's unrecorded dead letters that could not be published. */
+    readonly drainAlertFailed: cloudwatch.Alarm;
   };
 
   constructor(scope: Construct, id: string, props: JobConsumerProps) {
@@ -187,6 +274,8 @@ export class JobConsumer extends Construct {
     const { deployment } = props;
     const name = deployment.definition.name;
     const names = queueNames(deployment);
+    this.consumerName = name;
+    this.connections = consumerConnections(deployment);
     this.retryPolicy = settings.retryPolicy;
     const fifo = deployment.fifo ? { fifo: true } : {};
 
@@ -215,7 +304,7 @@ export class JobConsumer extends Construct {
       description: `jobfence consumer ${name}`,
       timeout: Duration.seconds(deployment.functionTimeoutSeconds),
       database: props.database,
-      login: "consumer",
+      login: { consumer: name },
       environment: {
         [CONSUMER_ENV.opsBusName]: props.opsBus.eventBusName,
         [CONSUMER_ENV.queueUrl]: this.queue.queueUrl,
@@ -231,16 +320,28 @@ export class JobConsumer extends Construct {
         [CONSUMER_ENV.recordBudgetMs]: String(timings.recordBudgetMs),
         [CONSUMER_ENV.returnReserveMs]: String(timings.returnReserveMs),
         [CONSUMER_ENV.fifo]: timings.fifo ? "true" : "false",
+        // The pool size the connection budget counted, deployed rather than left to the default.
+        [CONSUMER_ENV.poolMax]: String(this.connections.poolMax),
       },
     });
+    const pollers = deployment.provisionedPollers;
     this.eventSource = new lambdaEventSources.SqsEventSource(this.queue, {
       batchSize: deployment.batchSize,
-      maxConcurrency: deployment.maxConcurrency,
+      // AWS takes one or the other; with pollers, maxConcurrency was checked to cover their reach.
+      ...(pollers
+        ? {
+            provisionedPollerConfig: {
+              minimumPollers: pollers.minimumPollers,
+              maximumPollers: pollers.maximumPollers,
+            },
+          }
+        : { maxConcurrency: deployment.maxConcurrency }),
       reportBatchItemFailures: true,
       // Only when set: CDK refuses any batching window on a FIFO queue, even 0.
       ...(timings.batchingWindowSeconds > 0
         ? { maxBatchingWindow: Duration.seconds(timings.batchingWindowSeconds) }
         : {}),
+      metricsConfig: EVENT_SOURCE_METRICS,
     });
     this.consumerFunction.function.addEventSource(this.eventSource);
     // The retry middleware hides a failed message for its backoff delay (SPEC §4); the event
@@ -255,7 +356,7 @@ export class JobConsumer extends Construct {
       description: `jobfence backstop drain of ${name}`,
       timeout: BACKSTOP_DRAIN_DEFAULTS.timeout,
       database: props.database,
-      login: "consumer",
+      login: { consumer: name },
       environment: {
         [DRAIN_ENV.consumer]: name,
         [DRAIN_ENV.sourceQueueUrl]: this.queue.queueUrl,
@@ -263,17 +364,20 @@ export class JobConsumer extends Construct {
         [DRAIN_ENV.opsBusName]: props.opsBus.eventBusName,
       },
     });
-    this.drainFunction.function.addEventSource(
-      new lambdaEventSources.SqsEventSource(this.backstopQueue, {
-        batchSize: BACKSTOP_DRAIN_DEFAULTS.batchSize,
-        maxConcurrency: BACKSTOP_DRAIN_DEFAULTS.maxConcurrency,
-        reportBatchItemFailures: true,
-      }),
-    );
+    this.drainEventSource = new lambdaEventSources.SqsEventSource(this.backstopQueue, {
+      batchSize: BACKSTOP_DRAIN_DEFAULTS.batchSize,
+      maxConcurrency: BACKSTOP_DRAIN_DEFAULTS.maxConcurrency,
+      reportBatchItemFailures: true,
+      metricsConfig: EVENT_SOURCE_METRICS,
+    });
+    this.drainFunction.function.addEventSource(this.drainEventSource);
     props.opsBus.grantPutEventsTo(this.drainFunction.function);
 
+    // Every alarm treats missing data as not breaching: the failure metrics are only emitted when
+    // something fails, and SQS stops reporting an idle queue's metrics.
     const alarm = (alarmId: string, metric: cloudwatch.IMetric, threshold: number, description: string) => {
       const created = new cloudwatch.Alarm(this, alarmId, {
+        alarmName: alarmNameOf(this, alarmId),
         metric,
         threshold,
         evaluationPeriods: 1,
@@ -285,19 +389,35 @@ export class JobConsumer extends Construct {
       return created;
     };
     const oldest = props.oldestMessageAlarmSeconds ?? CONSUMER_DEFAULTS.oldestMessageAlarmSeconds;
+    const backstopOldest =
+      props.backstopOldestMessageAlarmSeconds ?? CONSUMER_DEFAULTS.backstopOldestMessageAlarmSeconds;
+    const queuePeriod = { period: CONSUMER_DEFAULTS.queueAlarmPeriod, statistic: "Maximum" };
+    const failures = (metricName: string) =>
+      this.metric(metricName, { period: CONSUMER_DEFAULTS.failureAlarmPeriod, statistic: "Sum" });
+    const drainFailures = (metricName: string) =>
+      this.drainMetric(metricName, { period: CONSUMER_DEFAULTS.failureAlarmPeriod, statistic: "Sum" });
     this.alarms = {
       backstopDepth: alarm(
         "BackstopDepthAlarm",
-        this.backstopQueue.metricApproximateNumberOfMessagesVisible({
-          period: Duration.minutes(1),
-          statistic: "Maximum",
-        }),
+        this.backstopQueue.metricApproximateNumberOfMessagesVisible(queuePeriod),
         0,
         `${name}: messages reached the backstop queue (the harness could not record their outcome)`,
       ),
+      backstopInFlight: alarm(
+        "BackstopInFlightAlarm",
+        this.backstopQueue.metricApproximateNumberOfMessagesNotVisible(queuePeriod),
+        0,
+        `${name}: the backstop drain holds messages in flight (it records them as unrecorded dead letters, or keeps failing to)`,
+      ),
+      backstopOldestMessageAge: alarm(
+        "BackstopOldestMessageAlarm",
+        this.backstopQueue.metricApproximateAgeOfOldestMessage(queuePeriod),
+        backstopOldest,
+        `${name}: a message has waited more than ${backstopOldest} s in the backstop queue (the drain cannot record it; the backstop keeps it 14 days)`,
+      ),
       oldestMessageAge: alarm(
         "OldestMessageAlarm",
-        this.queue.metricApproximateAgeOfOldestMessage({ period: Duration.minutes(1), statistic: "Maximum" }),
+        this.queue.metricApproximateAgeOfOldestMessage(queuePeriod),
         oldest,
         `${name}: a message has waited more than ${oldest} s in the source queue`,
       ),
@@ -313,6 +433,74 @@ export class JobConsumer extends Construct {
         0,
         `${name}: the backstop drain failed an invocation`,
       ),
+      deadLetterWriteFailed: alarm(
+        "DeadLetterWriteFailedAlarm",
+        failures(METRIC.deadLetterWriteFailed),
+        0,
+        `${name}: a dead letter could not be written (the message stays in the queue and comes back)`,
+      ),
+      alertFailed: alarm(
+        "AlertFailedAlarm",
+        failures(METRIC.alertFailed),
+        0,
+        `${name}: a DeadLetterRecorded alert could not be published to the ops bus (the dead letter is recorded)`,
+      ),
+      recordFailed: alarm(
+        "RecordFailedAlarm",
+        failures(METRIC.recordFailed),
+        0,
+        `${name}: a record failed with an error the harness could not classify (the message stays in the queue)`,
+      ),
+      retryScheduleFailed: alarm(
+        "RetryScheduleFailedAlarm",
+        failures(METRIC.retryScheduleFailed),
+        0,
+        `${name}: a retry's backoff could not be set (ChangeMessageVisibility failed; the visibility timeout paces it instead)`,
+      ),
+      failureUnrecorded: alarm(
+        "FailureUnrecordedAlarm",
+        failures(METRIC.failureUnrecorded),
+        0,
+        `${name}: a failure could not be counted in the attempt ledger (the database is unreachable)`,
+      ),
+      recordInterrupted: alarm(
+        "RecordInterruptedAlarm",
+        failures(METRIC.recordInterrupted),
+        0,
+        `${name}: a record's work was still running when the invocation's time ran out (rolled back, interruption recorded)`,
+      ),
+      backstopRecordFailed: alarm(
+        "BackstopRecordFailedAlarm",
+        drainFailures(METRIC.backstopRecordFailed),
+        0,
+        `${name}: the backstop drain could not record messages as dead letters (they stay in the backstop)`,
+      ),
+      drainAlertFailed: alarm(
+        "DrainAlertFailedAlarm",
+        drainFailures(METRIC.alertFailed),
+        0,
+        `${name}: the backstop drain could not publish a DeadLetterRecorded alert (the unrecorded dead letter is recorded)`,
+      ),
     };
+  }
+
+  /** A metric the consumer's harness emits (namespace `jobfence`, dimension `service` = the consumer). */
+  metric(metricName: string, options: cloudwatch.MetricOptions = {}): cloudwatch.Metric {
+    return new cloudwatch.Metric({
+      namespace: METRICS_NAMESPACE,
+      metricName,
+      dimensionsMap: { service: this.consumerName },
+      ...options,
+    });
+  }
+
+  /** A metric its backstop drain emits (dimension `service` = `<consumer>-backstop`). */
+  drainMetric(metricName: string, options: cloudwatch.MetricOptions = {}): cloudwatch.Metric {
+    return new cloudwatch.Metric({
+      namespace: METRICS_NAMESPACE,
+      metricName,
+      dimensionsMap: { service: backstopDrainService(this.consumerName) },
+      ...options,
+    });
   }
 }

@@ -2,14 +2,16 @@
  * Migrations on deploy: a CDK Trigger invokes `functions/migrate` (as the migrator login) once per
  * deployment that changes it, after the database exists and before the consumers' event sources
  * are created, so no consumer takes a job against an old schema. After migrating it creates or
- * updates the consumer, ops and cleanup logins from their secrets (migration 0006). A failed
+ * updates each consumer's login and the ops and cleanup logins from their secrets. A failed
  * migration fails the deployment (and CloudFormation rolls back).
  */
 import { Duration, Stack } from "aws-cdk-lib";
+import type * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
+import type * as sqs from "aws-cdk-lib/aws-sqs";
 import * as triggers from "aws-cdk-lib/triggers";
 import { Construct, type IConstruct } from "constructs";
-import type { GroupRole } from "../../shared/db/queries/provision-login.ts";
-import type { DatabaseAccess, DatabaseLogin } from "./database.ts";
+import type { SharedRole } from "../../shared/db/queries/provision-login.ts";
+import type { DatabaseAccess, SharedDatabaseLogin } from "./database.ts";
 import { JobfenceFunction } from "./jobfence-function.ts";
 
 /** Props of {@link DatabaseMigrations}. */
@@ -27,14 +29,29 @@ export interface DatabaseMigrationsProps {
    * @default true
    */
   readonly provisionLogins?: boolean;
+  /**
+   * Each consumer's source queue, registered on every run as the only queue a replay may send that
+   * consumer's dead letters to (a dead letter's queue is the consumer's word; migration 0014).
+   * @default none registered: replays are not restricted by queue
+   */
+  readonly consumerQueues?: Readonly<Record<string, sqs.IQueue>>;
 }
 
-/** The group role each function login is granted (SPEC §9). */
-export const LOGIN_ROLES: Readonly<Record<Exclude<DatabaseLogin, "migrator">, GroupRole>> = Object.freeze({
-  consumer: "jobfence_consumer",
-  ops: "jobfence_ops",
-  cleanup: "jobfence_cleanup",
-});
+/**
+ * The group role each shared function login is granted. A consumer's login is granted its
+ * consumer's own group role instead (`consumerRoleName`), which the migrate function derives
+ * from the consumer's name.
+ */
+export const LOGIN_ROLES: Readonly<Record<Exclude<SharedDatabaseLogin, "migrator">, SharedRole>> =
+  Object.freeze({
+    ops: "jobfence_ops",
+    cleanup: "jobfence_cleanup",
+  });
+
+/** One entry of the migrate function's `JOBFENCE_LOGIN_SECRETS`. */
+export type LoginSecretEntry =
+  | { readonly secretArn: string; readonly consumer: string }
+  | { readonly secretArn: string; readonly memberOf: SharedRole };
 
 /** The migrate function and the trigger that runs it on deploy. */
 export class DatabaseMigrations extends Construct {
@@ -54,14 +71,32 @@ export class DatabaseMigrations extends Construct {
       bundleWithFiles: true,
     });
     if (props.provisionLogins ?? true) {
-      const logins = Object.entries(LOGIN_ROLES).map(([login, memberOf]) => {
-        const secret = props.database.secrets[login as keyof typeof LOGIN_ROLES];
-        secret.grantRead(this.migrateFunction.function);
-        return { secretArn: secret.secretArn, memberOf };
-      });
+      const { secrets } = props.database;
+      const logins: Array<{ readonly secret: secretsmanager.ISecret; readonly entry: LoginSecretEntry }> = [
+        ...Object.keys(secrets.consumers)
+          .sort()
+          .map((consumer) => {
+            const secret = props.database.secretOf({ consumer });
+            return { secret, entry: { secretArn: secret.secretArn, consumer } };
+          }),
+        ...Object.entries(LOGIN_ROLES).map(([login, memberOf]) => {
+          const secret = secrets[login as keyof typeof LOGIN_ROLES];
+          return { secret, entry: { secretArn: secret.secretArn, memberOf } };
+        }),
+      ];
+      for (const { secret } of logins) secret.grantRead(this.migrateFunction.function);
       this.migrateFunction.function.addEnvironment(
         "JOBFENCE_LOGIN_SECRETS",
-        Stack.of(this).toJsonString(logins),
+        Stack.of(this).toJsonString(logins.map((login) => login.entry)),
+      );
+    }
+    const queues = Object.entries(props.consumerQueues ?? {}).sort(([a], [b]) => a.localeCompare(b));
+    if (queues.length > 0) {
+      this.migrateFunction.function.addEnvironment(
+        "JOBFENCE_CONSUMER_QUEUES",
+        Stack.of(this).toJsonString(
+          Object.fromEntries(queues.map(([consumer, q]) => [consumer, [q.queueUrl]])),
+        ),
       );
     }
     this.trigger = new triggers.Trigger(this, "Trigger", {

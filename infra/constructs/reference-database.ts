@@ -1,7 +1,8 @@
 /**
  * The reference stack's database: Aurora PostgreSQL Serverless v2 behind an RDS Proxy that
- * requires TLS, in the given VPC, with one generated secret per login (SPEC §9). Production
- * deployments that already have a database use {@link DatabaseAccess.fromAttributes} instead.
+ * requires TLS, in the given VPC, with one generated secret per login: the migrator, ops, cleanup
+ * and one per consumer. Production deployments that already have a database use
+ * {@link DatabaseAccess.fromAttributes} instead.
  *
  * The cluster's master user is the migrator: it applies the migrations and owns every object.
  * The other logins' secrets are generated here and registered with the proxy; the migrate
@@ -11,12 +12,22 @@ import { Duration, RemovalPolicy } from "aws-cdk-lib";
 import * as ec2 from "aws-cdk-lib/aws-ec2";
 import * as rds from "aws-cdk-lib/aws-rds";
 import { Construct } from "constructs";
+import { ConfigurationError } from "../../shared/errors.ts";
 import { DATABASE_DEFAULTS } from "../defaults.ts";
-import { DATABASE_LOGINS, DatabaseAccess, type DatabaseAccessProps, type DatabaseLogin } from "./database.ts";
+import {
+  allSecrets,
+  consumerLoginName,
+  DATABASE_LOGINS,
+  DatabaseAccess,
+  type DatabaseSecrets,
+  type SharedDatabaseLogin,
+} from "./database.ts";
 
 /** Props of {@link ReferenceDatabase}. */
 export interface ReferenceDatabaseProps {
   readonly vpc: ec2.IVpc;
+  /** The consumers deployed against it (their names): each gets a login and its secret. */
+  readonly consumers: readonly string[];
   /** @default "jobfence" */
   readonly databaseName?: string;
   /** Aurora capacity units. @default 0.5 */
@@ -28,8 +39,6 @@ export interface ReferenceDatabaseProps {
    * @default true
    */
   readonly retain?: boolean;
-  /** See {@link DatabaseAccessProps.credentialsRevision}. @default none */
-  readonly credentialsRevision?: string;
 }
 
 /** Aurora Serverless v2, its proxy and the per-login secrets. */
@@ -38,7 +47,7 @@ export class ReferenceDatabase extends Construct {
   readonly proxy: rds.DatabaseProxy;
   /** Allows the functions in; the proxy's group. */
   readonly securityGroup: ec2.SecurityGroup;
-  readonly secrets: Readonly<Record<DatabaseLogin, rds.DatabaseSecret>>;
+  readonly secrets: DatabaseSecrets<rds.DatabaseSecret>;
   /** What the other constructs connect through (the proxy endpoint). */
   readonly access: DatabaseAccess;
 
@@ -46,8 +55,7 @@ export class ReferenceDatabase extends Construct {
     super(scope, id);
     const databaseName = props.databaseName ?? DATABASE_DEFAULTS.databaseName;
     const retain = props.retain ?? true;
-    const secret = (login: DatabaseLogin) =>
-      // DatabaseSecret's generated passwords exclude every character a URL would need escaped.
+    const secret = (login: SharedDatabaseLogin) =>
       new rds.DatabaseSecret(this, `${login[0]?.toUpperCase()}${login.slice(1)}Secret`, {
         username: DATABASE_LOGINS[login],
         secretName: `jobfence/db/${login}`,
@@ -77,11 +85,27 @@ export class ReferenceDatabase extends Construct {
       cloudwatchLogsExports: ["postgresql"],
       port: DATABASE_DEFAULTS.port,
     });
+    const usernames = new Map<string, string>();
+    const consumerSecrets: Record<string, rds.DatabaseSecret> = {};
+    for (const consumer of props.consumers) {
+      const username = consumerLoginName(consumer);
+      const taken = usernames.get(username);
+      if (taken !== undefined) {
+        throw new ConfigurationError("ReferenceDatabase", [
+          `consumers "${taken}" and "${consumer}" would share the login ${username}: rename one`,
+        ]);
+      }
+      usernames.set(username, consumer);
+      consumerSecrets[consumer] = new rds.DatabaseSecret(this, `ConsumerSecret-${consumer}`, {
+        username,
+        secretName: `jobfence/db/consumer/${consumer}`,
+      });
+    }
     this.secrets = {
       migrator,
-      consumer: secret("consumer"),
       ops: secret("ops"),
       cleanup: secret("cleanup"),
+      consumers: consumerSecrets,
     };
 
     this.securityGroup = new ec2.SecurityGroup(this, "ProxySg", {
@@ -94,7 +118,8 @@ export class ReferenceDatabase extends Construct {
       vpc: props.vpc,
       vpcSubnets: { subnetType: ec2.SubnetType.PRIVATE_WITH_EGRESS },
       securityGroups: [this.securityGroup],
-      secrets: Object.values(this.secrets),
+      // RDS Proxy accepts only the users whose secrets it holds: every login's, consumers' too.
+      secrets: allSecrets(this.secrets),
       requireTLS: true,
       clientPasswordAuthType: rds.ClientPasswordAuthType.POSTGRES_SCRAM_SHA_256,
     });
@@ -111,7 +136,6 @@ export class ReferenceDatabase extends Construct {
       port: DATABASE_DEFAULTS.port,
       databaseName,
       secrets: this.secrets,
-      ...(props.credentialsRevision !== undefined ? { credentialsRevision: props.credentialsRevision } : {}),
     });
   }
 }

@@ -14,7 +14,7 @@
 
 import { Logger } from "@aws-lambda-powertools/logger";
 import { injectLambdaContext } from "@aws-lambda-powertools/logger/middleware";
-import { Metrics } from "@aws-lambda-powertools/metrics";
+import { Metrics, MetricUnit } from "@aws-lambda-powertools/metrics";
 import { logMetrics } from "@aws-lambda-powertools/metrics/middleware";
 import type { EventBridgeClient } from "@aws-sdk/client-eventbridge";
 import middy, { type MiddyfiedHandler } from "@middy/core";
@@ -22,13 +22,21 @@ import type { Context, SQSBatchResponse, SQSEvent } from "aws-lambda";
 import type pg from "pg";
 import { z } from "zod";
 import { createEventBridgeClient } from "../aws/clients.ts";
-import { CONSUMER_NAME, databaseUrlField, dbRoleField, opsBusNameField } from "../config/fields.ts";
+import {
+  CONSUMER_NAME,
+  DATABASE_ENV,
+  databaseConnection,
+  databaseFields,
+  dbRoleField,
+  opsBusNameField,
+  withDatabaseCheck,
+} from "../config/fields.ts";
 import { configFromEnv, parseConfig } from "../config/parse.ts";
 import { createPool } from "../db/pool.ts";
 import { EMPTY_LEDGER } from "../db/queries/message-attempts.ts";
 import { writeDeadLetter } from "../dead-letters/write-dead-letter.ts";
 import { UnrecordedMessageError } from "../errors.ts";
-import { METRICS_NAMESPACE } from "../metrics/names.ts";
+import { METRIC, METRICS_NAMESPACE } from "../metrics/names.ts";
 import { observeOutcome } from "../middleware/observe-outcome.ts";
 import { parseEnvelope } from "../middleware/parse-envelope.ts";
 import { recordDeadLetter } from "../middleware/record-dead-letter.ts";
@@ -37,19 +45,22 @@ import type { RecordContext, RecordOutcome } from "../record/record-context.ts";
 import { sqsBatchProcessor } from "../record/sqs-batch.ts";
 
 /** The drain's configuration. */
-const drainConfigSchema = z
-  .object({
-    /** The consumer whose backstop this is: the dead letters' `consumer`. */
-    consumer: z.string().regex(CONSUMER_NAME, "must be a consumer name"),
-    /** Where a replay sends the message: the source queue, not the backstop. */
-    sourceQueueUrl: z.url(),
-    /** The source queue's redrive maxReceiveCount: how many receives the message had there. */
-    sourceMaxReceiveCount: z.coerce.number().int().min(1).max(1000),
-    databaseUrl: databaseUrlField,
-    opsBusName: opsBusNameField,
-    dbRole: dbRoleField.optional(),
-  })
-  .strict();
+const drainConfigSchema = withDatabaseCheck(
+  z
+    .object({
+      /** The consumer whose backstop this is: the dead letters' `consumer`. */
+      consumer: z.string().regex(CONSUMER_NAME, "must be a consumer name"),
+      /** Where a replay sends the message: the source queue, not the backstop. */
+      sourceQueueUrl: z.url(),
+      /** The source queue's redrive maxReceiveCount: how many receives the message had there. */
+      sourceMaxReceiveCount: z.coerce.number().int().min(1).max(1000),
+      /** The consumer's login (the drain shares it): a connection string, or its secret and endpoint. */
+      ...databaseFields,
+      opsBusName: opsBusNameField,
+      dbRole: dbRoleField.optional(),
+    })
+    .strict(),
+);
 
 export type BackstopDrainConfig = z.output<typeof drainConfigSchema>;
 
@@ -58,7 +69,7 @@ export const DRAIN_ENV = Object.freeze({
   consumer: "JOBFENCE_CONSUMER",
   sourceQueueUrl: "JOBFENCE_SOURCE_QUEUE_URL",
   sourceMaxReceiveCount: "JOBFENCE_SOURCE_MAX_RECEIVE_COUNT",
-  databaseUrl: "DATABASE_URL",
+  ...DATABASE_ENV,
   opsBusName: "JOBFENCE_OPS_BUS_NAME",
   dbRole: "JOBFENCE_DB_ROLE",
 } satisfies Record<keyof BackstopDrainConfig, string>);
@@ -102,18 +113,23 @@ export type BackstopDrainHandler = MiddyfiedHandler<SQSEvent, SQSBatchResponse, 
   readonly config: BackstopDrainConfig;
 };
 
+/** The drain's Powertools `service` (its metrics' dimension, its logs' service): `<consumer>-backstop`. */
+export function backstopDrainService(consumer: string): string {
+  return `${consumer}-backstop`;
+}
+
 export function createBackstopDrain(
   config: BackstopDrainConfig,
   runtime: BackstopDrainRuntime = {},
 ): BackstopDrainHandler {
-  const service = `${config.consumer}-backstop`;
+  const service = backstopDrainService(config.consumer);
   const logger = runtime.logger ?? new Logger({ serviceName: service });
   logger.appendPersistentKeys({ consumer: config.consumer });
   const metrics = runtime.metrics ?? new Metrics({ namespace: METRICS_NAMESPACE, serviceName: service });
   const pool =
     runtime.pool ??
     createPool({
-      connectionString: config.databaseUrl,
+      ...databaseConnection(config),
       applicationName: `jobfence:${service}`,
       ...(config.dbRole ? { role: config.dbRole } : {}),
       onIdleError: (error) => logger.warn("idle database connection failed", { error: error.message }),
@@ -190,7 +206,15 @@ export function createBackstopDrain(
     metrics,
     logger,
   });
-  const handler = middy<SQSEvent, SQSBatchResponse, Error, Context>(processBatch)
+  const drainBatch = async (event: SQSEvent, context: Context): Promise<SQSBatchResponse> => {
+    const response = await processBatch(event, context);
+    // Counted from the response, whatever path failed each record: a record left in the backstop
+    // fails no invocation, so Lambda's Errors never sees a drain that cannot record anything.
+    const failed = response.batchItemFailures.length;
+    if (failed > 0) metrics.addMetric(METRIC.backstopRecordFailed, MetricUnit.Count, failed);
+    return response;
+  };
+  const handler = middy<SQSEvent, SQSBatchResponse, Error, Context>(drainBatch)
     .use(injectLambdaContext(logger))
     .use(logMetrics(metrics));
   return Object.assign(handler, { pool, config });

@@ -5,7 +5,7 @@
  */
 import { z } from "zod";
 import { TTL_DEFAULTS } from "../fence/ttl.ts";
-import { databaseUrlField, dbRoleField, opsBusNameField } from "./fields.ts";
+import { DATABASE_ENV, databaseFields, dbRoleField, opsBusNameField, withDatabaseCheck } from "./fields.ts";
 import { configFromEnv, parseConfig } from "./parse.ts";
 
 /** Named defaults of {@link ConsumerConfig}. */
@@ -28,45 +28,47 @@ export const CONSUMER_DEFAULTS = Object.freeze({
 
 const positiveInt = z.coerce.number().int().positive();
 
-const configSchema = z
-  .object({
-    /** PostgreSQL connection string of the consumer's login (granted jobfence_consumer). */
-    databaseUrl: databaseUrlField,
-    /** Name of the ops EventBridge bus that receives DeadLetterRecorded (never a domain bus). */
-    opsBusName: opsBusNameField,
-    /** URL of the source queue; derived from the record's queue ARN when absent. */
-    queueUrl: z.url().optional(),
-    fenceTtlSeconds: positiveInt.default(CONSUMER_DEFAULTS.fenceTtlSeconds),
-    /** The source queue's retention; with the retry policy it bounds how late a delivery can come. */
-    queueRetentionSeconds: positiveInt.default(CONSUMER_DEFAULTS.queueRetentionSeconds),
-    functionTimeoutSeconds: positiveInt.default(CONSUMER_DEFAULTS.functionTimeoutSeconds),
-    lockTimeoutMs: positiveInt.default(CONSUMER_DEFAULTS.lockTimeoutMs),
-    poolMax: positiveInt.max(100).default(CONSUMER_DEFAULTS.poolMax),
-    /** A role to SET on each connection, for a login that does not inherit its jobfence role. */
-    dbRole: dbRoleField.optional(),
-    /**
-     * The source queue's redrive count. When set, a transient failure on the last receive before
-     * the backstop is dead-lettered by the harness, and the timings are validated together.
-     */
-    maxReceiveCount: z.coerce.number().int().min(1).max(1000).optional(),
-    /** The source queue's visibility timeout (validated with the other timings when given). */
-    visibilityTimeoutSeconds: z.coerce.number().int().min(0).max(43_200).optional(),
-    /** The event source's MaximumBatchingWindowInSeconds. */
-    batchingWindowSeconds: z.coerce
-      .number()
-      .int()
-      .min(0)
-      .max(300)
-      .default(CONSUMER_DEFAULTS.batchingWindowSeconds),
-    /** Whether the source queue is FIFO. @default taken from each record's queue ARN */
-    fifo: z.union([z.boolean(), z.stringbool()]).optional(),
-    maxInterruptions: positiveInt.max(10).default(CONSUMER_DEFAULTS.maxInterruptions),
-    /** No record starts when less than this remains of the invocation. @default a third of the timeout, at most 10 s */
-    recordBudgetMs: positiveInt.optional(),
-    /** The harness returns this long before the function timeout. @default a tenth of the timeout, at most 2 s */
-    returnReserveMs: positiveInt.optional(),
-  })
-  .strict();
+const configSchema = withDatabaseCheck(
+  z
+    .object({
+      /** The consumer's login: a connection string, or its secret and endpoint. */
+      ...databaseFields,
+      /** Name of the ops EventBridge bus that receives DeadLetterRecorded (never a domain bus). */
+      opsBusName: opsBusNameField,
+      /** URL of the source queue; derived from the record's queue ARN when absent. */
+      queueUrl: z.url().optional(),
+      fenceTtlSeconds: positiveInt.default(CONSUMER_DEFAULTS.fenceTtlSeconds),
+      /** The source queue's retention; with the retry policy it bounds how late a delivery can come. */
+      queueRetentionSeconds: positiveInt.default(CONSUMER_DEFAULTS.queueRetentionSeconds),
+      functionTimeoutSeconds: positiveInt.default(CONSUMER_DEFAULTS.functionTimeoutSeconds),
+      lockTimeoutMs: positiveInt.default(CONSUMER_DEFAULTS.lockTimeoutMs),
+      poolMax: positiveInt.max(100).default(CONSUMER_DEFAULTS.poolMax),
+      /** A role to SET on each connection, for a login that does not inherit its jobfence role. */
+      dbRole: dbRoleField.optional(),
+      /**
+       * The source queue's redrive count. When set, a transient failure on the last receive before
+       * the backstop is dead-lettered by the harness, and the timings are validated together.
+       */
+      maxReceiveCount: z.coerce.number().int().min(1).max(1000).optional(),
+      /** The source queue's visibility timeout (validated with the other timings when given). */
+      visibilityTimeoutSeconds: z.coerce.number().int().min(0).max(43_200).optional(),
+      /** The event source's MaximumBatchingWindowInSeconds. */
+      batchingWindowSeconds: z.coerce
+        .number()
+        .int()
+        .min(0)
+        .max(300)
+        .default(CONSUMER_DEFAULTS.batchingWindowSeconds),
+      /** Whether the source queue is FIFO. @default taken from each record's queue ARN */
+      fifo: z.union([z.boolean(), z.stringbool()]).optional(),
+      maxInterruptions: positiveInt.max(10).default(CONSUMER_DEFAULTS.maxInterruptions),
+      /** No record starts when less than this remains of the invocation. @default a third of the timeout, at most 10 s */
+      recordBudgetMs: positiveInt.optional(),
+      /** The harness returns this long before the function timeout. @default a tenth of the timeout, at most 2 s */
+      returnReserveMs: positiveInt.optional(),
+    })
+    .strict(),
+);
 
 /** A consumer's validated configuration. */
 export type ConsumerConfig = z.output<typeof configSchema>;
@@ -75,7 +77,7 @@ export type ConsumerConfigInput = z.input<typeof configSchema>;
 
 /** The environment variables the Lambda reads, by configuration key. */
 export const CONSUMER_ENV = Object.freeze({
-  databaseUrl: "DATABASE_URL",
+  ...DATABASE_ENV,
   opsBusName: "JOBFENCE_OPS_BUS_NAME",
   queueUrl: "JOBFENCE_QUEUE_URL",
   fenceTtlSeconds: "JOBFENCE_FENCE_TTL_SECONDS",

@@ -9,6 +9,7 @@
 import pg from "pg";
 import { MigrationChecksumError, MigrationError, MigrationUnknownError } from "../errors.ts";
 import { coreMigrationSet, type Migration, type MigrationSet } from "./migrations.ts";
+import { ensureConsumerRole } from "./queries/provision-login.ts";
 import { withTransaction } from "./transaction.ts";
 
 /** Options of {@link runMigrations}. */
@@ -97,6 +98,9 @@ export async function runMigrations(options: RunMigrationsOptions): Promise<Migr
       }));
       const applied: AppliedMigration[] = [];
       for (const { set, migrations } of pending) {
+        // A consumer's set grants its tables to the consumer's group role: make sure it exists (and
+        // is registered) first. Every run, so a consumer added to an existing database gets one.
+        if (set.consumer !== undefined) await ensureConsumerRole(client, set.consumer);
         for (const migration of migrations) {
           await applyOne(client, set.name, migration);
           applied.push({ set: set.name, version: migration.version, name: migration.name });

@@ -30,6 +30,12 @@ export interface MigrationSet {
   /** The set's name in the history table. */
   readonly name: string;
   readonly migrations: readonly Migration[];
+  /**
+   * The consumer whose own tables the set holds. Before applying it the runner ensures that
+   * consumer's group role (`consumerRoleName`, e.g. `jobfence_consumer_award_points`), so its
+   * migrations grant to that role and no other consumer reaches the tables. @default none (core)
+   */
+  readonly consumer?: string;
 }
 
 /** The library's own schema: fences, dead letters, roles. */

@@ -1,13 +1,28 @@
 /**
  * The connection pool. A Lambda container creates one at start-up and reuses it across
- * invocations; the session settings that bound waiting (SPEC §3) are sent in the startup packet,
- * so they cost no round trip per transaction.
+ * invocations; the session settings that bound waiting are sent in the startup packet, so they
+ * cost no round trip per transaction.
+ *
+ * The database is given by connection string or by endpoint and Secrets Manager secret
+ * (./credentials.ts). By secret, the pool starts reading the secret when it is created, each new
+ * connection takes the current username and password, and a connection refused for its
+ * credentials is retried once after the secret is read again.
  */
 import pg from "pg";
+import {
+  credentialsOf,
+  type DatabaseConnection,
+  retryAfterRefusedLogin,
+  type SecretCredentials,
+  type SecretEndpoint,
+  secretClientConfig,
+} from "./credentials.ts";
 
-/** Options of {@link createPool}. */
-export interface PoolOptions {
-  readonly connectionString: string;
+/** Options of {@link createPool}: the database, and the pool's settings. */
+export type PoolOptions = DatabaseConnection & PoolSettings;
+
+/** The settings of a pool, whichever way its database is given. */
+export interface PoolSettings {
   /**
    * Connections per pool. A consumer processes one record at a time, so one connection serves it;
    * the second lets a dead-letter write proceed while a broken connection is being replaced.
@@ -70,8 +85,7 @@ export const POOL_DEFAULTS = Object.freeze({
 /** Creates a pool with jobfence's session settings. */
 export function createPool(options: PoolOptions): pg.Pool {
   const o = { ...POOL_DEFAULTS, ...options };
-  const pool = new pg.Pool({
-    connectionString: o.connectionString,
+  const settings: pg.PoolConfig = {
     max: o.max,
     lock_timeout: o.lockTimeoutMs,
     statement_timeout: o.statementTimeoutMs,
@@ -82,7 +96,11 @@ export function createPool(options: PoolOptions): pg.Pool {
       ...(o.role ? [`-c role=${o.role}`] : []),
       `-c client_connection_check_interval=${Math.max(0, Math.floor(o.connectionCheckIntervalMs))}`,
     ].join(" "),
-  });
+  };
+  const pool =
+    options.secret === undefined
+      ? new pg.Pool({ ...settings, connectionString: options.connectionString })
+      : new SecretLoginPool(settings, options.secret, credentialsOf(options));
   pool.on("error", o.onIdleError ?? (() => {}));
   // pg-pool listens for errors only while a client is idle. A checked-out client whose backend
   // dies (terminated, the server restarted) emits 'error' too, and with no listener that is an
@@ -92,4 +110,57 @@ export function createPool(options: PoolOptions): pg.Pool {
     client.on("error", () => {});
   });
   return pool;
+}
+
+/**
+ * A pool whose connections log in with a secret's credentials. The username is taken when each
+ * client is created (pg-pool's `Client` option), the password when the server asks for it; a
+ * checkout that has to open a connection and is refused for its credentials re-reads the secret
+ * and tries once more. (A checkout that waited for a full pool to free a slot is opened by
+ * pg-pool itself, without the retry: a refusal there fails that checkout only, and the next one
+ * re-reads.)
+ */
+class SecretLoginPool extends pg.Pool {
+  readonly #credentials: SecretCredentials;
+
+  constructor(settings: pg.PoolConfig, endpoint: SecretEndpoint, credentials: SecretCredentials) {
+    class SecretLoginClient extends pg.Client {
+      constructor(config?: pg.ClientConfig) {
+        super({ ...config, ...secretClientConfig(endpoint, credentials) });
+      }
+    }
+    super({ ...settings, Client: SecretLoginClient });
+    this.#credentials = credentials;
+    // Read at init, so the first connection does not wait for Secrets Manager. A failure here is
+    // left to that connection, which reads again and reports it.
+    credentials.get().catch(() => {});
+  }
+
+  override connect(): Promise<pg.PoolClient>;
+  override connect(
+    callback: (
+      err: Error | undefined,
+      client: pg.PoolClient | undefined,
+      done: (release?: unknown) => void,
+    ) => void,
+  ): void;
+  override connect(
+    callback?: (
+      err: Error | undefined,
+      client: pg.PoolClient | undefined,
+      done: (release?: unknown) => void,
+    ) => void,
+  ): Promise<pg.PoolClient> | undefined {
+    const connected = retryAfterRefusedLogin(this.#credentials, async () => {
+      // Only before the first read: an idle connection must not wait for Secrets Manager.
+      if (this.#credentials.latest === undefined) await this.#credentials.get();
+      return super.connect();
+    });
+    if (!callback) return connected;
+    connected.then(
+      (client) => callback(undefined, client, (release) => client.release(release as Error | boolean)),
+      (error: Error) => callback(error, undefined, () => {}),
+    );
+    return undefined;
+  }
 }

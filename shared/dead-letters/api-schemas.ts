@@ -379,7 +379,7 @@ export const operationDetailSchema = operationSchema.extend({
   skipped: z.array(
     z.object({
       dead_letter_id: z.uuid(),
-      reason: z.enum(["conflict", "send-failed"]),
+      reason: z.enum(["conflict", "send-failed", "foreign-queue"]),
       detail: z.string(),
       at: z.string(),
     }),

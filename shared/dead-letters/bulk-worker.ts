@@ -20,6 +20,7 @@ import {
   recordChunk,
   recordChunkFailure,
   recordSkips,
+  type SkipReason,
 } from "../db/queries/bulk-operations.ts";
 import { fenceKey, fencesOf, type Resolution, resolveDeadLetters } from "../db/queries/replay-queries.ts";
 import { inTransaction } from "../db/transaction.ts";
@@ -125,7 +126,7 @@ async function runClaimedChunk(deps: BulkWorkerDeps, tx: pg.PoolClient, op: Oper
   const last = rows.at(-1);
   const counts = { replayed: 0, superseded: 0, discarded: 0, conflicts: 0, failed: 0 };
   const resolutions: Resolution[] = [];
-  const skips: Array<{ id: string; reason: "conflict" | "send-failed"; detail: string }> = [];
+  const skips: Array<{ id: string; reason: SkipReason; detail: string }> = [];
 
   if (op.kind === "discard") {
     for (const row of rows) resolutions.push({ id: row.id, status: "discarded", reason: op.reason ?? "" });
@@ -140,6 +141,12 @@ async function runClaimedChunk(deps: BulkWorkerDeps, tx: pg.PoolClient, op: Oper
           id: row.id,
           reason: "conflict",
           detail: "the job was applied with another payload under this job_id",
+        });
+      } else if (decision === "foreign-queue") {
+        skips.push({
+          id: row.id,
+          reason: "foreign-queue",
+          detail: "the dead letter names a queue that is not registered for its consumer; nothing was sent",
         });
       } else toSend.push(row);
     }

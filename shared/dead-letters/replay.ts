@@ -21,6 +21,7 @@ import {
   DeadLetterNotFoundError,
   HttpProblem,
   ReplayConflictError,
+  ReplayQueueRefusedError,
   ReplaySendError,
 } from "../errors.ts";
 import { faultHook } from "../fault-points.ts";
@@ -35,19 +36,21 @@ export interface ReplayDeps {
 }
 
 /** What a replay does with a pending dead letter, given its job's fence. */
-export type ReplayDecision = "send" | "superseded" | "conflict";
+export type ReplayDecision = "send" | "superseded" | "conflict" | "foreign-queue";
 
 /**
  * A fence that exists means the job was applied. The row is `superseded` when it is that job (same
  * fingerprint, or either side has none: a fence from before fingerprints, a body whose envelope
  * could not be read); a row carrying another job under the same id is a conflict, and sending it
- * would only record it again as one. Without a fence the row is sent.
+ * would only record it again as one. Without a fence the row is sent, unless it names a queue not
+ * registered for its consumer (`foreign-queue`: the consumer wrote the queue, and it could be
+ * another consumer's).
  */
 export function replayDecision(
-  row: { job_fingerprint: Buffer | null },
+  row: { job_fingerprint: Buffer | null; queue_allowed: boolean },
   fence: Buffer | null | undefined,
 ): ReplayDecision {
-  if (fence === undefined) return "send";
+  if (fence === undefined) return row.queue_allowed ? "send" : "foreign-queue";
   if (fence === null || row.job_fingerprint === null || fence.equals(row.job_fingerprint))
     return "superseded";
   return "conflict";
@@ -71,6 +74,7 @@ export async function replayDeadLetter(
 
     const decision = replayDecision(row, (await fencesOf(tx, [row])).get(fenceKey(row)));
     if (decision === "conflict") throw new ReplayConflictError(id, row.job_id);
+    if (decision === "foreign-queue") throw new ReplayQueueRefusedError(id, row.consumer);
     if (decision === "superseded") {
       await resolveDeadLetters(tx, [{ id, status: "superseded" }], actor);
       return { id, status: "superseded" as const, message_id: null };

@@ -22,6 +22,7 @@ import {
   PlanStaleError,
   PlanUsedError,
   ReplayConflictError,
+  ReplayQueueRefusedError,
   ReplaySendError,
 } from "../errors.ts";
 import { problemResponse } from "./problem.ts";
@@ -40,6 +41,11 @@ export function problemOf(error: unknown): HttpProblem {
   if (error instanceof DeadLetterConflictError) {
     return new HttpProblem("conflict", error.message, {
       extensions: { current_status: error.status, reason: "not-pending" },
+    });
+  }
+  if (error instanceof ReplayQueueRefusedError) {
+    return new HttpProblem("conflict", error.message, {
+      extensions: { current_status: "pending_review", reason: "foreign-queue" },
     });
   }
   if (error instanceof ReplayConflictError) {

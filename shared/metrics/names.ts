@@ -35,6 +35,11 @@ export const METRIC = {
   fenceLatency: "FenceLatency",
   /** Batch-commit mode: a batch transaction rolled back and ran again without a failed record. */
   batchRedone: "BatchRedone",
+  /**
+   * Backstop drain (dimension `service` = `<consumer>-backstop`): records it reported back unrecorded,
+   * left in the backstop queue. A reported record is no Lambda error, so only this metric shows them.
+   */
+  backstopRecordFailed: "BackstopRecordFailed",
 } as const;
 
 /** `DeadLetteredPoison`, `DeadLetteredHard`, …: one metric per kind, each alarmable on its own. */

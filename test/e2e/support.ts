@@ -20,8 +20,10 @@ export const E2E_RETRY = Object.freeze({ baseSeconds: 1, capSeconds: 2, maxAttem
 
 /** The services the test owns and the stack is pointed at. */
 export interface StackServices {
-  readonly databaseUrl: string;
-  readonly sqsEndpoint: string;
+  /** @default none: the stack starts its own embedded PostgreSQL (data in `localDir`), as `npm start` does */
+  readonly databaseUrl?: string;
+  /** @default none: the stack starts its own SQS emulator, as `npm start` does */
+  readonly sqsEndpoint?: string;
   /** A directory of the stack's own (stack.json, stats.json). */
   readonly localDir: string;
 }
@@ -54,15 +56,20 @@ export interface StackProcess {
   kill(): Promise<StackExit>;
 }
 
-/** The environment `npm start` gets: the test's, minus any JOBFENCE_* of its own, plus ours. */
+/**
+ * The environment `npm start` gets: the test's, minus any JOBFENCE_* of its own and the database
+ * and SQS it runs on, plus ours. Services the test does not own, the stack starts on free ports.
+ */
 export function stackEnv(services: StackServices): NodeJS.ProcessEnv {
   const inherited = Object.fromEntries(
-    Object.entries(process.env).filter(([name]) => !name.startsWith("JOBFENCE_")),
+    Object.entries(process.env).filter(
+      ([name]) => !name.startsWith("JOBFENCE_") && name !== "DATABASE_URL" && name !== "SQS_ENDPOINT",
+    ),
   );
   return {
     ...inherited,
-    DATABASE_URL: services.databaseUrl,
-    SQS_ENDPOINT: services.sqsEndpoint,
+    ...(services.databaseUrl ? { DATABASE_URL: services.databaseUrl } : { JOBFENCE_PG_PORT: "0" }),
+    ...(services.sqsEndpoint ? { SQS_ENDPOINT: services.sqsEndpoint } : { JOBFENCE_SQS_PORT: "0" }),
     JOBFENCE_LOCAL_DIR: services.localDir,
     JOBFENCE_API_PORT: "0",
     JOBFENCE_RETRY_BASE_SECONDS: String(E2E_RETRY.baseSeconds),

@@ -1,10 +1,13 @@
 /**
  * Every Lambda entry point reads its configuration at init: a missing or malformed variable stops
  * the function before it takes any work, with every problem named by its variable; a complete
- * configuration loads (connections open only when first used).
+ * configuration loads (connections open only when first used). The database is given one way:
+ * `DATABASE_URL`, or (deployed) the login's secret and the endpoint, in which case the secret is
+ * read at init; both, or neither, is refused.
  */
-import { afterEach, describe, expect, it, vi } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import type { ConfigurationError } from "../../shared/errors.ts";
+import { type LocalSecretsManager, localSecretsManager } from "../support/secrets-manager.ts";
 
 const DATABASE_URL = "postgres://jobfence@127.0.0.1:5432/jobfence";
 const ENTRY_POINTS: Array<{ module: string; env: Record<string, string>; required: string[] }> = [
@@ -48,9 +51,74 @@ const ENTRY_POINTS: Array<{ module: string; env: Record<string, string>; require
     env: { DATABASE_URL, JOBFENCE_OPS_BUS_NAME: "ops" },
     required: ["DATABASE_URL", "JOBFENCE_OPS_BUS_NAME"],
   },
+  {
+    module: "../../functions/doctor/handler.ts",
+    env: {
+      DATABASE_URL,
+      JOBFENCE_DOCTOR_QUEUES: JSON.stringify([
+        {
+          consumer: "award-points",
+          source: {
+            name: "award-points",
+            retentionSeconds: 345600,
+            visibilityTimeoutSeconds: 180,
+            maxReceiveCount: 19,
+          },
+          backstop: { name: "award-points-backstop", retentionSeconds: 1209600 },
+        },
+      ]),
+    },
+    required: ["DATABASE_URL", "JOBFENCE_DOCTOR_QUEUES"],
+  },
 ];
 
-const ALL_VARIABLES = [...new Set(ENTRY_POINTS.flatMap((e) => [...Object.keys(e.env), ...e.required]))];
+const DB_SECRET_ARN = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:jobfence/db/ops-AbCdEf";
+/** The database by secret, as the CDK constructs set it. */
+const BY_SECRET = {
+  JOBFENCE_DB_SECRET_ARN: DB_SECRET_ARN,
+  JOBFENCE_DB_HOST: "jobfence.proxy-abc.eu-west-1.rds.amazonaws.com",
+  JOBFENCE_DB_PORT: "5432",
+  JOBFENCE_DB_NAME: "jobfence",
+  JOBFENCE_DB_SSLMODE: "verify-full",
+};
+const AWS_VARIABLES = [
+  "AWS_ENDPOINT_URL_SECRETS_MANAGER",
+  "AWS_REGION",
+  "AWS_ACCESS_KEY_ID",
+  "AWS_SECRET_ACCESS_KEY",
+];
+const ALL_VARIABLES = [
+  ...new Set([
+    ...ENTRY_POINTS.flatMap((e) => [...Object.keys(e.env), ...e.required]),
+    ...Object.keys(BY_SECRET),
+    ...AWS_VARIABLES,
+  ]),
+];
+
+/** The entry point's variables with the database given by secret instead of DATABASE_URL. */
+function bySecret(env: Record<string, string>): Record<string, string> {
+  const { DATABASE_URL: _url, ...rest } = env;
+  return { ...rest, ...BY_SECRET };
+}
+
+let secretsManager: LocalSecretsManager;
+/** Variables that point the SDK at the local Secrets Manager. */
+let awsEnv: Record<string, string>;
+beforeAll(async () => {
+  secretsManager = await localSecretsManager({
+    [DB_SECRET_ARN]: JSON.stringify({ username: "jobfence_ops_login", password: "not-used-here" }),
+  });
+  const endpoint = await secretsManager.client.config.endpoint?.();
+  awsEnv = {
+    AWS_ENDPOINT_URL_SECRETS_MANAGER: `${endpoint?.protocol}//${endpoint?.hostname}:${endpoint?.port}`,
+    AWS_REGION: "eu-west-1",
+    AWS_ACCESS_KEY_ID: "local",
+    AWS_SECRET_ACCESS_KEY: "local",
+  };
+});
+afterAll(async () => {
+  await secretsManager?.close();
+});
 
 afterEach(() => {
   vi.unstubAllEnvs();
@@ -82,6 +150,32 @@ describe.each(ENTRY_POINTS)("$module", ({ module, env, required }) => {
     environment(env);
     const loaded = (await import(module)) as { handler: unknown };
     expect(typeof loaded.handler).toBe("function");
+  });
+
+  it("loads with the database given by secret and endpoint, and reads the secret at init", async () => {
+    secretsManager.requests.length = 0;
+    environment({ ...bySecret(env), ...awsEnv });
+    const loaded = (await import(module)) as { handler: unknown };
+    expect(typeof loaded.handler).toBe("function");
+    await expect.poll(() => secretsManager.requests).toContain(DB_SECRET_ARN);
+  });
+
+  it("refuses the database given both ways, naming the variables", async () => {
+    environment({ ...env, ...BY_SECRET });
+    await expect(import(module)).rejects.toThrow(
+      /DATABASE_URL: give the database one way, not both: .*also set: JOBFENCE_DB_SECRET_ARN, JOBFENCE_DB_HOST, JOBFENCE_DB_PORT, JOBFENCE_DB_NAME, JOBFENCE_DB_SSLMODE/,
+    );
+  });
+
+  it("refuses an incomplete secret way, naming what is missing", async () => {
+    const { DATABASE_URL: _url, ...rest } = env;
+    environment({ ...rest, JOBFENCE_DB_HOST: BY_SECRET.JOBFENCE_DB_HOST });
+    const error = await import(module).then(
+      () => undefined,
+      (e: unknown) => e as ConfigurationError,
+    );
+    expect(error?.message).toMatch(/JOBFENCE_DB_SECRET_ARN: required with JOBFENCE_DB_HOST/);
+    expect(error?.message).toMatch(/JOBFENCE_DB_NAME: required with JOBFENCE_DB_HOST/);
   });
 });
 

@@ -11,7 +11,7 @@ const users = { consumer: `jft_c_${suffix}`, ops: `jft_o_${suffix}`, cleanup: `j
 const ARN = (name: string) =>
   `arn:aws:secretsmanager:eu-west-1:123456789012:secret:jobfence/db/${name}-AbCdEf`;
 const LOGIN_SECRETS = JSON.stringify([
-  { secretArn: ARN("consumer"), memberOf: "jobfence_consumer" },
+  { secretArn: ARN("consumer"), consumer: "award-points" },
   { secretArn: ARN("ops"), memberOf: "jobfence_ops" },
   { secretArn: ARN("cleanup"), memberOf: "jobfence_cleanup" },
 ]);
@@ -50,7 +50,15 @@ describe("migrate function", () => {
 
   it("refuses login secrets that are not a JSON list of {secretArn, memberOf}", async () => {
     vi.stubEnv("DATABASE_URL", db.url);
-    for (const bad of ["not json", '{"secretArn":"x"}', '[{"secretArn":"x","memberOf":"postgres"}]']) {
+    for (const bad of [
+      "not json",
+      '{"secretArn":"x"}',
+      '[{"secretArn":"x","memberOf":"postgres"}]',
+      // The base role acts for no consumer: a consumer's login names its consumer.
+      '[{"secretArn":"x","memberOf":"jobfence_consumer"}]',
+      '[{"secretArn":"x","consumer":"Not A Name"}]',
+      '[{"secretArn":"x","consumer":"award-points","memberOf":"jobfence_ops"}]',
+    ]) {
       vi.stubEnv("JOBFENCE_LOGIN_SECRETS", bad);
       await expect(createMigrateHandler({ log: quiet })()).rejects.toThrow(ConfigurationError);
     }
@@ -79,8 +87,18 @@ describe("migrate function", () => {
       set.migrations.map((m) => ({ set: set.name, version: m.version, name: m.name })),
     );
     expect(expected.map((m) => m.set)).toEqual(expect.arrayContaining(["core", "award-points"]));
-    expect(await handler()).toEqual({ applied: expected, alreadyApplied: 0, logins: [] });
-    expect(await handler()).toEqual({ applied: [], alreadyApplied: expected.length, logins: [] });
+    expect(await handler()).toEqual({
+      applied: expected,
+      alreadyApplied: 0,
+      logins: [],
+      queuesRegistered: [],
+    });
+    expect(await handler()).toEqual({
+      applied: [],
+      alreadyApplied: expected.length,
+      logins: [],
+      queuesRegistered: [],
+    });
   });
 
   it("creates each function's login from its secret, and updates them on the next deploy", async () => {
@@ -90,7 +108,7 @@ describe("migrate function", () => {
     const migrate = createMigrateHandler({ secretsManager: secrets.client, log: (line) => lines.push(line) });
     const first = await migrate();
     expect(first.logins).toEqual([
-      { username: users.consumer, memberOf: "jobfence_consumer", outcome: "created" },
+      { username: users.consumer, memberOf: "jobfence_consumer_award_points", outcome: "created" },
       { username: users.ops, memberOf: "jobfence_ops", outcome: "created" },
       { username: users.cleanup, memberOf: "jobfence_cleanup", outcome: "created" },
     ]);
@@ -108,10 +126,33 @@ describe("migrate function", () => {
     );
     expect(rows).toEqual(
       [
-        { rolname: users.consumer, role: "jobfence_consumer" },
+        { rolname: users.consumer, role: "jobfence_consumer_award_points" },
         { rolname: users.ops, role: "jobfence_ops" },
         { rolname: users.cleanup, role: "jobfence_cleanup" },
       ].sort((a, b) => a.rolname.localeCompare(b.rolname)),
     );
+  });
+
+  it("registers each consumer's replay queues, and refuses a malformed list before touching anything", async () => {
+    vi.stubEnv("DATABASE_URL", db.url);
+    vi.stubEnv("JOBFENCE_LOGIN_SECRETS", "");
+    for (const bad of [
+      "[]",
+      '{"award-points": []}',
+      '{"award-points": ["not a url"]}',
+      '{"Bad": ["https://q"]}',
+    ]) {
+      vi.stubEnv("JOBFENCE_CONSUMER_QUEUES", bad);
+      await expect(createMigrateHandler({ log: quiet })()).rejects.toThrow(ConfigurationError);
+    }
+    const url = "https://sqs.eu-west-1.amazonaws.com/123456789012/award-points";
+    vi.stubEnv("JOBFENCE_CONSUMER_QUEUES", JSON.stringify({ "award-points": [url] }));
+    const result = await createMigrateHandler({ log: quiet })();
+    expect(result.queuesRegistered).toEqual(["award-points"]);
+    const { rows } = await db.withClient((c) =>
+      c.query<{ queues: string[] }>("SELECT queues FROM core.consumer_roles WHERE consumer = 'award-points'"),
+    );
+    expect(rows).toEqual([{ queues: [url] }]);
+    vi.stubEnv("JOBFENCE_CONSUMER_QUEUES", "");
   });
 });

@@ -8,7 +8,7 @@ import { BULK_WORKER_RESERVE_MS } from "../../functions/bulk-operations/worker.t
 import { BulkOperationsWorker } from "../../infra/constructs/bulk-operations.ts";
 import { BULK_WORKER_DEFAULTS } from "../../infra/defaults.ts";
 import { ConfigurationError } from "../../shared/errors.ts";
-import { logicalId, type TestEnvironment, testEnvironment } from "./support.ts";
+import { databaseVariables, logicalId, type TestEnvironment, testEnvironment } from "./support.ts";
 
 let env: TestEnvironment;
 let worker: BulkOperationsWorker;
@@ -47,22 +47,8 @@ describe("BulkOperationsWorker", () => {
       Description: "jobfence bulk-operations worker (bulk replays and discards, in chunks)",
       TracingConfig: { Mode: "Active" },
     });
-    const opsSecret = { Ref: logicalId(env.stack, env.secrets.ops) };
     expect(fn.Properties.Environment.Variables).toEqual({
-      DATABASE_URL: {
-        "Fn::Join": [
-          "",
-          [
-            "postgres://{{resolve:secretsmanager:",
-            opsSecret,
-            ":SecretString:username::}}:{{resolve:secretsmanager:",
-            opsSecret,
-            ":SecretString:password::}}@db.example.internal:5432/jobfence?sslmode=verify-full",
-          ],
-        ],
-      },
-      JOBFENCE_DB_SECRET_ARN: opsSecret,
-      NODE_EXTRA_CA_CERTS: "/var/runtime/ca-cert.pem",
+      ...databaseVariables(env.stack, env.secrets.ops),
       NODE_OPTIONS: "--enable-source-maps",
     });
     // Unreserved: overlapping runs share the operations (SKIP LOCKED).

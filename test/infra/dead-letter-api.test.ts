@@ -2,6 +2,8 @@
  * DeadLetterApi (SPEC §6): JWT authorizer, every ROUTES entry deployed with its permissions as
  * scopes, access log, throttling, least IAM, and the signing key in a secret only the handler reads.
  */
+
+import type { CfnElement } from "aws-cdk-lib";
 import { Match, Template } from "aws-cdk-lib/assertions";
 import * as sqs from "aws-cdk-lib/aws-sqs";
 import type { IConstruct } from "constructs";
@@ -67,6 +69,21 @@ describe("DeadLetterApi", () => {
     }
   });
 
+  it("alarms on any 5xx answer: the handler answers problems, so Lambda's Errors never shows them", () => {
+    template.hasResourceProperties("AWS::CloudWatch::Alarm", {
+      MetricName: "5xx",
+      Namespace: "AWS/ApiGateway",
+      Dimensions: [
+        { Name: "ApiId", Value: { Ref: env.stack.getLogicalId(api.api.node.defaultChild as CfnElement) } },
+      ],
+      Statistic: "Sum",
+      Period: 300,
+      Threshold: 0,
+      ComparisonOperator: "GreaterThanThreshold",
+      TreatMissingData: "notBreaching",
+    });
+  });
+
   it("logs access and throttles on the stage", () => {
     template.hasResourceProperties("AWS::ApiGatewayV2::Stage", {
       StageName: "$default",
@@ -119,10 +136,10 @@ describe("DeadLetterApi", () => {
       if (name === "JOBFENCE_SIGNING_KEY_SECRET_ARN") expect(text).toBe(keyRef);
       else expect(text, name).not.toContain(logicalId(env.stack, api.signingKey));
     }
-    // The only dynamic references are the ops login's user and password in DATABASE_URL.
-    const resolved = JSON.stringify(variables).match(/resolve:secretsmanager:/g) ?? [];
-    expect(resolved).toHaveLength(2);
-    expect(JSON.stringify(variables.DATABASE_URL)).toContain(logicalId(env.stack, env.secrets.ops));
+    // No dynamic reference at all: the ops login's secret is passed by ARN, read at run time.
+    expect(JSON.stringify(variables)).not.toContain("resolve:secretsmanager:");
+    expect(variables.DATABASE_URL).toBeUndefined();
+    expect(variables.JOBFENCE_DB_SECRET_ARN).toEqual({ Ref: logicalId(env.stack, env.secrets.ops) });
   });
 
   it("lets the handler read the signing key, and nothing else in the stack", () => {

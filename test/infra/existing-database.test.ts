@@ -1,9 +1,13 @@
-/** The reference stack on an existing database: imported VPC, security group and per-login secrets. */
+/**
+ * The reference stack on an existing database: imported VPC, security group and per-login secrets
+ * (one per consumer besides the shared logins), refused at synth when a consumer has none.
+ */
 import type { CfnElement } from "aws-cdk-lib";
 import { Template } from "aws-cdk-lib/assertions";
 import { AwsSolutionsChecks } from "cdk-nag";
 import { beforeAll, describe, expect, it } from "vitest";
-import { JobfenceStack } from "../../infra/reference-stack.ts";
+import { JobfenceStack, type JobfenceStackProps } from "../../infra/reference-stack.ts";
+import { ConfigurationError } from "../../shared/errors.ts";
 import { testApp } from "./support.ts";
 
 const SECRET = (login: string) =>
@@ -11,14 +15,13 @@ const SECRET = (login: string) =>
 let stack: JobfenceStack;
 let template: Template;
 
-const importedProps = (provisionLogins?: boolean) =>
+const importedProps = (provisionLogins?: boolean): JobfenceStackProps =>
   ({
     env: { account: "123456789012", region: "eu-west-1" },
     jwtIssuer: "https://auth.example.com",
     jwtAudience: "jobfence-ops",
     betterStackEndpoint: "https://in.logs.betterstack.com",
     betterStackSecretName: "jobfence/betterstack",
-    databaseCredentialsRevision: "2026-11-29",
     existingDatabase: {
       vpcId: "vpc-0123456789abcdef0",
       securityGroupId: "sg-0123456789abcdef0",
@@ -26,9 +29,9 @@ const importedProps = (provisionLogins?: boolean) =>
       databaseName: "orders",
       secrets: {
         migrator: SECRET("migrator"),
-        consumer: SECRET("consumer"),
         ops: SECRET("ops"),
         cleanup: SECRET("cleanup"),
+        consumers: { "award-points": SECRET("consumer/award-points") },
       },
       ...(provisionLogins === undefined ? {} : { provisionLogins }),
     },
@@ -56,15 +59,13 @@ describe("reference stack on an existing database", () => {
 
   it("connects each function as its own login, through the given endpoint and database", () => {
     const fns = Object.values(template.findResources("AWS::Lambda::Function")).filter(
-      (f) => f.Properties.Environment?.Variables?.DATABASE_URL,
+      (f) => f.Properties.Environment?.Variables?.JOBFENCE_DB_SECRET_ARN,
     );
-    const loginOf = (description: string) => {
-      const fn = fns.find((f) => f.Properties.Description === description);
-      return JSON.stringify(fn?.Properties.Environment.Variables.DATABASE_URL);
-    };
+    const variablesOf = (description: string) =>
+      fns.find((f) => f.Properties.Description === description)?.Properties.Environment.Variables;
     const expectations: Array<[string, string]> = [
-      ["jobfence consumer award-points", "consumer"],
-      ["jobfence backstop drain of award-points", "consumer"],
+      ["jobfence consumer award-points", "consumer/award-points"],
+      ["jobfence backstop drain of award-points", "consumer/award-points"],
       ["jobfence dead-letter API", "ops"],
       ["jobfence bulk-operations worker (bulk replays and discards, in chunks)", "ops"],
       ["jobfence daily escalation of stale pending dead letters", "ops"],
@@ -72,24 +73,21 @@ describe("reference stack on an existing database", () => {
       ["jobfence database migrations (run on deploy)", "migrator"],
     ];
     for (const [description, login] of expectations) {
-      const url = loginOf(description);
-      expect(url, description).toContain(
-        `{{resolve:secretsmanager:${SECRET(login)}:SecretString:password::}}`,
-      );
-      expect(url, description).toContain(
-        "@jobfence.proxy-abc.eu-west-1.rds.amazonaws.com:5432/orders?sslmode=verify-full",
-      );
+      expect(variablesOf(description), description).toMatchObject({
+        JOBFENCE_DB_SECRET_ARN: SECRET(login),
+        JOBFENCE_DB_HOST: "jobfence.proxy-abc.eu-west-1.rds.amazonaws.com",
+        JOBFENCE_DB_PORT: "5432",
+        JOBFENCE_DB_NAME: "orders",
+        JOBFENCE_DB_SSLMODE: "verify-full",
+      });
     }
+    expect(fns).toHaveLength(stack.functions.length);
   });
 
-  it("passes the credentials revision to every function, so changing it refreshes their credentials", () => {
-    const fns = Object.values(template.findResources("AWS::Lambda::Function")).filter(
-      (f) => f.Properties.Environment?.Variables?.DATABASE_URL,
-    );
-    expect(fns).toHaveLength(stack.functions.length);
-    expect(stack.functions).toHaveLength(7);
-    for (const fn of fns)
-      expect(fn.Properties.Environment.Variables.JOBFENCE_DB_CREDENTIALS_REVISION).toBe("2026-11-29");
+  it("sets no credentials revision: a rotated password needs no deploy", () => {
+    for (const fn of Object.values(template.findResources("AWS::Lambda::Function"))) {
+      expect(fn.Properties.Environment?.Variables?.JOBFENCE_DB_CREDENTIALS_REVISION).toBeUndefined();
+    }
   });
 
   it("opens the given security group to each function on 5432", () => {
@@ -109,11 +107,48 @@ describe("reference stack on an existing database", () => {
         }),
       )[0]?.Properties.Environment.Variables;
     expect(JSON.parse(variables(template).JOBFENCE_LOGIN_SECRETS)).toEqual([
-      { secretArn: SECRET("consumer"), memberOf: "jobfence_consumer" },
+      { secretArn: SECRET("consumer/award-points"), consumer: "award-points" },
       { secretArn: SECRET("ops"), memberOf: "jobfence_ops" },
       { secretArn: SECRET("cleanup"), memberOf: "jobfence_cleanup" },
     ]);
     const managed = new JobfenceStack(testApp(), "Managed", importedProps(false));
     expect(variables(Template.fromStack(managed)).JOBFENCE_LOGIN_SECRETS).toBeUndefined();
+  });
+
+  it("refuses at synth a consumer without its login's secret, saying what to add, with every other problem", () => {
+    const base = importedProps();
+    const withSecrets = (secrets: unknown) =>
+      new JobfenceStack(testApp(), "Refused", {
+        ...base,
+        existingDatabase: {
+          ...(base.existingDatabase as object),
+          secrets,
+        } as JobfenceStackProps["existingDatabase"],
+      });
+    const problemsOf = (secrets: unknown): readonly string[] => {
+      try {
+        withSecrets(secrets);
+      } catch (error) {
+        expect(error).toBeInstanceOf(ConfigurationError);
+        return (error as ConfigurationError).problems;
+      }
+      throw new Error("expected a ConfigurationError");
+    };
+    const shared = { migrator: SECRET("migrator"), ops: SECRET("ops"), cleanup: SECRET("cleanup") };
+    expect(problemsOf({ ...shared, consumers: {} })).toEqual([
+      'secrets.consumers["award-points"] is missing: add the name or ARN of the secret of consumer award-points\'s login (username and password)',
+    ]);
+    // The single shared consumer login of earlier versions is named as such.
+    expect(problemsOf({ ...shared, consumer: SECRET("consumer") })).toEqual([
+      'secrets.consumer is no longer used: each consumer logs in as its own user; give secrets.consumers instead, e.g. { "award-points": "<secret name or ARN>" }',
+      'secrets.consumers["award-points"] is missing: add the name or ARN of the secret of consumer award-points\'s login (username and password)',
+    ]);
+    expect(
+      problemsOf({ migrator: SECRET("migrator"), consumers: { "award-points": "a", award_points: "b" } }),
+    ).toEqual([
+      "secrets.ops is required: the name or ARN of the ops login's secret",
+      "secrets.cleanup is required: the name or ARN of the cleanup login's secret",
+      'secrets.consumers["award_points"] names no consumer this stack deploys (award-points): remove it or correct the name',
+    ]);
   });
 });

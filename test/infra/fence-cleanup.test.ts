@@ -4,7 +4,7 @@ import type { IConstruct } from "constructs";
 import { beforeAll, describe, expect, it } from "vitest";
 import { FenceCleanup } from "../../infra/constructs/fence-cleanup.ts";
 import { ConfigurationError } from "../../shared/errors.ts";
-import { logicalId, type TestEnvironment, testEnvironment } from "./support.ts";
+import { databaseVariables, logicalId, type TestEnvironment, testEnvironment } from "./support.ts";
 
 let env: TestEnvironment;
 let cleanup: FenceCleanup;
@@ -50,9 +50,7 @@ describe("FenceCleanup", () => {
       Description: "jobfence TTL cleanup of expired fences",
       Environment: {
         Variables: {
-          DATABASE_URL: expectSecret(env.secrets.cleanup),
-          JOBFENCE_DB_SECRET_ARN: { Ref: logicalId(env.stack, env.secrets.cleanup) },
-          NODE_EXTRA_CA_CERTS: "/var/runtime/ca-cert.pem",
+          ...databaseVariables(env.stack, env.secrets.cleanup),
           NODE_OPTIONS: "--enable-source-maps",
         },
       },
@@ -63,11 +61,9 @@ describe("FenceCleanup", () => {
       Description: "jobfence daily escalation of stale pending dead letters",
       Environment: {
         Variables: {
-          DATABASE_URL: expectSecret(env.secrets.ops),
-          JOBFENCE_DB_SECRET_ARN: { Ref: logicalId(env.stack, env.secrets.ops) },
+          ...databaseVariables(env.stack, env.secrets.ops),
           JOBFENCE_OPS_BUS_NAME: { Ref: logicalId(env.stack, env.opsBus) },
           JOBFENCE_ESCALATION_DAYS: "3",
-          NODE_EXTRA_CA_CERTS: "/var/runtime/ca-cert.pem",
           NODE_OPTIONS: "--enable-source-maps",
         },
       },
@@ -107,19 +103,3 @@ describe("FenceCleanup", () => {
     ).toThrow(ConfigurationError);
   });
 });
-
-/** A DATABASE_URL joined from the secret's dynamic references. */
-function expectSecret(secret: IConstruct) {
-  return {
-    "Fn::Join": [
-      "",
-      [
-        "postgres://{{resolve:secretsmanager:",
-        { Ref: logicalId(env.stack, secret) },
-        ":SecretString:username::}}:{{resolve:secretsmanager:",
-        { Ref: logicalId(env.stack, secret) },
-        ":SecretString:password::}}@db.example.internal:5432/jobfence?sslmode=verify-full",
-      ],
-    ],
-  };
-}

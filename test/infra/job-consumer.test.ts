@@ -10,7 +10,7 @@ import { CONSUMERS, type ConsumerDeployment } from "../../functions/consumers.ts
 import { JobConsumer } from "../../infra/constructs/job-consumer.ts";
 import { ConfigurationError } from "../../shared/errors.ts";
 import type { RetryOverride } from "../../shared/retry/policy.ts";
-import { logicalId, type TestEnvironment, testEnvironment } from "./support.ts";
+import { databaseVariables, logicalId, type TestEnvironment, testEnvironment } from "./support.ts";
 
 const awardPoints = CONSUMERS.find((c) => c.definition.name === "award-points") as ConsumerDeployment;
 
@@ -147,7 +147,9 @@ describe("JobConsumer function", () => {
           JOBFENCE_FENCE_TTL_SECONDS: String(7 * 86_400),
           JOBFENCE_QUEUE_RETENTION_SECONDS: String(awardPoints.queueRetentionSeconds),
           JOBFENCE_FUNCTION_TIMEOUT_SECONDS: String(awardPoints.functionTimeoutSeconds),
-          JOBFENCE_DB_SECRET_ARN: { Ref: logicalId(env.stack, env.secrets.consumer) },
+          JOBFENCE_DB_SECRET_ARN: {
+            Ref: logicalId(env.stack, env.secrets.consumers["award-points"] as IConstruct),
+          },
         }),
       },
     });
@@ -183,14 +185,36 @@ describe("JobConsumer function", () => {
     });
   });
 
-  it("gets DATABASE_URL from Secrets Manager dynamic references: no password in the template", () => {
-    const fn = template.findResources("AWS::Lambda::Function", {
-      Properties: { Description: "jobfence consumer award-points" },
+  it("connects the function and its drain as the consumer's own login: its secret's ARN and the endpoint, no credential", () => {
+    const secret = env.secrets.consumers["award-points"] as IConstruct;
+    for (const description of ["jobfence consumer award-points", "jobfence backstop drain of award-points"]) {
+      const fn = template.findResources("AWS::Lambda::Function", {
+        Properties: { Description: description },
+      });
+      const variables = Object.values(fn)[0]?.Properties.Environment.Variables;
+      expect(variables, description).toMatchObject(databaseVariables(env.stack, secret));
+      expect(variables.DATABASE_URL, description).toBeUndefined();
+      expect(JSON.stringify(variables), description).not.toContain("resolve:secretsmanager");
+    }
+    // Another consumer logs in with its own secret, never award-points'.
+    const other = template.findResources("AWS::Lambda::Function", {
+      Properties: { Description: "jobfence consumer ordered-points" },
     });
-    const url = JSON.stringify(Object.values(fn)[0]?.Properties.Environment.Variables.DATABASE_URL);
-    expect(url).toContain("{{resolve:secretsmanager:");
-    expect(url).toContain(":SecretString:password::}}");
-    expect(url).toContain("@db.example.internal:5432/jobfence?sslmode=verify-full");
+    expect(Object.values(other)[0]?.Properties.Environment.Variables.JOBFENCE_DB_SECRET_ARN).toEqual({
+      Ref: logicalId(env.stack, env.secrets.consumers["ordered-points"] as IConstruct),
+    });
+  });
+
+  it("refuses at synth a consumer the database has no login secret for, saying what to add", () => {
+    const local = testEnvironment(undefined, ["someone-else"]);
+    expect(
+      () =>
+        new JobConsumer(local.stack, "NoLogin", {
+          deployment: awardPoints,
+          database: local.database,
+          opsBus: local.opsBus,
+        }),
+    ).toThrow(/no login secret for consumer "award-points": add secrets\.consumers\["award-points"\]/);
   });
 
   it("may change visibility on its own queue, put events on the ops bus and read its own database secret, and nothing else", () => {
@@ -209,7 +233,7 @@ describe("JobConsumer function", () => {
         }),
         expect.objectContaining({
           Action: ["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
-          Resource: { Ref: logicalId(env.stack, env.secrets.consumer) },
+          Resource: { Ref: logicalId(env.stack, env.secrets.consumers["award-points"] as IConstruct) },
         }),
       ]),
     );
@@ -441,5 +465,176 @@ describe("JobConsumer refuses invalid props at synth", () => {
     // @ts-expect-error -- the rationale is required by the type
     const override: RetryOverride = { maxAttempts: 3 };
     expect(override.rationale).toBeUndefined();
+  });
+});
+
+describe("JobConsumer failure alarms", () => {
+  // Every failure metric the harness (service = the consumer) or the drain (service =
+  // <consumer>-backstop) emits, by the name the code emits it under: > 0 in 5 minutes alarms.
+  const failureAlarms = [
+    ["deadLetterWriteFailed", "DeadLetterWriteFailed", "award-points"],
+    ["alertFailed", "AlertFailed", "award-points"],
+    ["recordFailed", "RecordFailed", "award-points"],
+    ["retryScheduleFailed", "RetryScheduleFailed", "award-points"],
+    ["failureUnrecorded", "FailureUnrecorded", "award-points"],
+    ["recordInterrupted", "RecordInterrupted", "award-points"],
+    ["backstopRecordFailed", "BackstopRecordFailed", "award-points-backstop"],
+    ["drainAlertFailed", "AlertFailed", "award-points-backstop"],
+  ] as const;
+
+  it.each(failureAlarms)(
+    "%s: %s of service %s, summed over 5 minutes, > 0, missing data not breaching",
+    (key, metricName, service) => {
+      const props = template.toJSON().Resources[logicalId(env.stack, consumer.alarms[key])].Properties;
+      expect(props).toMatchObject({
+        AlarmName: expect.stringMatching(/^Test\/AwardPoints\/[A-Za-z]+Alarm$/),
+        Namespace: "jobfence",
+        MetricName: metricName,
+        Dimensions: [{ Name: "service", Value: service }],
+        Statistic: "Sum",
+        Period: 300,
+        EvaluationPeriods: 1,
+        Threshold: 0,
+        ComparisonOperator: "GreaterThanThreshold",
+        TreatMissingData: "notBreaching",
+      });
+    },
+  );
+
+  it("alarms on the backstop's in-flight messages (> 0) and its oldest message (> 1 hour), each minute", () => {
+    const backstop = {
+      Name: "QueueName",
+      Value: { "Fn::GetAtt": [logicalId(env.stack, consumer.backstopQueue), "QueueName"] },
+    };
+    template.hasResourceProperties("AWS::CloudWatch::Alarm", {
+      AlarmName: "Test/AwardPoints/BackstopInFlightAlarm",
+      Namespace: "AWS/SQS",
+      MetricName: "ApproximateNumberOfMessagesNotVisible",
+      Dimensions: [backstop],
+      Statistic: "Maximum",
+      Period: 60,
+      Threshold: 0,
+      ComparisonOperator: "GreaterThanThreshold",
+      TreatMissingData: "notBreaching",
+    });
+    template.hasResourceProperties("AWS::CloudWatch::Alarm", {
+      AlarmName: "Test/AwardPoints/BackstopOldestMessageAlarm",
+      Namespace: "AWS/SQS",
+      MetricName: "ApproximateAgeOfOldestMessage",
+      Dimensions: [backstop],
+      Statistic: "Maximum",
+      Period: 60,
+      Threshold: 3600,
+      ComparisonOperator: "GreaterThanThreshold",
+      TreatMissingData: "notBreaching",
+    });
+  });
+
+  it("names every alarm under the stack's prefix, the one the BetterStack rule matches", () => {
+    expect(Object.keys(consumer.alarms)).toHaveLength(14);
+    for (const alarm of Object.values(consumer.alarms)) {
+      expect(template.toJSON().Resources[logicalId(env.stack, alarm)].Properties.AlarmName).toMatch(
+        /^Test\/AwardPoints\//,
+      );
+    }
+  });
+});
+
+describe("JobConsumer event sources", () => {
+  it("publish their event-count metrics, the consumer's and the drain's", () => {
+    for (const queue of [consumer.queue, consumer.backstopQueue]) {
+      template.hasResourceProperties("AWS::Lambda::EventSourceMapping", {
+        EventSourceArn: { "Fn::GetAtt": [logicalId(env.stack, queue), "Arn"] },
+        MetricsConfig: { Metrics: ["EventCount"] },
+      });
+    }
+  });
+
+  it("deploy the pool size the connection budget counts", () => {
+    template.hasResourceProperties("AWS::Lambda::Function", {
+      Description: "jobfence consumer award-points",
+      Environment: { Variables: Match.objectLike({ JOBFENCE_POOL_MAX: "2" }) },
+    });
+    expect(consumer.connections).toMatchObject({
+      concurrency: awardPoints.maxConcurrency,
+      poolMax: 2,
+      drainConcurrency: 2,
+      drainPoolMax: 2,
+      total: awardPoints.maxConcurrency * 2 + 2 * 2,
+      provisioned: false,
+    });
+  });
+
+  it("in provisioned mode keep the pollers between their bounds and set no maximum concurrency (AWS takes one or the other)", () => {
+    const local = testEnvironment();
+    const provisioned = new JobConsumer(local.stack, "Provisioned", {
+      deployment: {
+        ...awardPoints,
+        maxConcurrency: 50,
+        provisionedPollers: { minimumPollers: 2, maximumPollers: 5 },
+      },
+      database: local.database,
+      opsBus: local.opsBus,
+    });
+    Template.fromStack(local.stack).hasResourceProperties("AWS::Lambda::EventSourceMapping", {
+      EventSourceArn: { "Fn::GetAtt": [logicalId(local.stack, provisioned.queue), "Arn"] },
+      ProvisionedPollerConfig: { MinimumPollers: 2, MaximumPollers: 5 },
+      ScalingConfig: Match.absent(),
+      MetricsConfig: { Metrics: ["EventCount"] },
+    });
+    expect(provisioned.connections).toMatchObject({
+      concurrency: 50,
+      total: 50 * 2 + 2 * 2,
+      provisioned: true,
+    });
+  });
+});
+
+describe("JobConsumer refuses unsafe event-source settings at synth", () => {
+  it("provisioned pollers that could run more invocations than maxConcurrency", () => {
+    expect(problemsOf(build({ provisionedPollers: { minimumPollers: 2, maximumPollers: 5 } }))).toEqual([
+      expect.stringMatching(
+        /^maxConcurrency 4 is below what the provisioned pollers can run: maximumPollers 5 × 10 invocations per poller = 50 .*raise maxConcurrency to 50 or lower maximumPollers$/,
+      ),
+    ]);
+    expect(() =>
+      build({ maxConcurrency: 50, provisionedPollers: { minimumPollers: 2, maximumPollers: 5 } })(),
+    ).not.toThrow();
+  });
+
+  it("provisioned pollers out of SQS's bounds, or a minimum above the maximum", () => {
+    expect(
+      problemsOf(
+        build({ maxConcurrency: 30_000, provisionedPollers: { minimumPollers: 1, maximumPollers: 2001 } }),
+      ),
+    ).toEqual([
+      "provisionedPollers.minimumPollers must be 2–200 (SQS's bounds), got 1",
+      "provisionedPollers.maximumPollers must be 2–2000 (SQS's bounds), got 2001",
+    ]);
+    expect(
+      problemsOf(
+        build({ maxConcurrency: 100, provisionedPollers: { minimumPollers: 8, maximumPollers: 4 } }),
+      ),
+    ).toEqual(["provisionedPollers.minimumPollers 8 must not exceed maximumPollers 4"]);
+  });
+
+  it("event filters, which would delete the messages they drop unrecorded", () => {
+    // @ts-expect-error -- the type refuses filters too
+    const filtered: Partial<ConsumerDeployment> = { filters: [{ body: { kind: ["points"] } }] };
+    expect(problemsOf(build(filtered))).toEqual([
+      expect.stringMatching(/^filters are refused: Lambda deletes every message an event filter drops/),
+    ]);
+  });
+
+  it("a redrive count whose unrecorded receives, batching window included, the retention could not hold", () => {
+    // The window counts twice per receive: in the default visibility timeout (6 × 30 + 300 = 480 s)
+    // and as the time the poller may hold the message: 180 × (480 + 300) = 140,400 s fits half of
+    // the 4-day retention (172,800 s); 222 receives (173,160 s) do not.
+    expect(problemsOf(build({ batchingWindowSeconds: 300, maxReceiveCount: 222 }))).toEqual([
+      expect.stringMatching(
+        /^maxReceiveCount 222 × \(visibility timeout 480 s \+ batching window 300 s\) = 173160 s .* must not exceed 0\.5 × the queue retention 345600 s = 172800 s/,
+      ),
+    ]);
+    expect(() => build({ batchingWindowSeconds: 300, maxReceiveCount: 221 })()).not.toThrow();
   });
 });

@@ -1,10 +1,14 @@
-/** OpsAlerting (SPEC §8): the ops bus, the alert rule and the BetterStack API destination. */
+/**
+ * OpsAlerting (SPEC §8): the ops bus, the alert rule and the BetterStack API destination, and the
+ * alarm topic, the channel that does not depend on BetterStack.
+ */
 import { Stack } from "aws-cdk-lib";
-import { Match, Template } from "aws-cdk-lib/assertions";
+import { Annotations, Match, Template } from "aws-cdk-lib/assertions";
 import * as cloudwatch from "aws-cdk-lib/aws-cloudwatch";
 import * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
+import { Construct } from "constructs";
 import { beforeAll, describe, expect, it } from "vitest";
-import { OpsAlerting } from "../../infra/constructs/ops-alerting.ts";
+import { alarmNameOf, OpsAlerting } from "../../infra/constructs/ops-alerting.ts";
 import { ConfigurationError } from "../../shared/errors.ts";
 import { logicalId, testApp } from "./support.ts";
 
@@ -20,16 +24,20 @@ beforeAll(() => {
   alerting = new OpsAlerting(stack, "Ops", {
     betterStackEndpoint: "https://in.logs.betterstack.com",
     betterStackSecret: secret,
+    alarmEmails: ["oncall@example.com", "ops-lead@example.com"],
   });
+  const owner = new Construct(stack, "Owner");
   alarms = ["First", "Second"].map(
     (id) =>
-      new cloudwatch.Alarm(stack, id, {
+      new cloudwatch.Alarm(owner, id, {
+        alarmName: alarmNameOf(owner, id),
         metric: new cloudwatch.Metric({ namespace: "Test", metricName: id }),
         threshold: 0,
         evaluationPeriods: 1,
       }),
   );
   alerting.forwardAlarms("Forwarded", alarms);
+  alerting.notifyAlarmTopic(alarms);
   template = Template.fromStack(stack);
 });
 
@@ -80,7 +88,7 @@ describe("OpsAlerting", () => {
     });
   });
 
-  it("forwards the given alarms' state changes from the default bus to the same destination", () => {
+  it("forwards the state changes of the stack's named alarms from the default bus to the same destination", () => {
     const rules = template.findResources("AWS::Events::Rule", {
       Properties: { EventPattern: { source: ["aws.cloudwatch"] } },
     });
@@ -88,11 +96,14 @@ describe("OpsAlerting", () => {
     expect(Object.keys(rules)).toHaveLength(1);
     // No EventBusName: CloudWatch publishes alarm state changes on the default bus.
     expect(rule?.Properties.EventBusName).toBeUndefined();
+    // One prefix, not a list of ARNs: EventBridge patterns hold 2,048 characters.
     expect(rule?.Properties.EventPattern).toEqual({
       source: ["aws.cloudwatch"],
       "detail-type": ["CloudWatch Alarm State Change"],
-      resources: alarms.map((alarm) => ({ "Fn::GetAtt": [logicalId(stack, alarm), "Arn"] })),
+      detail: { alarmName: [{ prefix: "Alerting/" }] },
     });
+    template.hasResourceProperties("AWS::CloudWatch::Alarm", { AlarmName: "Alerting/Owner/First" });
+    template.hasResourceProperties("AWS::CloudWatch::Alarm", { AlarmName: "Alerting/Owner/Second" });
     expect(rule?.Properties.Targets).toEqual([
       expect.objectContaining({
         Arn: { "Fn::GetAtt": [logicalId(stack, alerting.destination), "Arn"] },
@@ -100,6 +111,104 @@ describe("OpsAlerting", () => {
       }),
     ]);
     expect(() => alerting.forwardAlarms("Nothing", [])).toThrow(ConfigurationError);
+    const unnamed = new cloudwatch.Alarm(stack, "Unnamed", {
+      metric: new cloudwatch.Metric({ namespace: "Test", metricName: "Unnamed" }),
+      threshold: 0,
+      evaluationPeriods: 1,
+    });
+    expect(() => alerting.forwardAlarms("Missed", [unnamed])).toThrow(
+      /Alerting\/Unnamed is not named by alarmNameOf/,
+    );
+  });
+
+  it("has an alarm topic that does not depend on BetterStack: KMS-encrypted with a rotated key, TLS only", () => {
+    template.hasResourceProperties("AWS::SNS::Topic", {
+      KmsMasterKeyId: { "Fn::GetAtt": [logicalId(stack, alerting.alarmTopicKey), "Arn"] },
+    });
+    template.hasResourceProperties("AWS::KMS::Key", {
+      EnableKeyRotation: true,
+      KeyPolicy: {
+        Statement: Match.arrayWith([
+          Match.objectLike({
+            Effect: "Allow",
+            Principal: { Service: "cloudwatch.amazonaws.com" },
+            Action: ["kms:Decrypt", "kms:GenerateDataKey*"],
+          }),
+        ]),
+      },
+    });
+    template.hasResourceProperties("AWS::SNS::TopicPolicy", {
+      Topics: [{ Ref: logicalId(stack, alerting.alarmTopic) }],
+      PolicyDocument: {
+        Statement: Match.arrayWith([
+          Match.objectLike({ Effect: "Deny", Condition: { Bool: { "aws:SecureTransport": "false" } } }),
+          Match.objectLike({
+            Effect: "Allow",
+            Principal: { Service: "cloudwatch.amazonaws.com" },
+            Action: "sns:Publish",
+            Condition: Match.objectLike({ StringEquals: { "aws:SourceAccount": { Ref: "AWS::AccountId" } } }),
+          }),
+        ]),
+      },
+    });
+  });
+
+  it("subscribes the given e-mail addresses to the alarm topic", () => {
+    for (const email of ["oncall@example.com", "ops-lead@example.com"]) {
+      template.hasResourceProperties("AWS::SNS::Subscription", {
+        TopicArn: { Ref: logicalId(stack, alerting.alarmTopic) },
+        Protocol: "email",
+        Endpoint: email,
+      });
+    }
+    expect(Object.keys(template.findResources("AWS::SNS::Subscription"))).toHaveLength(2);
+    expect(Annotations.fromStack(stack).findWarning("*", Match.stringLikeRegexp("no subscription"))).toEqual(
+      [],
+    );
+  });
+
+  it("sends the undelivered-alerts alarm to the alarm topic only, and the notified alarms' ALARM and OK too", () => {
+    const topic = { Ref: logicalId(stack, alerting.alarmTopic) };
+    for (const alarm of [alerting.undeliveredAlarm, ...alarms]) {
+      const props = template.toJSON().Resources[logicalId(stack, alarm)].Properties;
+      expect(props.AlarmActions, alarm.node.path).toEqual([topic]);
+      expect(props.OKActions, alarm.node.path).toEqual([topic]);
+    }
+    template.hasResourceProperties("AWS::CloudWatch::Alarm", {
+      MetricName: "ApproximateNumberOfMessagesVisible",
+      Dimensions: [
+        {
+          Name: "QueueName",
+          Value: { "Fn::GetAtt": [logicalId(stack, alerting.undeliveredAlerts), "QueueName"] },
+        },
+      ],
+      AlarmActions: [topic],
+      TreatMissingData: "notBreaching",
+    });
+    // Not forwarded to BetterStack: its copy there would be as undeliverable as the alerts it counts.
+    // It has CloudFormation's generated name, outside the prefix the forwarding rule matches.
+    expect(
+      template.toJSON().Resources[logicalId(stack, alerting.undeliveredAlarm)].Properties.AlarmName,
+    ).toBeUndefined();
+  });
+
+  it("warns at synth when nobody is subscribed to the alarm topic, and refuses a malformed address", () => {
+    const local = new Stack(testApp(), "Unsubscribed");
+    new OpsAlerting(local, "Ops", {
+      betterStackEndpoint: "https://in.logs.betterstack.com",
+      betterStackSecret: new secretsmanager.Secret(local, "S"),
+    });
+    expect(
+      Annotations.fromStack(local).findWarning("*", Match.stringLikeRegexp("no subscription")),
+    ).toHaveLength(1);
+    expect(() => {
+      const bad = new Stack(testApp(), "BadEmail");
+      return new OpsAlerting(bad, "Ops", {
+        betterStackEndpoint: "https://in.logs.betterstack.com",
+        betterStackSecret: new secretsmanager.Secret(bad, "S"),
+        alarmEmails: ["not-an-address"],
+      });
+    }).toThrow(/alarmEmails: "not-an-address" is not an e-mail address/);
   });
 
   it("refuses a non-HTTPS endpoint and a bad rate together", () => {

@@ -26,6 +26,7 @@ beforeAll(() => {
     jwtAudience: "jobfence-ops",
     betterStackEndpoint: "https://in.logs.betterstack.com",
     betterStackSecretName: "jobfence/betterstack",
+    alarmEmails: ["oncall@example.com"],
   });
   template = Template.fromStack(stack);
 });
@@ -98,9 +99,9 @@ describe("reference stack", () => {
         Properties: { Description: "jobfence consumer award-points" },
       }),
     )[0];
-    expect(JSON.stringify(fn?.Properties.Environment.Variables.DATABASE_URL)).toContain(
-      JSON.stringify({ "Fn::GetAtt": [logicalId(stack, proxy), "Endpoint"] }),
-    );
+    expect(fn?.Properties.Environment.Variables.JOBFENCE_DB_HOST).toEqual({
+      "Fn::GetAtt": [logicalId(stack, proxy), "Endpoint"],
+    });
   });
 
   it("migrates on deploy before any consumer's event source exists", () => {
@@ -110,6 +111,16 @@ describe("reference stack", () => {
     const mappings = template.findResources("AWS::Lambda::EventSourceMapping");
     expect(Object.keys(mappings).length).toBeGreaterThan(0);
     for (const mapping of Object.values(mappings)) expect(mapping.DependsOn).toContain(triggerId);
+  });
+  it("registers each consumer's source queue as the only one its dead letters are replayed to", () => {
+    const fnId = logicalId(stack, stack.migrations.migrateFunction.function);
+    const fn = template.toJSON().Resources[fnId];
+    const rendered = JSON.stringify(fn.Properties.Environment.Variables.JOBFENCE_CONSUMER_QUEUES);
+    expect(stack.consumers.length).toBeGreaterThan(0);
+    for (const consumer of stack.consumers) {
+      expect(rendered).toContain(`\\"${consumer.consumerName}\\":[\\"`);
+      expect(rendered).toContain(JSON.stringify({ Ref: logicalId(stack, consumer.queue) }));
+    }
   });
   it("creates each function's login from its secret on deploy: the migrate function reads those secrets only", () => {
     const database = stack.referenceDatabase;
@@ -121,15 +132,17 @@ describe("reference stack", () => {
     const logins = fn.Properties.Environment.Variables.JOBFENCE_LOGIN_SECRETS;
     // Stack.toJsonString renders as an Fn::Join; the parts name each secret by Ref, role by text.
     const rendered = JSON.stringify(logins);
-    for (const [login, role] of [
-      ["consumer", "jobfence_consumer"],
-      ["ops", "jobfence_ops"],
-      ["cleanup", "jobfence_cleanup"],
+    for (const [secret, role] of [
+      [secrets.consumers["award-points"], '\\"consumer\\":\\"award-points\\"'],
+      [secrets.ops, '\\"memberOf\\":\\"jobfence_ops\\"'],
+      [secrets.cleanup, '\\"memberOf\\":\\"jobfence_cleanup\\"'],
     ] as const) {
-      expect(rendered).toContain(JSON.stringify({ Ref: logicalId(stack, secrets[login]) }));
+      expect(rendered).toContain(JSON.stringify({ Ref: logicalId(stack, secret as IConstruct) }));
       expect(rendered).toContain(role);
     }
-    // Its role may read the three login secrets and its own, and no other secret.
+    // No login is granted the consumers' base role itself any more.
+    expect(rendered).not.toContain('\\"memberOf\\":\\"jobfence_consumer\\"');
+    // Its role may read the function logins' secrets and its own, and no other secret.
     const readable = new Set<string>();
     for (const policy of Object.values(template.findResources("AWS::IAM::Policy"))) {
       if (
@@ -143,27 +156,154 @@ describe("reference stack", () => {
       }
     }
     expect([...readable].sort()).toEqual(
-      (["migrator", "consumer", "ops", "cleanup"] as const)
-        .map((login) => JSON.stringify({ Ref: logicalId(stack, secrets[login]) }))
+      [secrets.migrator, secrets.ops, secrets.cleanup, ...Object.values(secrets.consumers)]
+        .map((secret) => JSON.stringify({ Ref: logicalId(stack, secret) }))
         .sort(),
     );
   });
 });
 
 describe("alarms", () => {
-  it("every consumer, bulk-operations and cleanup alarm reaches BetterStack through the alerting destination", () => {
-    const forwarded = JSON.stringify(
-      template.toJSON().Resources[logicalId(stack, stack.alarmForwarding)].Properties.EventPattern.resources,
-    );
-    const alarms = [
-      ...stack.consumers.flatMap((c) => Object.values(c.alarms)),
-      ...Object.values(stack.bulkOperations.alarms),
-      ...Object.values(stack.cleanup.alarms),
-    ];
-    expect(alarms.length).toBe(4 * stack.consumers.length + 2 + 2);
+  const forwardedAlarms = () => [
+    ...stack.consumers.flatMap((c) => Object.values(c.alarms)),
+    ...Object.values(stack.bulkOperations.alarms),
+    ...Object.values(stack.cleanup.alarms),
+    ...Object.values(stack.doctor.alarms),
+    ...Object.values(stack.api.alarms),
+  ];
+
+  it("every consumer, bulk-operations, cleanup, doctor and API alarm reaches BetterStack through the alerting destination", () => {
+    const rule = template.toJSON().Resources[logicalId(stack, stack.alarmForwarding)].Properties;
+    expect(rule.EventPattern.detail).toEqual({ alarmName: [{ prefix: "Jobfence/" }] });
+    const alarms = forwardedAlarms();
+    expect(alarms.length).toBe(14 * stack.consumers.length + 2 + 2 + 2 + 1);
     for (const alarm of alarms) {
-      expect(forwarded).toContain(JSON.stringify({ "Fn::GetAtt": [logicalId(stack, alarm), "Arn"] }));
+      const name = template.toJSON().Resources[logicalId(stack, alarm)].Properties.AlarmName;
+      expect(name, alarm.node.path).toBe(alarm.node.path);
+      expect(name.startsWith("Jobfence/")).toBe(true);
     }
+    // The pattern stays one prefix however many alarms there are (EventBridge allows 2,048 characters).
+    expect(JSON.stringify(rule.EventPattern).length).toBeLessThan(200);
+  });
+
+  it("every alarm of the stack, the undelivered-alerts one included, notifies the alarm topic on ALARM and OK", () => {
+    const topic = { Ref: logicalId(stack, stack.alerting.alarmTopic) };
+    const alarms = Object.entries(template.findResources("AWS::CloudWatch::Alarm"));
+    expect(alarms.length).toBe(forwardedAlarms().length + 1);
+    for (const [id, alarm] of alarms) {
+      expect(alarm.Properties.AlarmActions, id).toEqual([topic]);
+      expect(alarm.Properties.OKActions, id).toEqual([topic]);
+      expect(alarm.Properties.TreatMissingData, id).toBe("notBreaching");
+    }
+    template.hasResourceProperties("AWS::SNS::Topic", {
+      KmsMasterKeyId: { "Fn::GetAtt": [logicalId(stack, stack.alerting.alarmTopicKey), "Arn"] },
+    });
+    template.hasResourceProperties("AWS::SNS::Subscription", {
+      TopicArn: topic,
+      Protocol: "email",
+      Endpoint: "oncall@example.com",
+    });
+    template.hasOutput("AlarmTopicArn", { Value: topic });
+  });
+});
+
+describe("dashboard", () => {
+  /** The dashboard's body as JSON, each CloudFormation reference in it written as `<…>`. */
+  function dashboardBody(): {
+    widgets: Array<{ type: string; properties: { metrics?: unknown[][]; alarms?: unknown[] } }>;
+  } {
+    const dashboards = Object.values(template.findResources("AWS::CloudWatch::Dashboard"));
+    expect(dashboards).toHaveLength(1);
+    const body = dashboards[0]?.Properties.DashboardBody;
+    const parts: unknown[] = body["Fn::Join"]?.[1] ?? [body];
+    return JSON.parse(
+      parts.map((p) => (typeof p === "string" ? p : `<${JSON.stringify(p).replace(/"/g, "'")}>`)).join(""),
+    );
+  }
+
+  /** `namespace metric dimension=value …` of every metric the dashboard graphs. */
+  function graphedMetrics(): string[] {
+    return dashboardBody().widgets.flatMap((w) =>
+      (w.properties.metrics ?? []).map((m) => {
+        const [namespace, name, ...rest] = m.filter((x) => typeof x === "string") as string[];
+        const dims: string[] = [];
+        for (let i = 0; i + 1 < rest.length; i += 2) dims.push(`${rest[i]}=${rest[i + 1]}`);
+        return [namespace, name, ...dims].join(" ");
+      }),
+    );
+  }
+
+  it("is one dashboard named after the stack", () => {
+    template.hasResourceProperties("AWS::CloudWatch::Dashboard", { DashboardName: "Jobfence" });
+    template.hasOutput("DashboardName", {});
+  });
+
+  it("graphs each consumer's outcomes, dead letters by kind, fence latency and failures, as the harness and drain emit them", () => {
+    const graphed = graphedMetrics();
+    for (const name of [
+      "JobSucceeded",
+      "JobDuplicate",
+      "JobConflict",
+      "JobRetried",
+      "DeadLetteredPoison",
+      "DeadLetteredHard",
+      "DeadLetteredExhausted",
+      "DeadLetteredConflict",
+      "DeadLetteredInterrupted",
+      "FenceLatency",
+      "DeadLetterWriteFailed",
+      "AlertFailed",
+      "RecordFailed",
+      "RetryScheduleFailed",
+      "FailureUnrecorded",
+      "RecordInterrupted",
+    ]) {
+      expect(graphed, name).toContain(`jobfence ${name} service=award-points`);
+    }
+    for (const name of ["DeadLetteredUnrecorded", "BackstopRecordFailed", "AlertFailed"]) {
+      expect(graphed, name).toContain(`jobfence ${name} service=award-points-backstop`);
+    }
+    const dashboard = JSON.stringify(dashboardBody());
+    expect(dashboard).toContain('"stat":"p99"');
+  });
+
+  it("graphs each consumer's source queue and backstop: depth, in flight and age", () => {
+    const graphed = graphedMetrics();
+    const [consumer] = stack.consumers;
+    for (const queue of [consumer?.queue, consumer?.backstopQueue]) {
+      const queueName = `QueueName=<{'Fn::GetAtt':['${logicalId(stack, queue as IConstruct)}','QueueName']}>`;
+      for (const metric of [
+        "ApproximateNumberOfMessagesVisible",
+        "ApproximateNumberOfMessagesNotVisible",
+        "ApproximateAgeOfOldestMessage",
+      ]) {
+        expect(graphed).toContain(`AWS/SQS ${metric} ${queueName}`);
+      }
+    }
+  });
+
+  it("graphs TTL cleanup's rows and backlog, and the API's requests, 4xx, 5xx and latency", () => {
+    const graphed = graphedMetrics();
+    for (const name of [
+      "FenceCleanupDeleted",
+      "AttemptLedgerCleanupDeleted",
+      "FenceCleanupBacklog",
+      "FenceCleanupHeld",
+    ]) {
+      expect(graphed).toContain(`jobfence ${name} service=fence-cleanup`);
+    }
+    const apiId = `ApiId=<{'Ref':'${logicalId(stack, stack.api.api)}'}>`;
+    for (const name of ["Count", "4xx", "5xx", "Latency", "IntegrationLatency"]) {
+      expect(graphed).toContain(`AWS/ApiGateway ${name} ${apiId}`);
+    }
+  });
+
+  it("shows every alarm's state first", () => {
+    const [first] = dashboardBody().widgets;
+    expect(first?.type).toBe("alarm");
+    expect(first?.properties.alarms).toHaveLength(
+      Object.keys(template.findResources("AWS::CloudWatch::Alarm")).length,
+    );
   });
 });
 
@@ -244,6 +384,64 @@ describe("bundles", () => {
   });
 });
 
+describe("database logins", () => {
+  it("generates one secret per consumer login, besides ops, cleanup and the migrator, and registers all with the proxy", () => {
+    const database = stack.referenceDatabase;
+    if (!database) throw new Error("the reference stack creates its database");
+    expect(Object.keys(database.secrets.consumers)).toEqual(
+      stack.consumers.map((c) => c.node.id.replace(/^Consumer-/, "")),
+    );
+    const secrets = template.findResources("AWS::SecretsManager::Secret");
+    const generated = (secret: IConstruct) => secrets[logicalId(stack, secret)]?.Properties;
+    expect(generated(database.secrets.consumers["award-points"] as IConstruct)).toMatchObject({
+      Name: "jobfence/db/consumer/award-points",
+      GenerateSecretString: {
+        SecretStringTemplate: JSON.stringify({ username: "jobfence_login_award_points" }),
+      },
+    });
+    for (const [login, username] of [
+      ["ops", "jobfence_ops_login"],
+      ["cleanup", "jobfence_cleanup_login"],
+      ["migrator", "jobfence_migrator"],
+    ] as const) {
+      expect(generated(database.secrets[login])).toMatchObject({
+        Name: `jobfence/db/${login}`,
+        GenerateSecretString: { SecretStringTemplate: JSON.stringify({ username }) },
+      });
+    }
+    const proxy = template.toJSON().Resources[logicalId(stack, database.proxy)];
+    const registered = JSON.stringify(proxy.Properties.Auth);
+    for (const secret of [
+      database.secrets.migrator,
+      database.secrets.ops,
+      database.secrets.cleanup,
+      ...Object.values(database.secrets.consumers),
+    ]) {
+      expect(registered).toContain(JSON.stringify({ Ref: logicalId(stack, secret) }));
+    }
+  });
+
+  it("connects each consumer's function and drain with that consumer's login, every other function with its own", () => {
+    const database = stack.referenceDatabase;
+    if (!database) throw new Error("the reference stack creates its database");
+    const secretOf = (fn: { function: IConstruct }) =>
+      template.toJSON().Resources[logicalId(stack, fn.function)].Properties.Environment.Variables
+        .JOBFENCE_DB_SECRET_ARN;
+    const ref = (secret: IConstruct) => ({ Ref: logicalId(stack, secret) });
+    for (const consumer of stack.consumers) {
+      const name = consumer.node.id.replace(/^Consumer-/, "");
+      const secret = database.secrets.consumers[name] as IConstruct;
+      expect(secretOf(consumer.consumerFunction)).toEqual(ref(secret));
+      expect(secretOf(consumer.drainFunction)).toEqual(ref(secret));
+    }
+    expect(secretOf(stack.api.handler)).toEqual(ref(database.secrets.ops));
+    expect(secretOf(stack.bulkOperations.workerFunction)).toEqual(ref(database.secrets.ops));
+    expect(secretOf(stack.cleanup.escalationFunction)).toEqual(ref(database.secrets.ops));
+    expect(secretOf(stack.cleanup.cleanupFunction)).toEqual(ref(database.secrets.cleanup));
+    expect(secretOf(stack.migrations.migrateFunction)).toEqual(ref(database.secrets.migrator));
+  });
+});
+
 describe("stack props from CDK context", () => {
   it("names every missing value at once", () => {
     expect(() => stackPropsFromContext(() => undefined)).toThrow(ConfigurationError);
@@ -273,6 +471,44 @@ describe("stack props from CDK context", () => {
       betterStackSecretName: "jobfence/betterstack",
     });
     expect(Stack).toBeDefined();
+  });
+
+  it("refuses dbCredentialsRevision, which is no longer used, saying why", () => {
+    const context: Record<string, string> = {
+      "jobfence:jwtIssuer": "https://auth.example.com",
+      "jobfence:jwtAudience": "jobfence-ops",
+      "jobfence:betterStackEndpoint": "https://in.logs.betterstack.com",
+      "jobfence:betterStackSecretName": "jobfence/betterstack",
+      "jobfence:dbCredentialsRevision": "2026-11-29",
+    };
+    expect(() => stackPropsFromContext((k) => context[k])).toThrow(
+      /dbCredentialsRevision is no longer used: the functions read their database credentials at run time/,
+    );
+  });
+
+  it("reads connectionBudget as a whole number and alarmEmails as a list, from -c text or cdk.json", () => {
+    const base: Record<string, unknown> = {
+      "jobfence:jwtIssuer": "https://auth.example.com",
+      "jobfence:jwtAudience": "jobfence-ops",
+      "jobfence:betterStackEndpoint": "https://in.logs.betterstack.com",
+      "jobfence:betterStackSecretName": "jobfence/betterstack",
+    };
+    const read = (extra: Record<string, unknown>) => stackPropsFromContext((k) => ({ ...base, ...extra })[k]);
+    expect(read({ "jobfence:connectionBudget": "400" }).connectionBudget).toBe(400);
+    expect(read({ "jobfence:connectionBudget": 400 }).connectionBudget).toBe(400);
+    expect(read({}).connectionBudget).toBeUndefined();
+    for (const bad of ["many", "0", 1.5, -1]) {
+      expect(() => read({ "jobfence:connectionBudget": bad }), String(bad)).toThrow(
+        /connectionBudget must be a whole number/,
+      );
+    }
+    expect(read({ "jobfence:alarmEmails": "a@example.com, b@example.com" }).alarmEmails).toEqual([
+      "a@example.com",
+      "b@example.com",
+    ]);
+    expect(read({ "jobfence:alarmEmails": ["a@example.com"] }).alarmEmails).toEqual(["a@example.com"]);
+    expect(read({}).alarmEmails).toBeUndefined();
+    expect(() => read({ "jobfence:alarmEmails": 42 })).toThrow(/alarmEmails must be/);
   });
 
   it("reads bulkConfirmAbove as a number from -c text or cdk.json, and refuses anything else", () => {

@@ -662,6 +662,42 @@ describe.each(ROUTE_CASES)("authorization of $name", (route) => {
     expect(messagesIn(bed.emulator, "auth")).toBe(depth);
   });
 
+  it("answers 401 invalid_token naming the claim to a token without exp, iat or sub, expired, too old or issued ahead, changing nothing", async () => {
+    const target = await freshTarget();
+    const now = Math.floor(Date.now() / 1000);
+    const claims = {
+      iss: LOCAL_ISSUER,
+      aud: LOCAL_AUDIENCE,
+      sub: "crafted-actor",
+      scope: ALL_PERMISSIONS.join(" "),
+    };
+    const cases: Array<{ label: string; claims: Record<string, unknown>; why: RegExp }> = [
+      { label: "no exp", claims: { ...claims, exp: undefined }, why: /no exp claim/ },
+      { label: "no iat", claims: { ...claims, iat: undefined }, why: /no iat claim/ },
+      { label: "no sub", claims: { ...claims, sub: undefined }, why: /no sub claim/ },
+      { label: "expired", claims: { ...claims, iat: now - 3600, exp: now - 120 }, why: /expired/ },
+      {
+        label: "issued over 12 hours ago, exp still ahead",
+        claims: { ...claims, iat: now - 12 * 3600 - 120, exp: now + 3600 },
+        why: /too old \(iat is more than 43200 seconds ago\)/,
+      },
+      { label: "issued ahead of our clock", claims: { ...claims, iat: now + 120 }, why: /iat is ahead/ },
+    ];
+    await expectNoDecisionChange(async () => {
+      for (const { label, claims: c, why } of cases) {
+        const token = await crafted.sign(c);
+        const response = await send(twin.call, target, bearer(token));
+        expectProblem(response, 401);
+        expect(response.body.type, label).toBe("urn:jobfence:problem:unauthenticated");
+        expect(response.body.detail, label).toMatch(why);
+        expect(response.headers.get("www-authenticate"), label).toBe(
+          `Bearer realm="jobfence", error="invalid_token", error_description="${response.body.detail}"`,
+        );
+        expect(JSON.stringify(response.body), label).not.toContain(token.split(".")[1]);
+      }
+    });
+  });
+
   it("answers 403 to a valid token without the route's permission, changing nothing", async () => {
     const target = await freshTarget();
     const others = ALL_PERMISSIONS.filter((p) => p !== route.permission);

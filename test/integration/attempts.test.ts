@@ -19,6 +19,7 @@ import { deliver, receiveRecords } from "../../local/event-source.ts";
 import { lambdaContext } from "../../local/lambda-context.ts";
 import type { CommitMode, ConsumerDefinition, ConsumerHandler } from "../../shared/consumer.ts";
 import { createPool } from "../../shared/db/pool.ts";
+import { consumerRoleName } from "../../shared/db/queries/provision-login.ts";
 import { ConfigurationError, PermanentJobError } from "../../shared/errors.ts";
 import { retryDelaySeconds } from "../../shared/retry/policy.ts";
 import {
@@ -497,7 +498,7 @@ for (const mode of ["per-record", "batch"] as const satisfies readonly CommitMod
       });
       await bed.db.withClient((c) =>
         c.query(`CREATE TABLE IF NOT EXISTS public.attempts_deferred (v int UNIQUE DEFERRABLE INITIALLY DEFERRED);
-                 GRANT INSERT ON public.attempts_deferred TO jobfence_consumer`),
+                 GRANT INSERT ON public.attempts_deferred TO jobfence_consumer_award_points`),
       );
       await expectOnlyCulprit(bed.db, handler, jobs, 1);
     });
@@ -607,7 +608,7 @@ for (const mode of ["per-record", "batch"] as const satisfies readonly CommitMod
       const job = id("slow-connect");
       const pool = createPool({
         connectionString: bed.db.url,
-        role: "jobfence_consumer",
+        role: consumerRoleName("award-points"),
         max: 2,
         lockTimeoutMs: 100,
       });

@@ -20,6 +20,7 @@ import { freePort, type RunningPostgres, startEmbeddedPostgres } from "../../loc
 import { createBackstopDrain } from "../../shared/backstop/drain.ts";
 import { runMigrations } from "../../shared/db/migrate.ts";
 import { createPool } from "../../shared/db/pool.ts";
+import { consumerRoleName } from "../../shared/db/queries/provision-login.ts";
 import { DEFAULT_RETRY_POLICY } from "../../shared/retry/policy.ts";
 import { award, type ConsumerTestBed, consumerTestBed, OPS_BUS } from "../support/consumer-harness.ts";
 import { messagesIn, sendMessage } from "../support/sqs.ts";
@@ -56,7 +57,11 @@ it("a message the harness could never record reaches the backstop, and the drain
     RedrivePolicy: JSON.stringify({ deadLetterTargetArn: backstop.arn, maxReceiveCount }),
   });
   const url = (postgres as RunningPostgres).url;
-  const pool = createPool({ connectionString: url, role: "jobfence_consumer", connectionTimeoutMs: 1000 });
+  const pool = createPool({
+    connectionString: url,
+    role: consumerRoleName("award-points"),
+    connectionTimeoutMs: 1000,
+  });
   const consumer = bed.consumer(awardPointsConsumer, { pool, queueUrl: source.url });
   const sourceQueue: QueueSource = { sqs: bed.sqs, queueUrl: source.url, queueArn: source.arn };
 
@@ -87,7 +92,7 @@ it("a message the harness could never record reaches the backstop, and the drain
   const backstopQueue: QueueSource = { sqs: bed.sqs, queueUrl: backstop.url, queueArn: backstop.arn };
   const drainPool = createPool({
     connectionString: url,
-    role: "jobfence_consumer",
+    role: consumerRoleName("award-points"),
     connectionTimeoutMs: 1000,
   });
   const drain = createBackstopDrain(

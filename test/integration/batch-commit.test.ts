@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { awardPointsConsumer, type awardPointsPayload } from "../../functions/award-points/consumer.ts";
 import type { CommitMode, ConsumerDefinition } from "../../shared/consumer.ts";
 import { createPool } from "../../shared/db/pool.ts";
+import { consumerRoleName } from "../../shared/db/queries/provision-login.ts";
 import { PermanentJobError } from "../../shared/errors.ts";
 import { MAX_BATCH_REDOS } from "../../shared/fence/batch-transaction.ts";
 import {
@@ -24,7 +25,7 @@ beforeAll(async () => {
   bed = await consumerTestBed({ commitMode: "batch" });
   await bed.db.withClient((c) =>
     c.query(`CREATE TABLE public.deferred_check (id int, CONSTRAINT deferred_unique UNIQUE (id) DEFERRABLE INITIALLY DEFERRED);
-             GRANT INSERT ON public.deferred_check TO jobfence_consumer;`),
+             GRANT INSERT ON public.deferred_check TO jobfence_consumer_award_points;`),
   );
 });
 afterAll(async () => {
@@ -194,7 +195,7 @@ describe("batch-commit mode", () => {
 describe("round trips", () => {
   /** Query calls (one round trip each) on the consumer's connections while `records` are handled. */
   async function roundTrips(commitMode: CommitMode, prefix: string, count: number): Promise<number> {
-    const pool = createPool({ connectionString: bed.db.url, role: "jobfence_consumer", max: 1 });
+    const pool = createPool({ connectionString: bed.db.url, role: consumerRoleName("award-points"), max: 1 });
     let calls = 0;
     const wrapped = new WeakSet<object>();
     pool.on("acquire", (client) => {

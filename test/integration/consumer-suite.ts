@@ -34,7 +34,7 @@ export function consumerSuite(commitMode: CommitMode): void {
     await bed.db.withClient(async (c) => {
       // A table whose unique constraint is checked at COMMIT: lets a test make COMMIT itself fail.
       await c.query(`CREATE TABLE public.deferred_check (id int, CONSTRAINT deferred_unique UNIQUE (id) DEFERRABLE INITIALLY DEFERRED);
-                     GRANT INSERT ON public.deferred_check TO jobfence_consumer;`);
+                     GRANT INSERT ON public.deferred_check TO jobfence_consumer_award_points;`);
     });
   });
   afterAll(async () => {

@@ -7,7 +7,7 @@ import pg from "pg";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 import { expectRefused, SQLSTATE } from "../support/expect-pg.ts";
-import { insertDeadLetter } from "../support/fixtures.ts";
+import { insertDeadLetter, insertFence } from "../support/fixtures.ts";
 
 let db: TestDatabase;
 let client: pg.Client;
@@ -58,7 +58,10 @@ describe("dead letter status transition", () => {
   it.each(["replayed", "superseded"])(
     "pending_review → %s is allowed with actor and time",
     async (status) => {
-      const id = await insertDeadLetter(client);
+      const jobId = `transition-${status}`;
+      const id = await insertDeadLetter(client, { job_id: jobId });
+      // Superseded means the job was applied after all: the database wants its fence.
+      if (status === "superseded") await insertFence(client, jobId);
       await attempt(RESOLVE, [id, status]);
       expect(await statusOf(id)).toBe(status);
     },
@@ -85,7 +88,9 @@ describe("dead letter status transition", () => {
     ["discarded", "replayed"],
     ["discarded", "pending_review"],
   ])("a %s dead letter cannot move to %s", async (from, to) => {
-    const id = await insertDeadLetter(client);
+    const jobId = `frozen-${from}-${to}`;
+    const id = await insertDeadLetter(client, { job_id: jobId });
+    await insertFence(client, jobId);
     if (from === "discarded") await attempt(DISCARD, [id, "not needed"]);
     else await attempt(RESOLVE, [id, from]);
 

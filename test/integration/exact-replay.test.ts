@@ -16,6 +16,7 @@ import { localEventBridgeClient } from "../../local/aws-clients.ts";
 import { lambdaContext } from "../../local/lambda-context.ts";
 import { createBackstopDrain, type DrainedDefinition } from "../../shared/backstop/drain.ts";
 import { createPool } from "../../shared/db/pool.ts";
+import { consumerRoleName } from "../../shared/db/queries/provision-login.ts";
 import { replayDeadLetter } from "../../shared/dead-letters/replay.ts";
 import { PermanentJobError } from "../../shared/errors.ts";
 import {
@@ -81,7 +82,7 @@ function drainOf(sourceQueueUrl: string, definition?: DrainedDefinition) {
       sourceMaxReceiveCount: 8,
       databaseUrl: bed.db.url,
       opsBusName: OPS_BUS,
-      dbRole: "jobfence_consumer",
+      dbRole: consumerRoleName("award-points"),
     },
     { eventBridge: localEventBridgeClient(bed.sink.endpoint), ...(definition ? { definition } : {}) },
   );

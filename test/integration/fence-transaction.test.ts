@@ -8,6 +8,7 @@
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createPool } from "../../shared/db/pool.ts";
+import { ensureConsumerRole } from "../../shared/db/queries/provision-login.ts";
 import { jobFingerprint } from "../../shared/envelope/fingerprint.ts";
 import {
   ForeignTransactionError,
@@ -24,7 +25,8 @@ let raw: pg.PoolClient | undefined;
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  pool = createPool({ connectionString: db.url, role: "jobfence_consumer", max: 2 });
+  const role = await db.withClient((c) => ensureConsumerRole(c, "fence-tx"));
+  pool = createPool({ connectionString: db.url, role, max: 2 });
   pool.on("acquire", (client) => {
     raw = client;
   });

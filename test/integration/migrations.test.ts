@@ -53,6 +53,7 @@ const CORE_TABLES = [
   "bulk_operation_items",
   "bulk_operation_skips",
   "bulk_operations",
+  "consumer_roles",
   "dead_letter_counts",
   "dead_letter_groups",
   "dead_letters",

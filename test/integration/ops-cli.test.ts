@@ -88,6 +88,7 @@ async function deadLetters(
   poison = 0,
   queue = queueUrl,
 ): Promise<void> {
+  await bed.consumerRole(name);
   const consumer = bed.consumer(
     {
       ...awardPointsConsumer,

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { awardPointsConsumer } from "../../functions/award-points/consumer.ts";
 import { createPool } from "../../shared/db/pool.ts";
 import { insertDeadLetter } from "../../shared/db/queries/insert-dead-letter.ts";
+import { consumerRoleName } from "../../shared/db/queries/provision-login.ts";
 import { resolveHealedDeadLetters } from "../../shared/dead-letters/escalation.ts";
 import { replayDeadLetter } from "../../shared/dead-letters/replay.ts";
 import { storedBody } from "../../shared/dead-letters/stored-body.ts";
@@ -125,7 +126,11 @@ describe("replay after the fence's TTL", () => {
   });
 
   it("a dead letter written while the cleanup runs keeps its job's expired fence, whichever commits first", async () => {
-    const consumerPool = createPool({ connectionString: bed.db.url, role: "jobfence_consumer", max: 1 });
+    const consumerPool = createPool({
+      connectionString: bed.db.url,
+      role: consumerRoleName("award-points"),
+      max: 1,
+    });
     try {
       const jobId = "ttl-drain-during-cleanup";
       const body = JSON.stringify(award(jobId, 6, "u-drain"));

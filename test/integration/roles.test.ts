@@ -5,12 +5,15 @@
  */
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { consumerRoleName, ensureConsumerRole } from "../../shared/db/queries/provision-login.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 import { expectRefused, SQLSTATE } from "../support/expect-pg.ts";
 import { insertDeadLetter, insertFence } from "../support/fixtures.ts";
 
-const ROLES = ["jobfence_consumer", "jobfence_ops", "jobfence_cleanup"] as const;
-type Role = (typeof ROLES)[number];
+/** award-points' own group role (every test database has it: the migrations ensure it). */
+const AWARD = consumerRoleName("award-points");
+const ROLES = [AWARD, "jobfence_ops", "jobfence_cleanup"] as const;
+type Role = (typeof ROLES)[number] | string;
 
 let db: TestDatabase;
 let client: pg.Client;
@@ -55,17 +58,17 @@ const OPERATIONS: Array<{ what: string; sql: string; params?: (id: string) => un
     {
       what: "insert a fence",
       sql: "INSERT INTO core.processed_jobs (job_id, consumer, tenant_id, expires_at) VALUES ('award:x', 'award-points', 't', now() + interval '7 days') ON CONFLICT DO NOTHING RETURNING 1",
-      allowed: ["jobfence_consumer"],
+      allowed: [AWARD],
     },
     {
       what: "read fences",
       sql: "SELECT * FROM core.processed_jobs WHERE job_id = 'award:live' AND consumer = 'award-points'",
-      allowed: ["jobfence_consumer", "jobfence_ops"],
+      allowed: [AWARD, "jobfence_ops"],
     },
     {
       what: "find expired fences",
       sql: "SELECT job_id, consumer FROM core.processed_jobs WHERE expires_at < now() LIMIT 100",
-      allowed: ["jobfence_consumer", "jobfence_ops"],
+      allowed: [AWARD, "jobfence_ops"],
     },
     {
       what: "delete fences directly, even expired ones",
@@ -88,21 +91,21 @@ const OPERATIONS: Array<{ what: string; sql: string; params?: (id: string) => un
       allowed: [],
     },
     { what: "truncate fences", sql: "TRUNCATE core.processed_jobs", allowed: [] },
-    { what: "insert a dead letter", sql: DEAD_LETTER_INSERT, allowed: ["jobfence_consumer"] },
+    { what: "insert a dead letter", sql: DEAD_LETTER_INSERT, allowed: [AWARD] },
     {
       what: "insert a dead letter idempotently and read back its id",
       sql: `${DEAD_LETTER_INSERT} ON CONFLICT (consumer, job_id, body_fingerprint) WHERE status = 'pending_review' DO NOTHING RETURNING id`,
-      allowed: ["jobfence_consumer"],
+      allowed: [AWARD],
     },
     {
       what: "find the pending dead letter of a job",
       sql: "SELECT id FROM core.dead_letters WHERE consumer = 'award-points' AND job_id = 'award:fixture' AND status = 'pending_review'",
-      allowed: ["jobfence_consumer", "jobfence_ops"],
+      allowed: [AWARD, "jobfence_ops"],
     },
     {
       what: "find the pending dead letter of a body",
       sql: "SELECT id, error_kind FROM core.dead_letters WHERE consumer = 'award-points' AND job_id = 'award:fixture' AND body_fingerprint = sha256('x') AND status = 'pending_review'",
-      allowed: ["jobfence_consumer", "jobfence_ops"],
+      allowed: [AWARD, "jobfence_ops"],
     },
     {
       what: "read dead letter payloads and errors",
@@ -117,7 +120,7 @@ const OPERATIONS: Array<{ what: string; sql: string; params?: (id: string) => un
     {
       what: "check the fence transaction at COMMIT",
       sql: "SELECT core.assert_fence_transaction(pg_current_xact_id())",
-      allowed: ["jobfence_consumer"],
+      allowed: [AWARD],
     },
     {
       what: "resolve a dead letter",
@@ -195,7 +198,7 @@ const OPERATIONS: Array<{ what: string; sql: string; params?: (id: string) => un
 
 describe.each(ROLES)("role %s", (role) => {
   for (const op of OPERATIONS) {
-    const allowed = op.allowed.includes(role);
+    const allowed = (op.allowed as readonly string[]).includes(role);
     it(`${allowed ? "may" : "may not"} ${op.what}`, async () => {
       const run = asRole(role, op.sql, op.params?.(pendingId) ?? []);
       if (allowed) await expect(run).resolves.toBeDefined();
@@ -256,6 +259,359 @@ describe("ownership and attributes", () => {
         rolbypassrls: false,
         can_create_schema: false,
       });
+    }
+  });
+});
+
+/**
+ * One group role per consumer: the database pins `consumer` to the role for fences, dead letters
+ * and the attempt ledger (row-level security), keeps each consumer's tables its own, and leaves
+ * the identity and resolution of a dead letter to the database. Both ways round: each consumer is
+ * refused the other's rows.
+ */
+describe("a consumer's role writes only its own consumer's rows", () => {
+  const PAYMENTS = "record-payment";
+  let paymentsRole: string;
+
+  beforeAll(async () => {
+    paymentsRole = await ensureConsumerRole(client, PAYMENTS);
+    await insertFence(client, "pay:live", { consumer: PAYMENTS });
+    await insertDeadLetter(client, { job_id: "pay:fixture", consumer: PAYMENTS });
+    await client.query(
+      `INSERT INTO core.message_attempts (consumer, message_id, job_id, failures) VALUES
+         ('award-points', 'm-award', 'award:fixture', 1), ($1, 'm-pay', 'pay:fixture', 1)`,
+      [PAYMENTS],
+    );
+  });
+
+  const fenceFor = (consumer: string) =>
+    `INSERT INTO core.processed_jobs (job_id, consumer, tenant_id, expires_at)
+     VALUES ('cross:1', '${consumer}', 't', now() + interval '7 days') ON CONFLICT DO NOTHING RETURNING 1`;
+  const deadLetterFor = (consumer: string, extra = "", extraValue = "") =>
+    `INSERT INTO core.dead_letters
+       (job_id, consumer, queue, payload, attempts, error_kind, last_error, correlation_id, body_form, body${extra})
+     VALUES ('cross:1', '${consumer}', 'q', NULL, 1, 'poison', '{"class":"PoisonMessageError","message":"bad"}', 'c', 'text', 'x'${extraValue})`;
+  const attemptFor = (consumer: string) =>
+    `INSERT INTO core.message_attempts (consumer, message_id, job_id, started) VALUES ('${consumer}', 'm-cross', 'cross:1', 1)`;
+
+  const pairs = () => [
+    {
+      name: "record-payment acting on award-points",
+      role: paymentsRole,
+      own: PAYMENTS,
+      other: "award-points",
+    },
+    { name: "award-points acting on record-payment", role: AWARD, own: "award-points", other: PAYMENTS },
+  ];
+
+  for (const index of [0, 1]) {
+    describe(
+      index === 0 ? "record-payment acting on award-points" : "award-points acting on record-payment",
+      () => {
+        const pair = () => pairs()[index] as ReturnType<typeof pairs>[number];
+
+        it("may write its own fence, dead letter and attempt", async () => {
+          const { role, own } = pair();
+          await expect(asRole(role, fenceFor(own))).resolves.toMatchObject({ rowCount: 1 });
+          await expect(asRole(role, deadLetterFor(own))).resolves.toMatchObject({ rowCount: 1 });
+          await expect(asRole(role, attemptFor(own))).resolves.toMatchObject({ rowCount: 1 });
+        });
+
+        it("may not insert the other consumer's fence (its jobs would be skipped as duplicates)", async () => {
+          const { role, other } = pair();
+          await expectRefused(asRole(role, fenceFor(other)), SQLSTATE.insufficientPrivilege);
+        });
+
+        it("may not insert a dead letter for the other consumer (a bulk replay would send it to that queue)", async () => {
+          const { role, other } = pair();
+          await expectRefused(asRole(role, deadLetterFor(other)), SQLSTATE.insufficientPrivilege);
+        });
+
+        it("may not write the other consumer's attempt ledger", async () => {
+          const { role, other } = pair();
+          await expectRefused(asRole(role, attemptFor(other)), SQLSTATE.insufficientPrivilege);
+          const updated = await asRole(
+            role,
+            `UPDATE core.message_attempts SET failures = 0 WHERE consumer = '${other}'`,
+          );
+          expect(updated.rowCount).toBe(0);
+        });
+
+        it("sees none of the other consumer's fences, dead letters or attempts", async () => {
+          const { role, other } = pair();
+          for (const table of ["core.processed_jobs", "core.message_attempts"]) {
+            const { rows } = await asRole(
+              role,
+              `SELECT count(*)::int AS n FROM ${table} WHERE consumer = $1`,
+              [other],
+            );
+            expect(rows[0]?.n, table).toBe(0);
+          }
+          const { rows } = await asRole(
+            role,
+            "SELECT count(*)::int AS n FROM core.dead_letters WHERE consumer = $1",
+            [other],
+          );
+          expect(rows[0]?.n).toBe(0);
+          // The fixtures are there: the migrator sees them.
+          const { rows: all } = await client.query<{ n: number }>(
+            "SELECT count(*)::int AS n FROM core.processed_jobs WHERE consumer = $1",
+            [other],
+          );
+          expect(all[0]?.n).toBeGreaterThan(0);
+        });
+
+        it("may not set a dead letter's created_at, status or resolution, even on its own", async () => {
+          const { role, own } = pair();
+          for (const [column, value] of [
+            ["created_at", "now() - interval '30 days'"],
+            ["status", "'pending_review'"],
+            ["resolved_at", "now()"],
+            ["resolved_by", "'me'"],
+            ["discard_reason", "'r'"],
+            ["id", "gen_random_uuid()"],
+          ] as const) {
+            await expectRefused(
+              asRole(role, deadLetterFor(own, `, ${column}`, `, ${value}`)),
+              SQLSTATE.insufficientPrivilege,
+            );
+          }
+        });
+      },
+    );
+  }
+
+  it("record-payment's role reaches none of award-points' tables", async () => {
+    for (const sql of [
+      "INSERT INTO award_points.balances (tenant_id, user_id, balance) VALUES ('t', 'u', 1000000)",
+      "INSERT INTO award_points.ledger (job_id, tenant_id, user_id, points) VALUES ('j', 't', 'u', 5)",
+      "UPDATE award_points.balances SET balance = 0",
+    ]) {
+      await expectRefused(asRole(paymentsRole, sql), SQLSTATE.insufficientPrivilege);
+    }
+    // award-points' own role still may.
+    await expect(
+      asRole(
+        AWARD,
+        "INSERT INTO award_points.ledger (job_id, tenant_id, user_id, points) VALUES ('j', 't', 'u', 5)",
+      ),
+    ).resolves.toMatchObject({ rowCount: 1 });
+  });
+
+  it("the shared base role acts for no consumer: it writes nothing", async () => {
+    await expectRefused(
+      asRole("jobfence_consumer", fenceFor("award-points")),
+      SQLSTATE.insufficientPrivilege,
+    );
+    await expectRefused(
+      asRole("jobfence_consumer", deadLetterFor("award-points")),
+      SQLSTATE.insufficientPrivilege,
+    );
+    await expectRefused(
+      asRole(
+        "jobfence_consumer",
+        "INSERT INTO award_points.ledger (job_id, tenant_id, user_id, points) VALUES ('j', 't', 'u', 5)",
+      ),
+      SQLSTATE.insufficientPrivilege,
+    );
+  });
+
+  it("a role granted two consumers' roles is refused rather than guessed", async () => {
+    await client.query("BEGIN");
+    try {
+      await client.query("CREATE ROLE jobfence_test_both NOLOGIN");
+      await client.query(`GRANT ${AWARD}, ${paymentsRole} TO jobfence_test_both`);
+      await client.query("SET LOCAL ROLE jobfence_test_both");
+      await expectRefused(client.query(fenceFor("award-points")), SQLSTATE.insufficientPrivilege);
+    } finally {
+      await client.query("ROLLBACK");
+    }
+  });
+
+  it("the database and the library name a consumer's role alike, long names included", async () => {
+    const names = ["award-points", "a", "record-payment", `x${"-y".repeat(22)}`, `long-${"n".repeat(57)}`];
+    const { rows } = await client.query<{ name: string }>(
+      "SELECT core.consumer_role_name(n) AS name FROM unnest($1::text[]) WITH ORDINALITY AS t(n, i) ORDER BY i",
+      [names],
+    );
+    expect(rows.map((r) => r.name)).toEqual(names.map(consumerRoleName));
+    for (const name of rows.map((r) => r.name)) expect(Buffer.byteLength(name)).toBeLessThanOrEqual(63);
+    expect(new Set(rows.map((r) => r.name)).size).toBe(names.length);
+  });
+});
+
+describe("superseded needs the job's fence, whoever resolves", () => {
+  it("the ops role cannot mark a dead letter superseded when its job has no fence", async () => {
+    const id = await insertDeadLetter(client, { job_id: "award:no-fence" });
+    await expectRefused(
+      asRole(
+        "jobfence_ops",
+        "UPDATE core.dead_letters SET status = 'superseded', resolved_at = now(), resolved_by = 'ops' WHERE id = $1",
+        [id],
+      ),
+      SQLSTATE.checkViolation,
+      "dead_letters_superseded_needs_fence",
+    );
+    // Not even the migrator: the guard is the table's.
+    await client.query("BEGIN");
+    try {
+      await expectRefused(
+        client.query(
+          "UPDATE core.dead_letters SET status = 'superseded', resolved_at = now() WHERE id = $1",
+          [id],
+        ),
+        SQLSTATE.checkViolation,
+        "dead_letters_superseded_needs_fence",
+      );
+    } finally {
+      await client.query("ROLLBACK");
+    }
+  });
+
+  it("it can when the fence exists", async () => {
+    const id = await insertDeadLetter(client, { job_id: "award:live" });
+    const result = await asRole(
+      "jobfence_ops",
+      "UPDATE core.dead_letters SET status = 'superseded', resolved_at = now(), resolved_by = 'ops' WHERE id = $1",
+      [id],
+    );
+    expect(result.rowCount).toBe(1);
+  });
+});
+
+describe("the dead-letter write's fence lock", () => {
+  it("answers and locks only the fences of the login's own consumer", async () => {
+    const login = `jft_hold_${Date.now().toString(36)}`;
+    await client.query(`CREATE ROLE ${login} LOGIN PASSWORD 'pw-hold'`);
+    try {
+      await client.query(`GRANT ${AWARD} TO ${login}`);
+      const url = new URL(db.url);
+      url.username = login;
+      url.password = "pw-hold";
+      const asLogin = new pg.Client({ connectionString: url.toString() });
+      await asLogin.connect();
+      try {
+        const own = await asLogin.query("SELECT * FROM core.hold_fence('award:live', 'award-points')");
+        expect(own.rowCount).toBe(1);
+        await ensureConsumerRole(client, "record-payment");
+        await insertFence(client, "pay:held", { consumer: "record-payment" });
+        const other = await asLogin.query("SELECT * FROM core.hold_fence('pay:held', 'record-payment')");
+        expect(other.rowCount).toBe(0);
+      } finally {
+        await asLogin.end();
+      }
+    } finally {
+      await client.query(`DROP ROLE ${login}`);
+    }
+  });
+});
+
+describe("a login cannot borrow another consumer's identity", () => {
+  it("a temporary table named like a catalog shadows nothing the database decides with", async () => {
+    const login = `jft_shadow_${Date.now().toString(36)}`;
+    const payments = await ensureConsumerRole(client, "record-payment");
+    await insertFence(client, "pay:shadowed", { consumer: "record-payment" });
+    await client.query(`CREATE ROLE ${login} LOGIN PASSWORD 'pw-shadow'`);
+    try {
+      await client.query(`GRANT ${AWARD} TO ${login}`);
+      const url = new URL(db.url);
+      url.username = login;
+      url.password = "pw-shadow";
+      const asLogin = new pg.Client({ connectionString: url.toString() });
+      await asLogin.connect();
+      try {
+        // The temporary tables come first in an unqualified lookup unless a function names pg_temp.
+        await asLogin.query(
+          `CREATE TEMP TABLE pg_roles AS SELECT $1::name AS rolname, $2::regrole::oid AS oid`,
+          [payments, AWARD],
+        );
+        await asLogin.query(
+          "CREATE TEMP TABLE consumer_roles AS SELECT 'record-payment'::text AS consumer, $1::name AS role_name",
+          [AWARD],
+        );
+        const { rows } = await asLogin.query("SELECT core.session_consumer() AS consumer");
+        expect(rows[0]?.consumer).toBe("award-points");
+        await expectRefused(
+          asLogin.query(
+            "INSERT INTO core.processed_jobs (job_id, consumer, tenant_id, expires_at) VALUES ('pay:forged', 'record-payment', 't', now() + interval '1 day')",
+          ),
+          SQLSTATE.insufficientPrivilege,
+        );
+        const held = await asLogin.query("SELECT * FROM core.hold_fence('pay:shadowed', 'record-payment')");
+        expect(held.rowCount).toBe(0);
+      } finally {
+        await asLogin.end();
+      }
+    } finally {
+      await client.query(`DROP ROLE ${login}`);
+    }
+  });
+
+  it("every core function that pins its search_path names pg_temp last", async () => {
+    const { rows } = await client.query<{ fn: string; path: string }>(
+      `SELECT p.oid::regprocedure::text AS fn, c AS path
+         FROM pg_proc p, unnest(p.proconfig) AS c
+        WHERE p.pronamespace = 'core'::regnamespace AND c LIKE 'search\\_path=%'`,
+    );
+    expect(rows.length).toBeGreaterThan(15);
+    for (const row of rows) expect(row.path, row.fn).toMatch(/pg_temp$/);
+    const definers = await client.query<{ fn: string }>(
+      `SELECT oid::regprocedure::text AS fn FROM pg_proc
+        WHERE pronamespace = 'core'::regnamespace AND prosecdef
+          AND NOT EXISTS (SELECT 1 FROM unnest(proconfig) c WHERE c LIKE 'search\\_path=%')`,
+    );
+    expect(definers.rows).toEqual([]);
+  });
+
+  it("a short consumer name never takes a long one's role", async () => {
+    const long = "a".repeat(50);
+    const { rows } = await client.query<{ name: string }>("SELECT core.consumer_role_name($1) AS name", [
+      long,
+    ]);
+    const suffix = rows[0]?.name.slice(-12) ?? "";
+    // The name that spells the long one's role in the short form is longer than a short form allows.
+    const impostor = `${"a".repeat(32)}-${suffix}`;
+    expect(consumerRoleName(impostor)).not.toBe(rows[0]?.name);
+    expect(consumerRoleName(long)).toBe(rows[0]?.name);
+  });
+});
+
+describe("superseded needs this job's fence", () => {
+  it("a fence of another job under the same id does not supersede, except a poison row's", async () => {
+    await client.query("BEGIN");
+    try {
+      await client.query(
+        `INSERT INTO core.processed_jobs (job_id, consumer, tenant_id, fingerprint, expires_at)
+         VALUES ('award:other-job', 'award-points', 't', '00000000-0000-0000-0000-000000000001', now() + interval '1 day')`,
+      );
+      const { rows } = await client.query<{ id: string; error_kind: string }>(
+        `INSERT INTO core.dead_letters (job_id, consumer, queue, attempts, error_kind, last_error, correlation_id,
+                                        body_form, body, job_fingerprint, fence_fingerprint)
+         SELECT 'award:other-job', 'award-points', 'q', 1, kind, '{"class":"E","message":"m"}', 'c', 'text', kind,
+                '\\x00000000000000000000000000000002'::bytea,
+                CASE WHEN kind = 'conflict' THEN '\\x00000000000000000000000000000001'::bytea END
+           FROM unnest(ARRAY['conflict', 'poison']) AS kind
+         RETURNING id, error_kind`,
+      );
+      const conflict = rows.find((r) => r.error_kind === "conflict")?.id;
+      const poison = rows.find((r) => r.error_kind === "poison")?.id;
+      await client.query("SAVEPOINT s");
+      await expectRefused(
+        client.query(
+          "UPDATE core.dead_letters SET status = 'superseded', resolved_at = now(), resolved_by = 'ops' WHERE id = $1",
+          [conflict],
+        ),
+        SQLSTATE.checkViolation,
+        "dead_letters_superseded_needs_fence",
+      );
+      await client.query("ROLLBACK TO SAVEPOINT s");
+      const updated = await client.query(
+        "UPDATE core.dead_letters SET status = 'superseded', resolved_at = now(), resolved_by = 'ops' WHERE id = $1",
+        [poison],
+      );
+      expect(updated.rowCount).toBe(1);
+    } finally {
+      await client.query("ROLLBACK");
     }
   });
 });

@@ -1,11 +1,13 @@
 /**
  * Schema drift check: the schema the migrations produce must equal the committed, reviewed
- * description. After an intended schema change (a new migration), refresh it with
+ * description (shared/db/core-catalog.txt), which is also what the doctor checks a live database
+ * against. After an intended schema change (a new migration), refresh it with
  * `npm run schema:snapshot` and review the diff.
  */
 import { afterAll, beforeAll, expect, it } from "vitest";
+import { readCatalog } from "../../shared/db/catalog.ts";
+import { describeCore, renderCatalogDescription } from "../../shared/db/catalog-description.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
-import { describeSchema } from "../support/describe-schema.ts";
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -16,6 +18,6 @@ afterAll(async () => {
 });
 
 it("the migrated schema matches the committed snapshot", async () => {
-  const described = await db.withClient(describeSchema);
-  await expect(described).toMatchFileSnapshot("../schema/core.schema.txt");
+  const described = renderCatalogDescription(describeCore(await db.withClient(readCatalog)));
+  await expect(described).toMatchFileSnapshot("../../shared/db/core-catalog.txt");
 });

@@ -27,6 +27,7 @@ import { deploymentMigrationSets } from "../../functions/migrate/sets.ts";
 import { freePort, type RunningPostgres, startEmbeddedPostgres } from "../../local/postgres.ts";
 import { runMigrations } from "../../shared/db/migrate.ts";
 import { createPool } from "../../shared/db/pool.ts";
+import { consumerRoleName } from "../../shared/db/queries/provision-login.ts";
 import type { RetryPolicy } from "../../shared/retry/policy.ts";
 import {
   type ConsumerTestBed,
@@ -445,7 +446,7 @@ scenarios("reliability: database faults under load", () => {
     const proxy = await startPgCommitProxy(bed.db.url);
     const pool = createPool({
       connectionString: proxy.urlFor(bed.db.url),
-      role: "jobfence_consumer",
+      role: consumerRoleName("award-points"),
       max: 2,
     });
     pool.on("connect", (client) => client.on("error", () => {}));

@@ -22,6 +22,7 @@ import { localEventBridgeClient, localSqsClient } from "../../local/aws-clients.
 import { lambdaContext } from "../../local/lambda-context.ts";
 import { type CommitMode, type ConsumerHandler, createConsumer } from "../../shared/consumer.ts";
 import { createPool } from "../../shared/db/pool.ts";
+import { consumerRoleName } from "../../shared/db/queries/provision-login.ts";
 import { award, sqsRecord } from "../support/consumer-harness.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 import { FULL, reportFigures, runSeeds, sized } from "./support/figures.ts";
@@ -252,7 +253,7 @@ describe("duplicate storm: one effect per job, whatever the duplicates and their
         const handlers = Array.from({ length: HANDLERS }, (_, i) => {
           const pool = createPool({
             connectionString: db.url,
-            role: "jobfence_consumer",
+            role: consumerRoleName("award-points"),
             max: 1,
             applicationName: `storm-${i}`,
           });

@@ -4,7 +4,7 @@
  * at all, envelopes with wrong types or missing fields, huge and deeply nested documents, U+0000
  * and lone surrogates, near-JSON, valid-looking envelopes whose payload the consumer's schema
  * refuses) and valid jobs among them go to the real handler (award-points, connected as
- * jobfence_consumer) in batches of ten and of one, as Lambda delivers them.
+ * the consumer's own role) in batches of ten and of one, as Lambda delivers them.
  *
  * The property: whatever the body, the handler never throws and acks it, and it is either applied
  * once (one fence, one effect, no dead letter) or becomes exactly one pending poison dead letter,
@@ -20,6 +20,7 @@ import { localEventBridgeClient, localSqsClient } from "../../local/aws-clients.
 import { lambdaContext } from "../../local/lambda-context.ts";
 import { createBackstopDrain } from "../../shared/backstop/drain.ts";
 import { createPool } from "../../shared/db/pool.ts";
+import { consumerRoleName } from "../../shared/db/queries/provision-login.ts";
 import { bodyOf } from "../../shared/dead-letters/stored-body.ts";
 import { parseMessage } from "../../shared/envelope/envelope.ts";
 import { arbitraryBody, BODY_CLASSES } from "../support/bodies.ts";
@@ -267,7 +268,7 @@ it("a message with a 4 kB correlation_id or tenant_id still becomes exactly one 
   const records = cases.map((c) => sqsRecord(JSON.stringify(c), { messageId: `${c.job_id}-msg` }));
   const consumerFailures = await invoke(handler, records);
 
-  const pool = createPool({ connectionString: bed.db.url, role: "jobfence_consumer" });
+  const pool = createPool({ connectionString: bed.db.url, role: consumerRoleName("award-points") });
   try {
     const drain = createBackstopDrain(
       {

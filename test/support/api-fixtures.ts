@@ -75,22 +75,34 @@ export async function seedDeadLetters(db: TestDatabase, rows: readonly SeedRow[]
   });
 }
 
-/** Resolves dead letters directly as the migrator, in one multi-row UPDATE. */
+/**
+ * Resolves dead letters directly as the migrator, in one multi-row UPDATE. Superseded ones get
+ * their job's fence first: the database allows `superseded` only for an applied job.
+ */
 export async function resolveDirectly(
   db: TestDatabase,
   ids: readonly string[],
   status: "replayed" | "superseded" | "discarded",
   actor = "sql-fixture",
 ): Promise<void> {
-  await db.withClient((c) =>
-    c.query(
+  await db.withClient(async (c) => {
+    if (status === "superseded") {
+      await c.query(
+        `INSERT INTO core.processed_jobs (job_id, consumer, tenant_id, expires_at)
+         SELECT DISTINCT job_id, consumer, coalesce(tenant_id, 'fixture'), now() + interval '7 days'
+           FROM core.dead_letters WHERE id = ANY($1::uuid[])
+         ON CONFLICT (job_id, consumer) DO NOTHING`,
+        [ids],
+      );
+    }
+    await c.query(
       `UPDATE core.dead_letters
           SET status = $2, resolved_at = now(), resolved_by = $3,
               discard_reason = CASE WHEN $2 = 'discarded' THEN 'resolved by a fixture' END
         WHERE id = ANY($1::uuid[])`,
       [ids, status, actor],
-    ),
-  );
+    );
+  });
 }
 
 /** Asserts an RFC 9457 problem response of `status`; a 401 also carries a Bearer challenge. */
@@ -135,7 +147,10 @@ export function callAt(baseUrl: string): ApiCall {
 /** A signing key the test controls: it signs exactly the claims it is given. */
 export interface CraftedSigner {
   readonly jwks: { keys: JWK[] };
-  /** Signs `claims` as they are (iat and a one-hour exp are added unless given). */
+  /**
+   * Signs `claims` as they are (iat now and a one-hour exp are added unless given; give one as
+   * `undefined` to leave it out of the token).
+   */
   sign(claims: JWTPayload): Promise<string>;
 }
 

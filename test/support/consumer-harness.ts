@@ -20,6 +20,7 @@ import {
   createConsumer,
 } from "../../shared/consumer.ts";
 import { createPool } from "../../shared/db/pool.ts";
+import { consumerRoleName, ensureConsumerRole } from "../../shared/db/queries/provision-login.ts";
 import { createTestDatabase, type TestDatabase } from "./database.ts";
 import { createQueue, type TestQueue } from "./sqs.ts";
 
@@ -34,7 +35,11 @@ export interface ConsumerTestBed {
   readonly sink: EventBridgeSink;
   /** Pools created by {@link ConsumerTestBed.consumer}, closed by `close()`. */
   readonly pools: pg.Pool[];
-  /** A consumer built by the real factory, connected as `jobfence_consumer`. */
+  /**
+   * A consumer built by the real factory, connected in its own group role (`consumerRoleName`;
+   * award-points' exists in every test database, another consumer's needs {@link consumerRole}
+   * first).
+   */
   consumer<S extends z.ZodType>(
     definition: ConsumerDefinition<S>,
     runtime?: ConsumerRuntime & {
@@ -44,6 +49,8 @@ export interface ConsumerTestBed {
       configure?: Partial<ConsumerConfigInput>;
     },
   ): ConsumerHandler;
+  /** Ensures consumer `name`'s group role in the bed's database (as migrating its set would). */
+  consumerRole(name: string): Promise<string>;
   /** Creates a queue on the emulator ({@link createQueue}). */
   queue(name: string, attributes?: Record<string, string>): Promise<TestQueue>;
   close(): Promise<void>;
@@ -70,13 +77,14 @@ export async function consumerTestBed(options: ConsumerTestBedOptions = {}): Pro
     sqs,
     sink,
     pools,
+    consumerRole: (name) => db.withClient((client) => ensureConsumerRole(client, name)),
     consumer(definition, runtime = {}) {
       const { queueUrl, lockTimeoutMs, configure, ...rest } = runtime;
       const pool =
         rest.pool ??
         createPool({
           connectionString: db.url,
-          role: "jobfence_consumer",
+          role: consumerRoleName(definition.name),
           max: 4,
           lockTimeoutMs: lockTimeoutMs ?? 5000,
         });

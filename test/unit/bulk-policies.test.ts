@@ -2,11 +2,13 @@
  * The pure parts of bulk operations: packing sends by count and size, sealing cursors and tokens,
  * when a plan's token is required, and chunk sizes.
  */
+
 import { randomBytes } from "node:crypto";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { chunkSize } from "../../shared/dead-letters/bulk-worker.ts";
 import { confirmationRequired, issuePlanToken, readPlanToken } from "../../shared/dead-letters/plan-token.ts";
+import { replayDecision } from "../../shared/dead-letters/replay.ts";
 import { seal, sealKey, unseal } from "../../shared/dead-letters/seal.ts";
 import { messageSize, packBatches, SQS_BATCH_LIMITS } from "../../shared/dead-letters/send-replays.ts";
 import { InvalidPlanTokenError, PlanExpiredError } from "../../shared/errors.ts";
@@ -135,5 +137,21 @@ describe("chunkSize", () => {
     expect(chunkSize("replay", 1000)).toBe(100);
     expect(chunkSize("discard", 1000)).toBe(500);
     expect(chunkSize("discard", 7.5)).toBe(8);
+  });
+});
+
+describe("replayDecision", () => {
+  const fp = (n: number) => Buffer.alloc(16, n);
+  it("sends without a fence, unless the row names a queue not registered for its consumer", () => {
+    expect(replayDecision({ job_fingerprint: fp(1), queue_allowed: true }, undefined)).toBe("send");
+    expect(replayDecision({ job_fingerprint: fp(1), queue_allowed: false }, undefined)).toBe("foreign-queue");
+  });
+  it("supersedes on this job's fence, whatever the queue (nothing is sent)", () => {
+    expect(replayDecision({ job_fingerprint: fp(1), queue_allowed: false }, fp(1))).toBe("superseded");
+    expect(replayDecision({ job_fingerprint: null, queue_allowed: true }, fp(1))).toBe("superseded");
+    expect(replayDecision({ job_fingerprint: fp(1), queue_allowed: true }, null)).toBe("superseded");
+  });
+  it("is a conflict on another job's fence", () => {
+    expect(replayDecision({ job_fingerprint: fp(1), queue_allowed: true }, fp(2))).toBe("conflict");
   });
 });

@@ -47,6 +47,11 @@ describe("CONSUMER_ENV", () => {
   it("names one environment variable per configuration key", () => {
     expect(CONSUMER_ENV).toEqual({
       databaseUrl: "DATABASE_URL",
+      dbSecretArn: "JOBFENCE_DB_SECRET_ARN",
+      dbHost: "JOBFENCE_DB_HOST",
+      dbPort: "JOBFENCE_DB_PORT",
+      dbName: "JOBFENCE_DB_NAME",
+      dbSslMode: "JOBFENCE_DB_SSLMODE",
       opsBusName: "JOBFENCE_OPS_BUS_NAME",
       queueUrl: "JOBFENCE_QUEUE_URL",
       fenceTtlSeconds: "JOBFENCE_FENCE_TTL_SECONDS",

@@ -268,10 +268,16 @@ export async function cancelOperation(
   return rows[0];
 }
 
+/**
+ * Why a bulk operation left a dead letter pending: its job was applied with another payload, SQS
+ * refused the send, or it names a queue not registered for its consumer.
+ */
+export type SkipReason = "conflict" | "send-failed" | "foreign-queue";
+
 /** The dead letters an operation left pending, and why. */
 export interface OperationSkip {
   dead_letter_id: string;
-  reason: "conflict" | "send-failed";
+  reason: SkipReason;
   detail: string;
   at: string;
 }
@@ -376,7 +382,7 @@ export async function recordChunkFailure(
 export async function recordSkips(
   tx: Queryable,
   operationId: string,
-  skips: ReadonlyArray<{ id: string; reason: "conflict" | "send-failed"; detail: string }>,
+  skips: ReadonlyArray<{ id: string; reason: SkipReason; detail: string }>,
 ): Promise<void> {
   if (skips.length === 0) return;
   await tx.query(

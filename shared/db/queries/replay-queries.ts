@@ -17,11 +17,13 @@ export interface ReplayRow {
   job_fingerprint: Buffer | null;
   message_attributes: Record<string, unknown>;
   created_at: string;
+  /** Whether `queue` is one registered for the row's consumer (core.replay_queue_allowed). */
+  queue_allowed: boolean;
 }
 
 /** The columns of a {@link ReplayRow}, unqualified. */
 export const REPLAY_COLUMNS = `id, status, job_id, consumer, queue, body_form, body, body_utf16, job_fingerprint,
-  message_attributes, ${utc("created_at")} AS created_at`;
+  message_attributes, ${utc("created_at")} AS created_at, core.replay_queue_allowed(consumer, queue) AS queue_allowed`;
 
 /** Locks one dead letter for a decision (replay or discard); waits for a concurrent one to finish. */
 export async function lockDeadLetter(tx: Queryable, id: string): Promise<ReplayRow | undefined> {

@@ -11,6 +11,7 @@ import { localEventBridgeClient, localSqsClient } from "../../../local/aws-clien
 import { startPoller } from "../../../local/poller.ts";
 import { createConsumer } from "../../../shared/consumer.ts";
 import { createPool } from "../../../shared/db/pool.ts";
+import { consumerRoleName } from "../../../shared/db/queries/provision-login.ts";
 import { recordLogKeys } from "../../../shared/record/protocol.ts";
 import type { RetryPolicy } from "../../../shared/retry/policy.ts";
 import { type FaultWorkOptions, faultyAwardPoints } from "./fault-work.ts";
@@ -67,7 +68,7 @@ async function main(): Promise<void> {
   const sqs = localSqsClient(config.sqsEndpoint);
   const pool = createPool({
     connectionString: config.databaseUrl,
-    role: "jobfence_consumer",
+    role: consumerRoleName("award-points"),
     max: config.pool.max,
     applicationName: config.pool.applicationName,
     ...(config.pool.connectionTimeoutMs !== undefined

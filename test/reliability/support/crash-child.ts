@@ -14,6 +14,7 @@ import { pollOnce } from "../../../local/event-source.ts";
 import { lambdaContext } from "../../../local/lambda-context.ts";
 import { createConsumer } from "../../../shared/consumer.ts";
 import { createPool } from "../../../shared/db/pool.ts";
+import { consumerRoleName } from "../../../shared/db/queries/provision-login.ts";
 import { runBulkOperations } from "../../../shared/dead-letters/bulk-worker.ts";
 import { replayDeadLetter } from "../../../shared/dead-letters/replay.ts";
 import { installFaultHook } from "../../../shared/fault-points.ts";
@@ -59,7 +60,7 @@ const role = config.role;
 if (role.kind === "consume") {
   const pool = createPool({
     connectionString: config.databaseUrl,
-    role: "jobfence_consumer",
+    role: consumerRoleName("award-points"),
     max: 2,
     applicationName: config.applicationName,
   });

@@ -12,6 +12,7 @@ import { pollOnce } from "../../../local/event-source.ts";
 import { lambdaContext } from "../../../local/lambda-context.ts";
 import { type CommitMode, createConsumer } from "../../../shared/consumer.ts";
 import { createPool } from "../../../shared/db/pool.ts";
+import { consumerRoleName } from "../../../shared/db/queries/provision-login.ts";
 import type { TestDatabase } from "../../support/database.ts";
 import { queueDepth } from "../../support/sqs.ts";
 import {
@@ -100,7 +101,7 @@ export interface DrainTarget {
 export async function drainQueue(target: DrainTarget, deadlineMs = 20_000): Promise<DrainResult> {
   const pool = createPool({
     connectionString: target.databaseUrl,
-    role: "jobfence_consumer",
+    role: consumerRoleName("award-points"),
     max: 2,
     applicationName: target.applicationName,
   });

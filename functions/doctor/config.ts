@@ -1,0 +1,51 @@
+/** What the doctor function reads from its environment. */
+import { z } from "zod";
+import {
+  CONSUMER_NAME,
+  DATABASE_ENV,
+  databaseFields,
+  jsonField,
+  withDatabaseCheck,
+} from "../../shared/config/fields.ts";
+import { configFromEnv } from "../../shared/config/parse.ts";
+
+const seconds = z.number().int().min(0);
+const queueName = z.string().regex(/^[A-Za-z0-9_-]{1,75}(\.fifo)?$/, "must be an SQS queue name");
+
+/** One consumer's queues as the stack deploys them (`expectedQueues` in functions/consumers.ts). */
+const expectedConsumerQueues = z
+  .object({
+    consumer: z.string().regex(CONSUMER_NAME, "must be a consumer name"),
+    source: z
+      .object({
+        name: queueName,
+        retentionSeconds: seconds,
+        visibilityTimeoutSeconds: seconds,
+        maxReceiveCount: z.number().int().min(1),
+      })
+      .strict(),
+    backstop: z.object({ name: queueName, retentionSeconds: seconds }).strict(),
+  })
+  .strict();
+
+const expectedQueuesJson = jsonField(z.array(expectedConsumerQueues));
+
+const schema = withDatabaseCheck(
+  z.object({
+    /** The ops login: a connection string, or its secret and endpoint. */
+    ...databaseFields,
+    expectedQueues: expectedQueuesJson,
+  }),
+);
+
+export const DOCTOR_ENV = Object.freeze({
+  ...DATABASE_ENV,
+  /** JSON: `[{"consumer": "award-points", "source": {…}, "backstop": {…}}, …]`, written by the Doctor construct. */
+  expectedQueues: "JOBFENCE_DOCTOR_QUEUES",
+});
+
+export type DoctorConfig = z.output<typeof schema>;
+
+export function doctorConfigFromEnv(env: NodeJS.ProcessEnv): DoctorConfig {
+  return configFromEnv(schema, DOCTOR_ENV, env, "doctor function");
+}

@@ -1,0 +1,139 @@
+/**
+ * The doctor, deployed: `functions/doctor` once a day as the ops login (which reads the catalogs
+ * but not the migration history), checking the database's roles, grants, memberships, definer
+ * functions, row-level security and ownership against what the migrations create, and each
+ * consumer's queues against its validated configuration. It may describe those queues
+ * (GetQueueUrl, GetQueueAttributes) and nothing else. Two alarms: any finding (`DoctorFindings`
+ * above 0), and the function's errors (a run that failed reports no findings at all).
+ */
+import { ArnFormat, Stack } from "aws-cdk-lib";
+import * as cloudwatch from "aws-cdk-lib/aws-cloudwatch";
+import * as events from "aws-cdk-lib/aws-events";
+import * as targets from "aws-cdk-lib/aws-events-targets";
+import * as iam from "aws-cdk-lib/aws-iam";
+import { Construct } from "constructs";
+import {
+  type ConsumerDeployment,
+  deployedDeliveryTimings,
+  expectedQueues,
+} from "../../functions/consumers.ts";
+import { DOCTOR_ENV } from "../../functions/doctor/config.ts";
+import { DOCTOR_METRIC, DOCTOR_SERVICE } from "../../functions/doctor/doctor.ts";
+import { ConfigurationError } from "../../shared/errors.ts";
+import { METRICS_NAMESPACE } from "../../shared/metrics/names.ts";
+import { DOCTOR_DEFAULTS } from "../defaults.ts";
+import type { DatabaseAccess } from "./database.ts";
+import { JobfenceFunction } from "./jobfence-function.ts";
+import { alarmNameOf } from "./ops-alerting.ts";
+
+/** Lambda's limit on a function's environment, every variable together. */
+const LAMBDA_ENVIRONMENT_BYTES = 4096;
+/** What the doctor's expected queues may take of it: the database's variables need the rest. */
+const EXPECTED_QUEUES_BYTES = 3072;
+
+/** Props of {@link Doctor}. */
+export interface DoctorProps {
+  readonly database: DatabaseAccess;
+  /**
+   * The deployment's consumers (entries of `functions/consumers.ts`): their queues, found by name,
+   * are checked against the timings the JobConsumer construct validated and deployed.
+   */
+  readonly consumers: readonly ConsumerDeployment[];
+  /**
+   * The UTC hour of the daily run.
+   * @default DOCTOR_DEFAULTS.hourUtc (6)
+   */
+  readonly hourUtc?: number;
+  /** Where the alarms notify. @default none (the alarms are still created) */
+  readonly alarmActions?: readonly cloudwatch.IAlarmAction[];
+}
+
+/** The doctor function, its daily schedule and its alarms. */
+export class Doctor extends Construct {
+  readonly doctorFunction: JobfenceFunction;
+  /** Once a day. */
+  readonly schedule: events.Rule;
+  readonly alarms: { readonly findings: cloudwatch.Alarm; readonly errors: cloudwatch.Alarm };
+
+  constructor(scope: Construct, id: string, props: DoctorProps) {
+    super(scope, id);
+    const hour = props.hourUtc ?? DOCTOR_DEFAULTS.hourUtc;
+    const problems: string[] = [];
+    if (!Number.isInteger(hour) || hour < 0 || hour > 23) {
+      problems.push(`hourUtc must be a whole hour 0–23, got ${hour}`);
+    }
+    const expected = props.consumers.map((d) => expectedQueues(d, deployedDeliveryTimings(d)));
+    const expectedJson = JSON.stringify(expected);
+    if (Buffer.byteLength(expectedJson) > EXPECTED_QUEUES_BYTES) {
+      problems.push(
+        `the expected queues of ${props.consumers.length} consumers take ${Buffer.byteLength(expectedJson)} bytes of ` +
+          `${DOCTOR_ENV.expectedQueues}, more than the ${EXPECTED_QUEUES_BYTES} the function's environment leaves ` +
+          `them (Lambda allows ${LAMBDA_ENVIRONMENT_BYTES} in all); split the consumers across doctors`,
+      );
+    }
+    if (problems.length > 0) throw new ConfigurationError("Doctor", problems);
+
+    this.doctorFunction = new JobfenceFunction(this, "Doctor", {
+      entry: "functions/doctor/handler.ts",
+      description: "jobfence doctor: the database and queues against what jobfence intends",
+      timeout: DOCTOR_DEFAULTS.timeout,
+      database: props.database,
+      login: "ops",
+      environment: { [DOCTOR_ENV.expectedQueues]: expectedJson },
+      // The migration history check reads the migration sets' files beside their modules, and
+      // the catalog check the committed description of core (see bundle-with-files.ts).
+      bundleWithFiles: true,
+    });
+    const stack = Stack.of(this);
+    const queueArns = expected.flatMap((e) =>
+      [e.source.name, e.backstop.name].map((name) =>
+        stack.formatArn({ service: "sqs", resource: name, arnFormat: ArnFormat.NO_RESOURCE_NAME }),
+      ),
+    );
+    if (queueArns.length > 0) {
+      this.doctorFunction.function.addToRolePolicy(
+        new iam.PolicyStatement({
+          actions: ["sqs:GetQueueUrl", "sqs:GetQueueAttributes"],
+          resources: queueArns,
+        }),
+      );
+    }
+    this.schedule = new events.Rule(this, "Schedule", {
+      description: "jobfence doctor, daily",
+      schedule: events.Schedule.cron({ minute: "0", hour: String(hour) }),
+      targets: [new targets.LambdaFunction(this.doctorFunction.function, { retryAttempts: 2 })],
+    });
+
+    const alarm = (alarmId: string, metric: cloudwatch.IMetric, description: string) => {
+      const created = new cloudwatch.Alarm(this, alarmId, {
+        alarmName: alarmNameOf(this, alarmId),
+        metric,
+        threshold: 0,
+        evaluationPeriods: 1,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+        alarmDescription: description,
+      });
+      for (const action of props.alarmActions ?? []) created.addAlarmAction(action);
+      return created;
+    };
+    this.alarms = {
+      findings: alarm(
+        "FindingsAlarm",
+        new cloudwatch.Metric({
+          namespace: METRICS_NAMESPACE,
+          metricName: DOCTOR_METRIC.findings,
+          dimensionsMap: { service: DOCTOR_SERVICE },
+          statistic: "Maximum",
+          period: DOCTOR_DEFAULTS.alarmPeriod,
+        }),
+        "jobfence doctor: the database or a queue differs from what jobfence intends; its log lists each finding and what to do (docs/operations.md, Doctor)",
+      ),
+      errors: alarm(
+        "ErrorsAlarm",
+        this.doctorFunction.function.metricErrors({ period: DOCTOR_DEFAULTS.alarmPeriod, statistic: "Sum" }),
+        "jobfence doctor failed to run, so nothing was checked",
+      ),
+    };
+  }
+}

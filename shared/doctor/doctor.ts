@@ -1,0 +1,107 @@
+/**
+ * The doctor: a live database and the consumers' queues against what jobfence intends. `diagnose`
+ * runs every check on what was read (pure); `runDoctor` reads it (the catalogs, the migration
+ * history, SQS) and diagnoses. Each finding says what is wrong, where, and what to do.
+ */
+import type { SQSClient } from "@aws-sdk/client-sqs";
+import { type CatalogSnapshot, readCatalog } from "../db/catalog.ts";
+import { type CatalogDescription, describeCore, loadExpectedCoreCatalog } from "../db/catalog-description.ts";
+import type { MigrationSet } from "../db/migrations.ts";
+import type { Queryable } from "../db/queryable.ts";
+import { checkCoreCatalog } from "./check-catalog.ts";
+import { checkDefinerFunctions } from "./check-functions.ts";
+import { checkMigrations } from "./check-migrations.ts";
+import { checkOwnership } from "./check-ownership.ts";
+import { checkPrivileges } from "./check-privileges.ts";
+import {
+  checkQueues,
+  checkReplayQueues,
+  type ExpectedConsumerQueues,
+  type ObservedConsumerQueues,
+} from "./check-queues.ts";
+import { checkRoles } from "./check-roles.ts";
+import { CHECK, type DoctorReport, type Finding, type Skipped } from "./findings.ts";
+import { observeQueues } from "./read-queues.ts";
+
+/** What {@link diagnose} checks. */
+export interface DiagnoseInput {
+  readonly catalog: CatalogSnapshot;
+  /** What `core` should be: the committed description. */
+  readonly expectedCatalog: CatalogDescription;
+  /** The deployment's migration sets (functions/migrate/sets.ts). */
+  readonly sets: readonly MigrationSet[];
+  /** The consumers' queues, expected and as read. @default not checked */
+  readonly queues?: {
+    readonly expected: readonly ExpectedConsumerQueues[];
+    readonly observed: readonly ObservedConsumerQueues[];
+  };
+}
+
+/** Every finding of `input`. Pure. */
+export function diagnose(input: DiagnoseInput): DoctorReport {
+  const { catalog } = input;
+  const findings: Finding[] = [];
+  const skipped: Skipped[] = [];
+  if (catalog.migrator === undefined) {
+    findings.push({
+      check: CHECK.migrations,
+      where: "schema core",
+      what: "does not exist: this database has never been migrated",
+      todo: "run the migrations (a deploy runs them; locally `npm run migrate` or `npm start`), or check the database name",
+    });
+  } else {
+    findings.push(...checkCoreCatalog(input.expectedCatalog, describeCore(catalog)));
+    if (catalog.migrationHistory === undefined) {
+      skipped.push({
+        check: CHECK.migrations,
+        reason:
+          `${catalog.readAs} may not read core.schema_migrations (only the migrator may); the comparison of core ` +
+          "with its description still shows a core migration that is missing",
+      });
+    } else {
+      findings.push(...checkMigrations(catalog.migrationHistory, input.sets));
+    }
+    findings.push(
+      ...checkRoles(catalog),
+      ...checkPrivileges(catalog),
+      ...checkDefinerFunctions(catalog),
+      ...checkOwnership(catalog),
+    );
+  }
+  if (input.queues) {
+    findings.push(...checkQueues(input.queues.expected, input.queues.observed));
+    if (catalog.consumerRoles !== undefined) {
+      findings.push(...checkReplayQueues(catalog.consumerRoles, input.queues.observed));
+    }
+  }
+  return { findings, skipped, readAs: catalog.readAs };
+}
+
+/** Options of {@link runDoctor}. */
+export interface DoctorOptions {
+  /** The database, as any role; the ops login sees everything but the migration history. */
+  readonly db: Queryable;
+  /** The deployment's migration sets (functions/migrate/sets.ts). */
+  readonly sets: readonly MigrationSet[];
+  /** @default the committed description of `core` (loadExpectedCoreCatalog) */
+  readonly expectedCatalog?: CatalogDescription;
+  /** The consumers' queues and the client to read them with. @default not checked */
+  readonly queues?: { readonly sqs: SQSClient; readonly expected: readonly ExpectedConsumerQueues[] };
+}
+
+/** Reads the database (and the queues) and diagnoses them. */
+export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
+  const catalog = await readCatalog(options.db);
+  const queues = options.queues
+    ? {
+        expected: options.queues.expected,
+        observed: await observeQueues(options.queues.sqs, options.queues.expected),
+      }
+    : undefined;
+  return diagnose({
+    catalog,
+    expectedCatalog: options.expectedCatalog ?? loadExpectedCoreCatalog(),
+    sets: options.sets,
+    ...(queues ? { queues } : {}),
+  });
+}

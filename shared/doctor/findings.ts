@@ -1,0 +1,77 @@
+/** What the doctor reports: one finding per thing that differs from what jobfence intends. */
+
+/** The checks, each a kind of finding. */
+export const CHECK = {
+  /** `core` differs from the committed description of what the migrations create (shared/db/core-catalog.txt). */
+  coreCatalog: "core-catalog",
+  /** A migration set's history differs from the migrations this code ships. */
+  migrations: "migrations",
+  /** A consumer's group role, or a login in a jobfence role, may log in when it should not, or is privileged. */
+  roleAttributes: "role-attributes",
+  /** A login is not a member of exactly one group role (or is of `jobfence_consumer` itself, or with ADMIN OPTION). */
+  loginMemberships: "login-memberships",
+  /** A group role is a member of a role it should not be (or a registered consumer's role is missing or not one of jobfence_consumer). */
+  groupRoleMemberships: "group-role-memberships",
+  /** A role other than a login, a consumer's group role or the migrator's admin grant is a member of a jobfence role. */
+  foreignMembers: "foreign-members",
+  /** A shared role (ops, cleanup, the base consumer role) holds a privilege outside `core`. */
+  sharedRoleOutsideCore: "shared-role-outside-core",
+  /** Two consumers' roles hold privileges in one schema: neither's tables are its own. */
+  sharedConsumerSchema: "shared-consumer-schema",
+  /** A login holds a privilege directly, not through its group role. */
+  loginPrivileges: "login-privileges",
+  /** PUBLIC holds a privilege in a consumer's schema: every role, every other consumer's included, has it. */
+  publicPrivileges: "public-privileges",
+  /** A role other than the migrator may create objects (CREATE on a schema or the database). */
+  createPrivileges: "create-privileges",
+  /** A SECURITY DEFINER function does not pin its search_path. */
+  definerSearchPath: "definer-search-path",
+  /** A SECURITY DEFINER function may be executed by PUBLIC. */
+  definerPublicExecute: "definer-public-execute",
+  /** An object in `core` is not the migrator's, or a jobfence role or login owns an object. */
+  ownership: "ownership",
+  /** A consumer's source queue or backstop does not exist. */
+  queueMissing: "queue-missing",
+  /** A queue's MessageRetentionPeriod differs from the consumer's validated configuration. */
+  queueRetention: "queue-retention",
+  /** A source queue's VisibilityTimeout differs from the consumer's validated configuration. */
+  queueVisibility: "queue-visibility",
+  /** A source queue does not redrive to its backstop after the validated maxReceiveCount. */
+  queueRedrive: "queue-redrive",
+  /**
+   * A consumer's source queue is not the queue registered for replaying its dead letters
+   * (core.consumer_roles.queues): none registered leaves replays unrestricted by queue.
+   */
+  replayQueues: "replay-queues",
+} as const;
+export type CheckId = (typeof CHECK)[keyof typeof CHECK];
+
+/** One difference between the live system and what jobfence intends. */
+export interface Finding {
+  readonly check: CheckId;
+  /** The object it is about: `role jobfence_ops`, `table core.processed_jobs`, `queue award-points`. */
+  readonly where: string;
+  /** What is wrong, in a sentence. */
+  readonly what: string;
+  /** What to do about it: a statement to run, or where to change the configuration. */
+  readonly todo: string;
+}
+
+/** A check the doctor could not run, and why. */
+export interface Skipped {
+  readonly check: CheckId;
+  readonly reason: string;
+}
+
+/** The doctor's result. */
+export interface DoctorReport {
+  readonly findings: readonly Finding[];
+  readonly skipped: readonly Skipped[];
+  /** The database role the catalogs were read as. */
+  readonly readAs: string;
+}
+
+/** A finding as three lines of text: where and the check, what, and what to do. */
+export function formatFinding(finding: Finding): string {
+  return [`${finding.where} [${finding.check}]`, `  ${finding.what}`, `  → ${finding.todo}`].join("\n");
+}
