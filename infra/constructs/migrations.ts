@@ -32,9 +32,9 @@ export interface DatabaseMigrationsProps {
   /**
    * Each consumer's source queue, registered on every run as the only queue a replay may send that
    * consumer's dead letters to (a dead letter's queue is the consumer's word; migration 0014).
-   * @default none registered: replays are not restricted by queue
+   * Required: a consumer left out would have its replays unrestricted by queue.
    */
-  readonly consumerQueues?: Readonly<Record<string, sqs.IQueue>>;
+  readonly consumerQueues: Readonly<Record<string, sqs.IQueue>>;
 }
 
 /**
@@ -90,7 +90,7 @@ export class DatabaseMigrations extends Construct {
         Stack.of(this).toJsonString(logins.map((login) => login.entry)),
       );
     }
-    const queues = Object.entries(props.consumerQueues ?? {}).sort(([a], [b]) => a.localeCompare(b));
+    const queues = Object.entries(props.consumerQueues).sort(([a], [b]) => a.localeCompare(b));
     if (queues.length > 0) {
       this.migrateFunction.function.addEnvironment(
         "JOBFENCE_CONSUMER_QUEUES",

@@ -59,9 +59,14 @@ function withDefaults<Config>(options: AwsClientOptions<Config>): Config {
   } as Config;
 }
 
-/** An SQS client with the library's timeouts. */
+/**
+ * An SQS client with the library's timeouts, sending to its own endpoint (the region's, or the one
+ * given) whatever host a QueueUrl names. The SDK's default would send each request to the QueueUrl's
+ * host, and a replay takes its QueueUrl from a dead letter, which a consumer wrote: a row naming
+ * some other host would have its body, signed, delivered there.
+ */
 export function createSqsClient(options: AwsClientOptions<SQSClientConfig> = {}): SQSClient {
-  return new SQSClient(withDefaults<SQSClientConfig>(options));
+  return new SQSClient(withDefaults<SQSClientConfig>({ useQueueUrlAsEndpoint: false, ...options }));
 }
 
 /** An EventBridge client with the library's timeouts. */

@@ -75,7 +75,7 @@ describe.each(["created database", "imported database"])("the reference stack on
   it("gives every jobfence function the endpoint and the ARN of its login's secret instead", () => {
     const { stack, template } = current();
     const resources = template.toJSON().Resources;
-    expect(stack.functions.length).toBeGreaterThanOrEqual(9);
+    expect(stack.functions.length).toBeGreaterThanOrEqual(8);
     for (const fn of stack.functions) {
       const variables = resources[logicalId(stack, fn.function)].Properties.Environment.Variables;
       const described = resources[logicalId(stack, fn.function)].Properties.Description;

@@ -7,7 +7,7 @@
 import { createServer, type Server, type Socket } from "node:net";
 import { PutEventsCommand } from "@aws-sdk/client-eventbridge";
 import { GetSecretValueCommand } from "@aws-sdk/client-secrets-manager";
-import { GetQueueUrlCommand } from "@aws-sdk/client-sqs";
+import { GetQueueUrlCommand, SendMessageCommand } from "@aws-sdk/client-sqs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   AWS_CLIENT_DEFAULTS,
@@ -124,6 +124,32 @@ describe("AWS client timeouts", () => {
     } finally {
       eventBridge.destroy();
       secrets.destroy();
+    }
+  });
+
+  it("an SQS call never goes to the host a QueueUrl names (a replay's QueueUrl is a consumer's word)", async () => {
+    // No endpoint: the SDK's default would send the request to the QueueUrl's host, the silent
+    // server here. With the library's client it goes to the region's endpoint instead (which this
+    // machine may not reach: the call fails, and the silent server sees no connection).
+    const sqs = createSqsClient({
+      region,
+      credentials,
+      requestTimeoutMs: REQUEST_TIMEOUT_MS,
+      maxAttempts: 1,
+    });
+    let connections = 0;
+    const count = () => {
+      connections++;
+    };
+    silent.on("connection", count);
+    try {
+      await sqs
+        .send(new SendMessageCommand({ QueueUrl: `${endpoint}/000000000000/elsewhere`, MessageBody: "{}" }))
+        .catch(() => undefined);
+      expect(connections).toBe(0);
+    } finally {
+      silent.off("connection", count);
+      sqs.destroy();
     }
   });
 
