@@ -6,8 +6,8 @@
  *   its user needs CREATEDB and CREATEROLE, as for `npm run migrate`), otherwise an embedded
  *   PostgreSQL in `fast` durability (fsync, synchronous_commit and full_page_writes off).
  * - Seed: set-based SQL in chunks (INSERT … SELECT FROM generate_series, every row as
- *   pending_review; then UPDATEs resolving ~60 % as replayed/discarded/superseded, the way the
- *   guard triggers allow), then VACUUM (ANALYZE). Failures come from ~40 templates (FAILURES):
+ *   pending_review; then the fences of some and UPDATEs resolving ~60 % as replayed/discarded/
+ *   superseded, the way the guard triggers allow), then VACUUM (ANALYZE). Failures come from ~40 templates (FAILURES):
  *   class, a message whose ids, UUIDs and numbers vary per row, and a V8 stack whose column numbers
  *   vary per deployment, each template seen by some consumers, so the database's fingerprint
  *   (migration 0011) makes ~100 failure groups of very different sizes; three incidents (INCIDENTS)
@@ -678,37 +678,45 @@ const CHUNK_RANGE = `
   created_at >= $1::timestamptz + make_interval(secs => $2::float8 * $4::float8)
   AND created_at < coalesce($1::timestamptz + make_interval(secs => $3::float8 * $4::float8), 'infinity')`;
 
+/** The share of a chunk's rows resolved: ~66 % of rows older than three days, ~6 % of newer ones. */
+const RESOLVED_SHARE = "CASE WHEN created_at < now() - interval '3 days' THEN 0.66 ELSE 0.06 END";
+
 /**
- * Resolves part of a chunk, the one transition the update guard allows: ~66 % of rows older than
- * three days, ~6 % of newer ones (≈ 60 % overall); of those 58 % replayed, 25 % discarded (with a
- * reason), 17 % superseded; resolved minutes to three days after creation, by one of four actors.
+ * A superseded dead letter's job has a fence (it succeeded by another path), and the database
+ * allows `superseded` only then: the fences of 17 % of the rows to be resolved are written first.
+ */
+const FENCE_CHUNK = `
+INSERT INTO core.processed_jobs (job_id, consumer, tenant_id, processed_at, expires_at)
+SELECT job_id, consumer, coalesce(tenant_id, 'unknown'), created_at + interval '5 minutes',
+       now() + interval '30 days'
+  FROM core.dead_letters
+ WHERE ${CHUNK_RANGE} AND random() < ${RESOLVED_SHARE} * 0.17
+ON CONFLICT DO NOTHING`;
+
+/**
+ * Resolves part of a chunk, the one transition the update guard allows (≈ 60 % overall): the rows
+ * whose job has a fence as superseded (17 %), and of the others, picked at the same share, 70 %
+ * replayed and 30 % discarded with a reason (58 % and 25 % of all resolutions); resolved minutes to
+ * three days after creation, by one of four actors.
  */
 const RESOLVE_CHUNK = `
 WITH picked AS MATERIALIZED (
-  SELECT id, q, delay, a FROM (
-    SELECT id, created_at, random() AS r, random() AS q, random() AS delay, random() AS a
-      FROM core.dead_letters
-     WHERE ${CHUNK_RANGE}
+  SELECT id, q, delay, a, fenced FROM (
+    SELECT d.id, d.created_at, random() AS r, random() AS q, random() AS delay, random() AS a,
+           EXISTS (SELECT 1 FROM core.processed_jobs f WHERE f.job_id = d.job_id AND f.consumer = d.consumer) AS fenced
+      FROM core.dead_letters d
+     WHERE ${CHUNK_RANGE.replaceAll("created_at", "d.created_at")}
   ) AS x
-  WHERE r < CASE WHEN created_at < now() - interval '3 days' THEN 0.66 ELSE 0.06 END
+  WHERE fenced OR r < ${RESOLVED_SHARE} * 0.83
 )
 UPDATE core.dead_letters d
-   SET status = CASE WHEN p.q < 0.58 THEN 'replayed' WHEN p.q < 0.83 THEN 'discarded' ELSE 'superseded' END,
-       discard_reason = CASE WHEN p.q >= 0.58 AND p.q < 0.83
+   SET status = CASE WHEN p.fenced THEN 'superseded' WHEN p.q < 0.70 THEN 'replayed' ELSE 'discarded' END,
+       discard_reason = CASE WHEN NOT p.fenced AND p.q >= 0.70
                              THEN ($5::text[])[1 + floor(p.delay * 4)::int] END,
        resolved_at = least(now(), d.created_at + make_interval(secs => 300 + p.delay * 259200)),
        resolved_by = ($6::text[])[1 + floor(p.a * 4)::int]
   FROM picked p
  WHERE d.id = p.id`;
-
-/** A superseded dead letter's job has a fence: it succeeded by another path. */
-const FENCE_CHUNK = `
-INSERT INTO core.processed_jobs (job_id, consumer, tenant_id, processed_at, expires_at)
-SELECT job_id, consumer, coalesce(tenant_id, 'unknown'), resolved_at - interval '1 minute',
-       resolved_at + interval '30 days'
-  FROM core.dead_letters
- WHERE status = 'superseded' AND ${CHUNK_RANGE}
-ON CONFLICT DO NOTHING`;
 
 // ---------------------------------------------------------------------------------------------
 // Small helpers
@@ -989,10 +997,10 @@ async function main(): Promise<void> {
         ...FAILURE_PARAMS,
       ]),
     );
+    await phase("fences", () => admin.query(FENCE_CHUNK, range));
     const resolve = await phase("resolve", () =>
       admin.query(RESOLVE_CHUNK, [...range, DISCARD_REASONS, ACTORS]),
     );
-    await phase("fences", () => admin.query(FENCE_CHUNK, range));
     inserted += insert.rowCount ?? 0;
     resolved += resolve.rowCount ?? 0;
     console.log(
