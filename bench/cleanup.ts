@@ -1,6 +1,6 @@
 /**
  * `npm run bench:cleanup`: TTL cleanup of a million expired fences while fence inserts run
- * (SPEC §7). The issue's targets: cleanup ≥ 50,000 rows/s on this machine, and the concurrent
+ * (docs/design.md §7.2). The issue's targets: cleanup ≥ 50,000 rows/s on this machine, and the concurrent
  * inserts' p99 latency during cleanup ≤ 1.5× their p99 with no cleanup running.
  *
  * - Database: DATABASE_URL when set (a fresh database is created beside it and dropped at the end;

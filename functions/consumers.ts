@@ -1,6 +1,9 @@
 /**
- * The deployment's consumers and how each is wired to its queues: one list that the CDK
- * constructs and the local stack both read, so what runs locally is what deploys.
+ * The consumer registry: every consumer of the deployment, declared once, and how each is wired to
+ * its queues. The CDK app, the local stack, the migrate function (its migration sets) and the
+ * backstop drains all derive from this list, so what runs locally is what deploys. A consumer's
+ * folder `functions/<name>/` holds the rest (functions/registry.ts checks it): its definition, its
+ * migrations and its generated entry point. `npm run new-consumer -- <name>` adds one.
  */
 import type { z } from "zod";
 import { CONSUMER_DEFAULTS } from "../shared/config/consumer-config.ts";
@@ -21,11 +24,16 @@ import { awardPointsConsumer } from "./award-points/consumer.ts";
 export interface ConsumerDeployment {
   // biome-ignore lint/suspicious/noExplicitAny: a list of consumers with different payload schemas
   readonly definition: ConsumerDefinition<z.ZodType<any>>;
+  /**
+   * A payload the consumer accepts and applies: the conformance test sends it through the bundled
+   * entry point, and `npm run send` documents it. Checked against the definition's schema.
+   */
+  readonly example: unknown;
   /** Whether its queue is FIFO. */
   readonly fifo: boolean;
   /**
    * The function's timeout; the queue's visibility timeout is six times it plus the batching
-   * window (SPEC §10, AWS's guidance for SQS event sources).
+   * window (AWS's guidance for SQS event sources; docs/design.md §4.5).
    */
   readonly functionTimeoutSeconds: number;
   /** The source queue's retention. */
@@ -86,14 +94,16 @@ export interface ConsumerDeployment {
   readonly lockTimeoutMs?: number;
 }
 
-/** SPEC §10: the visibility timeout is at least six times the function timeout (defined with the other timings). */
+/** The visibility timeout is at least six times the function timeout (defined with the other timings). */
 export { VISIBILITY_TO_TIMEOUT_RATIO };
-/** SPEC §5: the backstop queue keeps messages 14 days. */
+/** The backstop queue keeps messages 14 days (docs/design.md §5.6). */
 export const BACKSTOP_RETENTION_SECONDS = 14 * 86_400;
 
+// new-consumer: `npm run new-consumer` adds its import above and its entry at the end of this list.
 export const CONSUMERS: readonly ConsumerDeployment[] = [
   {
     definition: awardPointsConsumer,
+    example: { user_id: "u-1", points: 10 },
     fifo: false,
     functionTimeoutSeconds: 30,
     queueRetentionSeconds: TTL_DEFAULTS.queueRetentionSeconds,

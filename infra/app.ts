@@ -5,7 +5,13 @@
  */
 import { App, Validations } from "aws-cdk-lib";
 import { AwsSolutionsChecks } from "cdk-nag";
+import { CONSUMERS } from "../functions/consumers.ts";
+import { verifyConsumerRegistry } from "../functions/registry.ts";
 import { JobfenceStack, stackPropsFromContext } from "./reference-stack.ts";
+
+// The stack checks the consumers' files; this checks what only importing them shows: that each
+// registered definition is the one its folder's entry point builds.
+await verifyConsumerRegistry(CONSUMERS, "consumer registry");
 
 const app = new App();
 Validations.of(app).addPlugins(new AwsSolutionsChecks(app));

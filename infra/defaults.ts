@@ -42,7 +42,7 @@ export const BUNDLING_DEFAULTS: BundlingOptions = Object.freeze({
   // With format ESM, NodejsFunction writes `index.mjs`: Node loads it as ESM without a package.json.
 });
 
-/** A consumer's queues, event source and alarms (SPEC §4, §5, §10). */
+/** A consumer's queues, event source and alarms (docs/design.md §4, §5, §8.4). */
 export const CONSUMER_DEFAULTS = Object.freeze({
   /** Alarm when a message has waited this long in the source queue. */
   oldestMessageAlarmSeconds: 15 * 60,
@@ -69,20 +69,20 @@ export const BACKSTOP_DRAIN_DEFAULTS = Object.freeze({
   maxConcurrency: 2,
 });
 
-/** TTL cleanup and escalation (SPEC §7). */
+/** TTL cleanup and escalation (docs/design.md §7, §8.2). */
 export const SCHEDULE_DEFAULTS = Object.freeze({
-  /** SPEC §7: cleanup every 15 minutes. */
+  /** Cleanup every 15 minutes. */
   cleanupRate: Duration.minutes(15),
   /** Long enough for hundreds of 20,000-row batches and their pauses; the handler stops at 80 % of it. */
   cleanupTimeout: Duration.minutes(5),
-  /** SPEC §7: escalation once a day, at 08:00 UTC so a person sees it during the day. */
+  /** Escalation once a day, at 08:00 UTC so a person sees it during the day. */
   escalationHourUtc: 8,
   escalationTimeout: Duration.minutes(1),
-  /** SPEC §7: a dead letter pending longer than this is escalated. */
+  /** A dead letter pending longer than this is escalated. */
   escalationThresholdDays: 3,
 });
 
-/** The dead-letter API (SPEC §6). */
+/** The dead-letter API (docs/api.md). */
 export const API_DEFAULTS = Object.freeze({
   /** Steady-state requests per second across the API. */
   throttlingRateLimit: 50,
@@ -119,7 +119,7 @@ export const BULK_WORKER_DEFAULTS = Object.freeze({
   alarmPeriod: Duration.minutes(5),
 });
 
-/** The ops alerting (SPEC §8). */
+/** The ops alerting (docs/design.md §8). */
 export const ALERTING_DEFAULTS = Object.freeze({
   /** BetterStack's API key header for incoming webhooks. */
   apiKeyHeader: "Authorization",

@@ -17,6 +17,7 @@ import * as logs from "aws-cdk-lib/aws-logs";
 import * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
 import type { Construct, IConstruct } from "constructs";
 import { CONSUMERS, type ConsumerDeployment } from "../functions/consumers.ts";
+import { assertConsumerRegistry } from "../functions/registry.ts";
 import { ConfigurationError } from "../shared/errors.ts";
 import { validateConnectionBudget } from "./connection-budget.ts";
 import { BulkOperationsWorker } from "./constructs/bulk-operations.ts";
@@ -114,9 +115,13 @@ export class JobfenceStack extends Stack {
 
   constructor(scope: Construct, id: string, props: JobfenceStackProps) {
     super(scope, id, props);
+    const deployments = props.consumers ?? CONSUMERS;
+    // Before anything is built from them: each consumer's folder, generated entry point and
+    // migrations must be there (a missing entry would otherwise surface as esbuild's error).
+    assertConsumerRegistry(deployments, "JobfenceStack");
 
     // Each consumer logs in as its own user: the database needs one login secret per consumer.
-    const consumerNames = (props.consumers ?? CONSUMERS).map((deployment) => deployment.definition.name);
+    const consumerNames = deployments.map((deployment) => deployment.definition.name);
     if (props.existingDatabase) {
       this.database = importDatabase(this, props.existingDatabase, consumerNames);
     } else {
@@ -150,7 +155,7 @@ export class JobfenceStack extends Stack {
       ),
       ...(props.alarmEmails ? { alarmEmails: props.alarmEmails } : {}),
     });
-    this.consumers = (props.consumers ?? CONSUMERS).map(
+    this.consumers = deployments.map(
       (deployment) =>
         new JobConsumer(this, `Consumer-${deployment.definition.name}`, {
           deployment,
@@ -173,7 +178,7 @@ export class JobfenceStack extends Stack {
     this.cleanup = new FenceCleanup(this, "Cleanup", { database: this.database, opsBus: this.alerting.bus });
     this.doctor = new Doctor(this, "Doctor", {
       database: this.database,
-      consumers: props.consumers ?? CONSUMERS,
+      consumers: deployments,
     });
     const budgetProblems = validateConnectionBudget(
       this.consumers.map((c) => c.connections),

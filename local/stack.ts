@@ -20,6 +20,7 @@ import pg from "pg";
 import { CONSUMERS, type ConsumerDeployment, expectedQueues } from "../functions/consumers.ts";
 import { createDeadLetterApi } from "../functions/dead-letters-api/api.ts";
 import { deploymentMigrationSets } from "../functions/migrate/sets.ts";
+import { verifyConsumerRegistry } from "../functions/registry.ts";
 import { createBackstopDrain } from "../shared/backstop/drain.ts";
 import { createConsumer } from "../shared/consumer.ts";
 import { runMigrations } from "../shared/db/migrate.ts";
@@ -88,6 +89,8 @@ async function start(
   cleanups: Array<() => Promise<void>>,
   stop: () => Promise<void>,
 ): Promise<LocalStack> {
+  // The consumers as the synth checks them: refused before anything starts.
+  await verifyConsumerRegistry(CONSUMERS, "local stack");
   await mkdir(config.localDir, { recursive: true });
 
   // PostgreSQL and the schema.

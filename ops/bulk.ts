@@ -60,6 +60,7 @@ export async function planBulk(invocation: Invocation, request: BulkRequest): Pr
         `resolve ${superseded} as superseded (their jobs already succeeded) ` +
         `and leave ${conflicts} pending as conflicts (their job ids were applied as other jobs)`,
     );
+    if (plan.note !== undefined) io.out(`note: ${clean(plan.note)}`);
   } else {
     io.out(
       `discard plan: ${matches}; a discard would resolve ${plan.matched === 1 ? "it" : "all of them"} as discarded`,

@@ -1,5 +1,5 @@
 /**
- * The ops CLI (`npm run ops -- dead-letters …`): the dead-letter management API (SPEC §6) from a
+ * The ops CLI (`npm run ops -- dead-letters …`): the dead-letter management API (docs/api.md) from a
  * terminal, against the local stack or a deployed API. `scripts/ops.ts` is its thin entry point;
  * {@link runOps} runs it in-process with its output captured, for tests.
  *

@@ -50,7 +50,8 @@ function nonEmpty(value: string | undefined): string | undefined {
   return value !== undefined && value.trim() !== "" ? value.trim() : undefined;
 }
 
-function isLoopback(host: string): boolean {
+/** Whether `host` (a URL's hostname) is this machine: where the local stack serves its API. */
+export function isLoopback(host: string): boolean {
   return host === "localhost" || host === "[::1]" || /^127\.\d+\.\d+\.\d+$/.test(host);
 }
 

@@ -3,11 +3,11 @@
  * the operator — an application/problem+json document printed member by member, an unreachable
  * API with the real cause undici hides, a timeout.
  */
-import type { Connection } from "./connection.ts";
+import { type Connection, isLoopback } from "./connection.ts";
 import { ApiError, CliFailure } from "./errors.ts";
 import { clean, truncate } from "./text.ts";
 
-/** The API's base path (SPEC §6). */
+/** The API's base path (docs/api.md). */
 export const BASE_PATH = "/v1/core/dead-letters";
 
 /** Where the bulk operations are. */
@@ -110,7 +110,27 @@ function networkFailure(error: unknown, baseUrl: string, what: string): CliFailu
       `error: ${what}: the API at ${baseUrl} did not answer within ${REQUEST_TIMEOUT_MS / 1000} s`,
     ]);
   }
-  return new CliFailure([`error: cannot reach the API at ${baseUrl}: ${describeNetworkError(error)}`]);
+  return new CliFailure([
+    `error: cannot reach the dead-letter API at ${baseUrl}: ${unreachableHint(baseUrl)}`,
+    `  cause: ${describeNetworkError(error)}`,
+  ]);
+}
+
+/**
+ * What to check when the API cannot be reached. A loopback URL is the local stack's (the default
+ * when nothing is configured): it is most likely not running. Another one may be mistyped or
+ * unreachable from here; `npm start` is named either way, the one command a new user needs.
+ */
+function unreachableHint(baseUrl: string): string {
+  let local = false;
+  try {
+    local = isLoopback(new URL(baseUrl).hostname);
+  } catch {
+    // a URL connect() accepted always parses; no hint is lost if not
+  }
+  return local
+    ? "is the local stack running? start it with `npm start`"
+    : "check the URL (--api, JOBFENCE_API_URL) and the network; for the local stack, start it with `npm start`";
 }
 
 /** undici's "fetch failed" hides the reason in `cause` (an AggregateError when both IPv4 and IPv6 failed). */

@@ -1,6 +1,7 @@
 /**
  * `npm run doctor`: checks a jobfence database (roles, grants, memberships, definer functions,
- * row-level security and policies, ownership, migrations) and the consumers' queues (retention,
+ * row-level security and policies, ownership, migrations, each consumer's schemas against its
+ * committed schema.txt) and the consumers' queues (retention,
  * visibility timeout, redrive) against what the migrations and functions/consumers.ts intend. It
  * prints each finding with what to do, and exits 1 when there is any.
  *
@@ -18,6 +19,7 @@ import type { SQSClient } from "@aws-sdk/client-sqs";
 import { Command, CommanderError } from "commander";
 import pg from "pg";
 import { CONSUMERS, deployedDeliveryTimings, expectedQueues } from "../functions/consumers.ts";
+import { deploymentConsumerSchemas } from "../functions/doctor/doctor.ts";
 import { deploymentMigrationSets } from "../functions/migrate/sets.ts";
 import { localSqsClient } from "../local/aws-clients.ts";
 import {
@@ -182,6 +184,7 @@ async function main(argv: readonly string[]): Promise<number> {
     report = await runDoctor({
       db: client,
       sets: deploymentMigrationSets(),
+      consumerSchemas: deploymentConsumerSchemas(),
       ...(queues ? { queues: { sqs: queues.sqs, expected: queues.expected } } : {}),
     });
   } catch (error) {

@@ -85,7 +85,7 @@ export interface ConsumerDefinition<S extends z.ZodType> {
   readonly work: (job: WorkJob<z.output<S>>, tx: Transaction) => Promise<void>;
   /**
    * The payload fields that define the effect, when not all of them do: the job's fingerprint is
-   * taken over `tenant_id` and what this returns instead of the whole payload (SPEC §2). A
+   * taken over `tenant_id` and what this returns instead of the whole payload (docs/design.md §2.2). A
    * duplicate whose fingerprint differs from its fence's is a conflict.
    * @default the whole payload, as received
    */
@@ -350,7 +350,7 @@ export function createConsumer<S extends z.ZodType>(
 }
 
 /**
- * The delivery timings validated together (SPEC §4), as far as the configuration tells them: all
+ * The delivery timings validated together (docs/design.md §4.5), as far as the configuration tells them: all
  * of them when the deployment passed the queue's redrive count and visibility timeout (the CDK
  * construct does), the time budget alone otherwise (the local stack, tests).
  */

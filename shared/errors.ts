@@ -72,7 +72,7 @@ export class PermanentJobError extends JobfenceError {
 export const POISON_REASON = {
   /** The body is not JSON. */
   unparseableBody: "unparseable-body",
-  /** The body is JSON but not a valid job envelope (SPEC §2). */
+  /** The body is JSON but not a valid job envelope (docs/design.md §2). */
   invalidEnvelope: "invalid-envelope",
   /** The envelope is valid but its payload fails the consumer's schema. */
   invalidPayload: "invalid-payload",
@@ -290,7 +290,7 @@ export class AlertRejectedError extends JobfenceError {
 }
 
 /**
- * One job id, two different jobs (SPEC §3): the job's fence exists with another fingerprint, so
+ * One job id, two different jobs (a conflict): the job's fence exists with another fingerprint, so
  * this message is not a repeat of the applied job. Nothing is applied; the message is
  * dead-lettered as `conflict` with both fingerprints, alerted and acked.
  */
@@ -346,6 +346,50 @@ export class ReplayQueueRefusedError extends JobfenceError {
  */
 export class TransientSendError extends JobfenceError {
   override name = "TransientSendError";
+}
+
+/** Why a producer's job was refused before it was sent: what its consumer would have dead-lettered it for. */
+export const INVALID_JOB_REASON = {
+  /** The envelope (job_id, tenant_id, correlation_id) is not one envelopeSchema accepts. */
+  invalidEnvelope: POISON_REASON.invalidEnvelope,
+  /** The payload fails the consumer's schema (after the JSON round trip the message makes). */
+  invalidPayload: POISON_REASON.invalidPayload,
+  /** The job cannot be written as JSON at all (a bigint, a cycle). */
+  notJson: "not-json",
+} as const;
+export type InvalidJobReason = (typeof INVALID_JOB_REASON)[keyof typeof INVALID_JOB_REASON];
+
+/**
+ * A job a producer built that its consumer would refuse as poison. Nothing was sent. `issues`
+ * lists every problem found as `path: message`.
+ */
+export class InvalidJobError extends JobfenceError {
+  override name = "InvalidJobError";
+  readonly reason: InvalidJobReason;
+  readonly issues: readonly string[];
+  constructor(reason: InvalidJobReason, issues: readonly string[], options?: ErrorOptions) {
+    super(`${reason}: ${issues.join("; ")}`, options);
+    this.reason = reason;
+    this.issues = issues;
+  }
+}
+
+/**
+ * sendJobs refused the whole call before sending anything: a job without a usable job_id or
+ * envelope, two jobs under one job_id, a bad option. `problems` names each job at fault by index.
+ */
+export class SendRefusedError extends JobfenceError {
+  override name = "SendRefusedError";
+  readonly problems: readonly string[];
+  constructor(problems: readonly string[]) {
+    super(`nothing was sent:\n${problems.map((p) => `  - ${p}`).join("\n")}`);
+    this.problems = problems;
+  }
+}
+
+/** deriveJobId was given a namespace or keys it cannot make a stable, unambiguous job id from. */
+export class JobIdDerivationError extends JobfenceError {
+  override name = "JobIdDerivationError";
 }
 
 /** A bulk operation's plan token that cannot be used: malformed, forged, or for another filter or kind. */

@@ -44,6 +44,30 @@ export { FINGERPRINT_BYTES, fingerprintHex, jobFingerprint } from "./envelope/fi
 // Every error jobfence throws on purpose, under JobfenceError.
 export * from "./errors.ts";
 export { TTL_DEFAULTS, validateFenceTtl } from "./fence/ttl.ts";
+// The producer side: typed envelopes, deterministic job ids, and sending jobs to a consumer's queue.
+export { deduplicationId, messageGroupId } from "./producer/fifo-ids.ts";
+export {
+  type JobEnvelope,
+  type JobFields,
+  jobEnvelope,
+  type PayloadSource,
+} from "./producer/job-envelope.ts";
+export {
+  DERIVED_JOB_ID_MAX_LENGTH,
+  deriveJobId,
+  JOB_ID_NAMESPACE,
+  type JobIdKey,
+} from "./producer/job-id.ts";
+export {
+  type FailedJob,
+  type JobToSend,
+  SEND_FAILURE_CODE,
+  type SendJobsOptions,
+  type SendJobsResult,
+  type SentJob,
+  sendJobs,
+} from "./producer/send-jobs.ts";
+export { DEFAULT_SEND_RETRY, type SendRetryPolicy } from "./producer/send-policy.ts";
 // What a record can become, and the dead letters' vocabulary.
 export type { RecordOutcome } from "./record/record-context.ts";
 export { DEFAULT_RETRY_POLICY, type RetryOverride, type RetryPolicy } from "./retry/policy.ts";

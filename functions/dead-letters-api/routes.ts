@@ -1,5 +1,5 @@
 /**
- * The dead-letter API's routes (SPEC §6): method, path, the permission each requires, what it
+ * The dead-letter API's routes (docs/api.md): method, path, the permission each requires, what it
  * validates and returns. The router and the OpenAPI document are both built from this table.
  */
 import type { APIGatewayProxyEventV2 } from "aws-lambda";

@@ -1,6 +1,7 @@
 /**
- * The scheduled doctor (daily): the database as the ops login sees it and the consumers' queues,
- * against what the migrations and the deployed configuration intend. Each finding is logged, and
+ * The scheduled doctor (daily): the database as the ops login sees it (each consumer's schemas
+ * included) and the consumers' queues, against what the migrations and the deployed configuration
+ * intend. Each finding is logged, and
  * their count is the `DoctorFindings` metric an alarm watches.
  */
 import type { Logger } from "@aws-lambda-powertools/logger";
@@ -9,8 +10,10 @@ import type { SQSClient } from "@aws-sdk/client-sqs";
 import type pg from "pg";
 import type { MigrationSet } from "../../shared/db/migrations.ts";
 import type { ExpectedConsumerQueues } from "../../shared/doctor/check-queues.ts";
-import { runDoctor } from "../../shared/doctor/doctor.ts";
+import { type ConsumerSchemaFile, runDoctor } from "../../shared/doctor/doctor.ts";
 import type { DoctorReport } from "../../shared/doctor/findings.ts";
+import { CONSUMERS } from "../consumers.ts";
+import { consumerSchemaFile } from "../registry.ts";
 
 /** The doctor function's Powertools `service`: its metric's dimension, its logs' service. */
 export const DOCTOR_SERVICE = "doctor";
@@ -20,6 +23,15 @@ export const DOCTOR_FUNCTION_DEFAULTS = Object.freeze({
   /** Each catalog query's bound: they read catalogs only, so anything slower is a stuck session. */
   statementTimeoutMs: 30_000,
 });
+
+/**
+ * Each registered consumer (functions/consumers.ts) and its committed `schema.txt`, which the doctor
+ * compares its schemas with: beside the consumer's folder in the repository, and in the doctor
+ * function's bundle (infra/bundling/bundle-with-files.ts ships them).
+ */
+export function deploymentConsumerSchemas(): ConsumerSchemaFile[] {
+  return CONSUMERS.map((c) => ({ consumer: c.definition.name, file: consumerSchemaFile(c.definition.name) }));
+}
 
 /** Metric names of a doctor run. */
 export const DOCTOR_METRIC = {
@@ -34,6 +46,8 @@ export interface DoctorFunctionDeps {
   /** The consumers' queues as the stack deploys them (JOBFENCE_DOCTOR_QUEUES). */
   readonly expectedQueues: readonly ExpectedConsumerQueues[];
   readonly sets: readonly MigrationSet[];
+  /** The consumers whose schemas are compared with their committed descriptions (deploymentConsumerSchemas). */
+  readonly consumerSchemas: readonly ConsumerSchemaFile[];
   readonly metrics: Metrics;
   readonly logger: Logger;
 }
@@ -46,6 +60,7 @@ export async function doctorInvocation(deps: DoctorFunctionDeps): Promise<Doctor
     report = await runDoctor({
       db: client,
       sets: deps.sets,
+      consumerSchemas: deps.consumerSchemas,
       queues: { sqs: deps.sqs, expected: deps.expectedQueues },
     });
   } finally {

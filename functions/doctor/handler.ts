@@ -9,7 +9,12 @@ import { connectClient, type DatabaseConnection, SecretCredentials } from "../..
 import { METRICS_NAMESPACE } from "../../shared/metrics/names.ts";
 import { deploymentMigrationSets } from "../migrate/sets.ts";
 import { doctorConfigFromEnv } from "./config.ts";
-import { DOCTOR_FUNCTION_DEFAULTS, DOCTOR_SERVICE, doctorInvocation } from "./doctor.ts";
+import {
+  DOCTOR_FUNCTION_DEFAULTS,
+  DOCTOR_SERVICE,
+  deploymentConsumerSchemas,
+  doctorInvocation,
+} from "./doctor.ts";
 
 const config = doctorConfigFromEnv(process.env);
 const given = databaseConnection(config);
@@ -33,6 +38,7 @@ export const handler = middy(async () =>
     sqs,
     expectedQueues: config.expectedQueues,
     sets: deploymentMigrationSets(),
+    consumerSchemas: deploymentConsumerSchemas(),
     metrics,
     logger,
   }),

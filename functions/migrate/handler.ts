@@ -1,6 +1,6 @@
 /**
  * Lambda entry point that brings the database up to date on deploy: applies pending migrations,
- * then creates or updates each function's login from its secret (SPEC §9). The deployment invokes
+ * then creates or updates each function's login from its secret (docs/design.md §9). The deployment invokes
  * it before any consumer starts. Invoking it again is a no-op apart from re-setting the logins'
  * passwords to their secrets' values, and concurrent invocations are serialised by the runner's
  * advisory lock.

@@ -5,7 +5,8 @@
  * `./migrations/` beside the bundle. This esbuild run (esbuild's plugin API, which NodejsFunction
  * does not expose) rewrites `import.meta.url` in each repository module to the URL of that module's
  * own directory inside the bundle, and copies every `migrations/*.sql` (and the few other files
- * modules read, SHIPPED_FILES) to the same relative place.
+ * modules read, SHIPPED_FILES: the committed descriptions of `core` and of each consumer's schemas)
+ * to the same relative place.
  *
  * Usage (run by the construct at synth, on Node 24): node infra/bundling/bundle-with-files.ts <entry> <outdir>
  */
@@ -19,8 +20,15 @@ const BANNER = "import { createRequire } from 'module'; const require = createRe
 
 /** Folders whose `migrations/` directories ship with the bundle. */
 const MIGRATION_PARENTS = ["shared/db", ...readdirSync(join(ROOT, "functions")).map((f) => `functions/${f}`)];
-/** Single files that ship too, at the same relative place: the committed description of `core` the doctor reads. */
-const SHIPPED_FILES = ["shared/db/core-catalog.txt"];
+/**
+ * Single files that ship too, at the same relative place: the committed descriptions the doctor
+ * reads, of `core` and of each consumer's schemas (`functions/<consumer>/schema.txt`, where
+ * committed: the doctor reports one that is not).
+ */
+const SHIPPED_FILES = [
+  "shared/db/core-catalog.txt",
+  ...MIGRATION_PARENTS.map((parent) => `${parent}/schema.txt`).filter((file) => existsSync(join(ROOT, file))),
+];
 
 async function main(entry: string, outdir: string): Promise<void> {
   await build({

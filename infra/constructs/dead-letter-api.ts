@@ -1,5 +1,5 @@
 /**
- * The dead-letter API (SPEC §6): an HTTP API whose JWT authorizer checks the issuer and audience
+ * The dead-letter API (docs/api.md): an HTTP API whose JWT authorizer checks the issuer and audience
  * and requires, on each route of `ROUTES`, one of that route's permissions as a scope; the handler
  * checks the token and the permissions again. Access logging and throttling are on the stage. The
  * handler logs in as the ops login, and may `SendMessage` only to the consumer queues it was given

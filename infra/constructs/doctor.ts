@@ -81,7 +81,8 @@ export class Doctor extends Construct {
       login: "ops",
       environment: { [DOCTOR_ENV.expectedQueues]: expectedJson },
       // The migration history check reads the migration sets' files beside their modules, and
-      // the catalog check the committed description of core (see bundle-with-files.ts).
+      // the catalog checks the committed descriptions of core and of each consumer's schemas
+      // (see bundle-with-files.ts).
       bundleWithFiles: true,
     });
     const stack = Stack.of(this);

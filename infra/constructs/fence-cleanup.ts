@@ -1,5 +1,5 @@
 /**
- * TTL cleanup and escalation (SPEC §7): the cleanup function on a 15-minute schedule, logging in
+ * TTL cleanup and escalation (docs/design.md §7, §8.2): the cleanup function on a 15-minute schedule, logging in
  * as the cleanup login (it can only call the SECURITY DEFINER delete of expired fences), and the
  * daily escalation of stale pending dead letters, logging in as the ops login and publishing one
  * `DeadLettersEscalated` to the ops bus. Each has an error alarm.

@@ -1,5 +1,5 @@
 /**
- * One consumer, deployed (SPEC §3–§5, §10): its source queue, the backstop queue the source
+ * One consumer, deployed (docs/design.md §3–§5): its source queue, the backstop queue the source
  * redrives to, the consumer function behind an SQS event source that reports partial batch
  * failures, the backstop drain, least-privilege IAM and the alarms an operator needs.
  *
@@ -51,7 +51,7 @@ export interface JobConsumerProps {
   readonly deployment: ConsumerDeployment;
   /** The database the consumer and its drain log in to, both as the consumer's own login. */
   readonly database: DatabaseAccess;
-  /** The ops bus that receives DeadLetterRecorded (SPEC §8). */
+  /** The ops bus that receives DeadLetterRecorded. */
   readonly opsBus: events.IEventBus;
   /**
    * The consumer's entry point, relative to the repository root.
@@ -59,13 +59,13 @@ export interface JobConsumerProps {
    */
   readonly entry?: string;
   /**
-   * The fence TTL; validated against retention and the retry window at synth (SPEC §7).
+   * The fence TTL; validated against retention and the retry window at synth (docs/design.md §7.1).
    * @default TTL_DEFAULTS.fenceTtlSeconds (7 days)
    */
   readonly fenceTtlSeconds?: number;
   /**
    * The source queue's visibility timeout; at least 6 × the function timeout + the batching
-   * window (SPEC §10, AWS's guidance for SQS event sources).
+   * window (AWS's guidance for SQS event sources).
    * @default 6 × the deployment's functionTimeoutSeconds + its batchingWindowSeconds
    */
   readonly visibilityTimeoutSeconds?: number;
@@ -227,7 +227,7 @@ export class JobConsumer extends Construct {
   /** The queue producers send jobs to. */
   readonly queue: sqs.Queue;
   /**
-   * Where the source queue redrives after the validated maxReceiveCount (SPEC §5): by default the
+   * Where the source queue redrives after the validated maxReceiveCount (docs/design.md §5.6): by default the
    * minimum that still leaves room for the receives that run nothing.
    */
   readonly backstopQueue: sqs.Queue;
@@ -344,7 +344,7 @@ export class JobConsumer extends Construct {
       metricsConfig: EVENT_SOURCE_METRICS,
     });
     this.consumerFunction.function.addEventSource(this.eventSource);
-    // The retry middleware hides a failed message for its backoff delay (SPEC §4); the event
+    // The retry middleware hides a failed message for its backoff delay; the event
     // source's own grant covers receive and delete.
     this.consumerFunction.function.addToRolePolicy(
       new iam.PolicyStatement({ actions: ["sqs:ChangeMessageVisibility"], resources: [this.queue.queueArn] }),

@@ -1,5 +1,5 @@
 /**
- * The ops alerting path (SPEC §8): a dedicated ops EventBridge bus (never a domain bus) that the
+ * The ops alerting path (docs/design.md §8): a dedicated ops EventBridge bus (never a domain bus) that the
  * harness, the backstop drains and escalation publish to, and a rule that forwards
  * `DeadLetterRecorded` and `DeadLettersEscalated` to BetterStack through an EventBridge API
  * destination. The destination's credential lives in Secrets Manager: the operator stores it in a

@@ -1,4 +1,7 @@
-/** `dead-letters list`: dead letters matching filters, newest first, a page or all of them. */
+/**
+ * `dead-letters list`: dead letters matching filters, newest first, a page or all of them; with
+ * --errors, each one's last error too.
+ */
 import type { Command } from "commander";
 import type { z } from "zod";
 import {
@@ -12,7 +15,7 @@ import { addApiFlags, addCliFlag, collect, FILTER_FIELDS, validate } from "../fl
 import { oneLine, plural } from "../format.ts";
 import { BASE_PATH, call, queryOf } from "../http.ts";
 import { EXIT } from "../io.ts";
-import { type DeadLetterSummary, summaryTable } from "../summaries.ts";
+import { type DeadLetterSummary, ERROR_COLUMN, summaryTable } from "../summaries.ts";
 
 type ListResponse = z.output<typeof listResponseSchema>;
 
@@ -21,7 +24,7 @@ export function registerList(group: Command, runtime: Runtime): void {
     .command("list")
     .summary("list dead letters, newest first")
     .description("List dead letters, newest first.")
-    .usage("[--status <s>] [filters] [--limit <n>] [--cursor <c>] [--all-pages]");
+    .usage("[--status <s>] [filters] [--limit <n>] [--cursor <c>] [--all-pages] [--errors]");
   addApiFlags(command, "Filters:", ["status", ...FILTER_FIELDS]);
   addApiFlags(command, "Paging:", ["limit", "cursor"], {
     limit: `rows per page, 1–${API_LIMITS.maxPageSize} (default ${API_LIMITS.defaultPageSize})`,
@@ -31,6 +34,12 @@ export function registerList(group: Command, runtime: Runtime): void {
     "Paging:",
     "--all-pages",
     "follow next_cursor to the last page (--json: one page per line)",
+  );
+  addCliFlag(
+    command,
+    "Output:",
+    "--errors",
+    `add a last_error column: each one's error class and message, cut at ${ERROR_COLUMN.max} characters (show <id> prints it whole)`,
   );
 
   defineAction(command, runtime, async ({ io, options, json, connect }) => {
@@ -61,7 +70,7 @@ export function registerList(group: Command, runtime: Runtime): void {
       io.out("no dead letters match");
       return EXIT.ok;
     }
-    for (const line of summaryTable(items)) io.out(line);
+    for (const line of summaryTable(items, { errors: options.errors === true })) io.out(line);
     io.out("");
     io.out(
       next === null

@@ -75,6 +75,8 @@ async function replayOne(invocation: Invocation, id: string): Promise<number> {
   } else {
     const delay = body.delay_seconds > 0 ? `, delivered in ${body.delay_seconds} s` : "";
     io.out(`replayed ${clean(r.id)} (SQS message ${clean(r.message_id)}${delay})`);
+    // The API's word on a body no consumer can read: it is coming back as poison.
+    if (r.note !== undefined) io.out(`note: ${clean(r.note)}`);
   }
   return EXIT.ok;
 }

@@ -1,5 +1,5 @@
 /**
- * The alert half of SPEC §8: after a dead letter commits, `DeadLetterRecorded` goes to the ops
+ * The alert (docs/design.md §8.1): after a dead letter commits, `DeadLetterRecorded` goes to the ops
  * EventBridge bus (routed to BetterStack by the CDK). Dead letters alert through observability,
  * never through a domain bus, so no domain consumer can react to queue failures in a loop.
  */

@@ -1,12 +1,15 @@
 /**
- * The backstop drain (SPEC §5). Every source queue redrives to a backstop queue after
- * maxAttempts + 3 receives, so a message survives even when the harness could never reach the
- * database to record its failure. The drain consumes the backstop queue and records each message
- * as a dead letter with `error_kind = 'unrecorded'`, alerts, and acks. Every message it receives
- * ends in exactly one row: it writes whatever the body and whether or not the job's fence exists
- * (an applied job's row is resolved `superseded` by replay or the daily escalation), idempotently
- * per body, so a redelivery of the same message finds its row. If the database is down it leaves
- * the message where it is (the backstop keeps it 14 days).
+ * The backstop drain (docs/design.md §5.6). Every source queue redrives to a backstop queue after
+ * its validated maxReceiveCount receives (by default defaultMaxReceiveCount in
+ * shared/retry/delivery-timings.ts: maxAttempts + maxInterruptions + 2, times 1 + 9 predecessors on
+ * FIFO, plus spare receives; 19 on a standard queue, 100 on FIFO), so a message survives even when
+ * the harness could never reach the database to record its failure. The drain consumes the
+ * backstop queue and records each message as a dead letter with `error_kind = 'unrecorded'`,
+ * alerts, and acks. Every message it receives ends in exactly one row: it writes whatever the body
+ * and whether or not the job's fence exists (an applied job's row is resolved `superseded` by
+ * replay or the daily escalation), idempotently per body, so a redelivery of the same message
+ * finds its row. If the database is down it leaves the message where it is (the backstop keeps it
+ * 14 days).
  *
  * Its record path is the harness's steps 1, 5 and 6 (shared/record/protocol.ts) with the same
  * middlewares: read who the message is, record it, observe.

@@ -10,17 +10,17 @@ import { configFromEnv, parseConfig } from "./parse.ts";
 
 /** Named defaults of {@link ConsumerConfig}. */
 export const CONSUMER_DEFAULTS = Object.freeze({
-  /** SPEC §7 default: 7 days (queue retention 4 days + retry window + 1 day margin fits). */
+  /** Default: 7 days (queue retention 4 days + retry window + 1 day margin fits). */
   fenceTtlSeconds: TTL_DEFAULTS.fenceTtlSeconds,
-  /** SPEC §7 default queue retention: 4 days. */
+  /** Default queue retention: 4 days. */
   queueRetentionSeconds: TTL_DEFAULTS.queueRetentionSeconds,
   /** The consumer function's timeout; the CDK construct sets the real one. */
   functionTimeoutSeconds: 30,
-  /** Bound on a concurrent duplicate's wait for the fence lock (SPEC §3). */
+  /** Bound on a concurrent duplicate's wait for the fence lock. */
   lockTimeoutMs: 5000,
   /** Connections in the container's pool. */
   poolMax: 2,
-  /** Confirmed interruptions after which a message is dead-lettered as `interrupted` (SPEC §4). */
+  /** Confirmed interruptions after which a message is dead-lettered as `interrupted`. */
   maxInterruptions: 2,
   /** The event source's batching window. */
   batchingWindowSeconds: 0,

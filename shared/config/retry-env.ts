@@ -1,5 +1,5 @@
 /**
- * Retry timing from the environment, for local use (SPEC §4's defaults are for production, where
+ * Retry timing from the environment, for local use (the default retry policy is for production, where
  * a 30-second base is right; on a laptop a demo should retry in seconds). Validated like every
  * other configuration: a bad value is refused at start-up, naming the variable.
  */

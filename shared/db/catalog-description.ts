@@ -11,7 +11,14 @@
  */
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import type { CatalogPrivilege, CatalogSnapshot } from "./catalog.ts";
+import type {
+  CatalogFunction,
+  CatalogPolicy,
+  CatalogPrivilege,
+  CatalogRelation,
+  CatalogRole,
+  CatalogSnapshot,
+} from "./catalog.ts";
 import { CONSUMER_BASE_ROLE, SHARED_ROLES } from "./queries/provision-login.ts";
 
 /** The sections, in the order the text lists them. */
@@ -85,50 +92,56 @@ export function describeCore(snapshot: CatalogSnapshot): CatalogDescription {
   const privileges = core(snapshot.privileges);
   const ofTarget = (...targets: CatalogPrivilege["target"][]) =>
     sorted(privileges.filter((p) => targets.includes(p.target)).map(privilegeLine));
-  const flag = (on: boolean) => String(on);
   return {
     ...snapshot.definitions,
     "security definer functions": sorted(
       core(snapshot.functions)
         .filter((f) => f.securityDefiner)
-        .map(
-          (f) =>
-            `${f.signature}: ${f.settings.length > 0 ? f.settings.map((s) => `SET ${s}`).join("; ") : "no SET"}`,
-        ),
+        .map(definerLine),
     ),
     "row level security": sorted(
       core(snapshot.relations)
         .filter((r) => r.rowSecurity || r.forceRowSecurity)
-        .map(
-          (r) =>
-            `${r.name}: ${[r.rowSecurity ? "ENABLED" : "", r.forceRowSecurity ? "FORCED" : ""].filter(Boolean).join(", ")}`,
-        ),
+        .map(rowSecurityLine),
     ),
-    policies: sorted(
-      snapshot.policies
-        .filter((p) => p.table.startsWith("core."))
-        .map(
-          (p) =>
-            `${p.table} ${p.name}: ${p.permissive ? "PERMISSIVE" : "RESTRICTIVE"} FOR ${p.command} ` +
-            `TO ${p.roles.map(sqlIdentifier).join(", ")}` +
-            (p.using === null ? "" : ` USING ${p.using}`) +
-            (p.withCheck === null ? "" : ` WITH CHECK ${p.withCheck}`),
-        ),
-    ),
+    policies: sorted(snapshot.policies.filter((p) => p.table.startsWith("core.")).map(policyLine)),
     "table privileges": ofTarget("table", "sequence"),
     "column privileges": ofTarget("column"),
     "function privileges": ofTarget("function"),
     "schema privileges": ofTarget("schema"),
-    roles: sorted(
-      snapshot.roles
-        .filter((r) => DESCRIBED_ROLES.includes(r.name))
-        .map(
-          (r) =>
-            `${r.name} login=${flag(r.canLogin)} super=${flag(r.superuser)} createdb=${flag(r.createDb)} ` +
-            `createrole=${flag(r.createRole)} replication=${flag(r.replication)} bypassrls=${flag(r.bypassRls)}`,
-        ),
-    ),
+    roles: sorted(snapshot.roles.filter((r) => DESCRIBED_ROLES.includes(r.name)).map(roleLine)),
   };
+}
+
+// One line per fact, as both the core description and a consumer's (consumer-catalog.ts) print it.
+
+/** A SECURITY DEFINER function and the settings it pins. */
+export function definerLine(f: CatalogFunction): string {
+  return `${f.signature}: ${f.settings.length > 0 ? f.settings.map((s) => `SET ${s}`).join("; ") : "no SET"}`;
+}
+
+/** A table's row-level security. */
+export function rowSecurityLine(r: CatalogRelation): string {
+  return `${r.name}: ${[r.rowSecurity ? "ENABLED" : "", r.forceRowSecurity ? "FORCED" : ""].filter(Boolean).join(", ")}`;
+}
+
+/** A row-level security policy. */
+export function policyLine(p: CatalogPolicy): string {
+  return (
+    `${p.table} ${p.name}: ${p.permissive ? "PERMISSIVE" : "RESTRICTIVE"} FOR ${p.command} ` +
+    `TO ${p.roles.map(sqlIdentifier).join(", ")}` +
+    (p.using === null ? "" : ` USING ${p.using}`) +
+    (p.withCheck === null ? "" : ` WITH CHECK ${p.withCheck}`)
+  );
+}
+
+/** A role's attributes. */
+export function roleLine(r: CatalogRole): string {
+  const flag = (on: boolean) => String(on);
+  return (
+    `${r.name} login=${flag(r.canLogin)} super=${flag(r.superuser)} createdb=${flag(r.createDb)} ` +
+    `createrole=${flag(r.createRole)} replication=${flag(r.replication)} bypassrls=${flag(r.bypassRls)}`
+  );
 }
 
 /**
@@ -170,20 +183,30 @@ export function renderCatalogDescription(description: CatalogDescription): strin
 
 /** Reads the committed text back; throws on a section it does not know. */
 export function parseCatalogDescription(text: string): CatalogDescription {
-  const sections = Object.fromEntries(CATALOG_SECTIONS.map((s) => [s, [] as string[]])) as Record<
-    CatalogSection,
-    string[]
-  >;
-  let current: CatalogSection | undefined;
+  return parseSections(text, CATALOG_SECTIONS, "catalog description");
+}
+
+/**
+ * The `## <section>` blocks of a description's text (this one's, or a consumer's in
+ * consumer-catalog.ts), every section of `known` present; throws on another section, or a line
+ * before the first, naming `what` was read.
+ */
+export function parseSections<S extends string>(
+  text: string,
+  known: readonly S[],
+  what: string,
+): Record<S, string[]> {
+  const sections = Object.fromEntries(known.map((s) => [s, [] as string[]])) as Record<S, string[]>;
+  let current: S | undefined;
   for (const line of text.split("\n")) {
     if (line.startsWith("## ")) {
       const title = line.slice(3);
-      if (!(CATALOG_SECTIONS as readonly string[]).includes(title)) {
-        throw new Error(`catalog description: unknown section "${title}"`);
+      if (!(known as readonly string[]).includes(title)) {
+        throw new Error(`${what}: unknown section "${title}"`);
       }
-      current = title as CatalogSection;
+      current = title as S;
     } else if (line !== "") {
-      if (current === undefined) throw new Error(`catalog description: a line before any section: ${line}`);
+      if (current === undefined) throw new Error(`${what}: a line before any section: ${line}`);
       sections[current].push(line);
     }
   }

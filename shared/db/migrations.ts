@@ -44,6 +44,7 @@ export function coreMigrationSet(): MigrationSet {
 }
 
 const FILE_NAME = /^(\d{4})_([a-z0-9_]+)\.sql$/;
+const LOOKS_LIKE_MIGRATION = /^\d|\.sql$/i;
 
 /** SHA-256 (hex) of a migration's text. */
 export function checksumOf(sql: string): string {
@@ -51,13 +52,16 @@ export function checksumOf(sql: string): string {
 }
 
 /**
- * Loads every `.sql` file of `dir`, sorted by version. Refuses a file whose name does not follow
- * the pattern, a repeated version, or a gap in the numbering (a gap usually means a lost file).
+ * Loads every migration of `dir` (a file whose name starts with a digit or ends in `.sql`), sorted
+ * by version. Refuses one whose name does not follow the pattern, a repeated version, or a gap in the numbering (a gap usually means a lost file).
  */
 export function loadMigrations(dir: string): Migration[] {
   const migrations: Migration[] = [];
-  for (const file of readdirSync(dir)
-    .filter((f) => f.endsWith(".sql"))
+  // A file that looks like a migration is held to the pattern, so a mistyped one (`0003_x.SQL`,
+  // `0004_y.sql.txt`) is refused rather than silently left unapplied; notes beside them are not.
+  for (const file of readdirSync(dir, { withFileTypes: true })
+    .filter((entry) => entry.isFile() && LOOKS_LIKE_MIGRATION.test(entry.name))
+    .map((entry) => entry.name)
     .sort()) {
     const match = FILE_NAME.exec(file);
     if (!match) {

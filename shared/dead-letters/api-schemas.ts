@@ -1,5 +1,5 @@
 /**
- * The dead-letter API's request and response shapes (SPEC §6), as zod schemas. The handlers
+ * The dead-letter API's request and response shapes (docs/api.md), as zod schemas. The handlers
  * validate with them and the OpenAPI document is generated from them, so the two cannot drift.
  */
 import { z } from "zod";
@@ -290,6 +290,12 @@ export const replayResponseSchema = z.object({
     .string()
     .nullable()
     .describe("The SQS MessageId of the replayed message; null when superseded."),
+  note: z
+    .string()
+    .optional()
+    .describe(
+      "Present only when the body sent is not JSON, or not a valid job envelope: what will become of it, in words (the consumer refuses it as poison again and records a new dead letter).",
+    ),
 });
 
 /** Response of a discard. */
@@ -336,6 +342,17 @@ export const planResponseSchema = z.object({
     .int()
     .optional()
     .describe("Replay: how many carry another job than the one applied under their job_id (left pending)."),
+  unreadable: z
+    .number()
+    .int()
+    .optional()
+    .describe(
+      "Replay: of would_send, how many carry no readable job (job_fingerprint null: a body that is not JSON or not a valid job envelope). Sent unchanged, they will be refused as poison again and recorded as new dead letters.",
+    ),
+  note: z
+    .string()
+    .optional()
+    .describe("Replay: present when unreadable is not 0; what will become of those, in words."),
   sample: z.array(deadLetterSummarySchema),
   confirmation_required: z
     .boolean()

@@ -1,5 +1,5 @@
 /**
- * Bulk operations as the API offers them (SPEC §6): plan (count, sample, confirmation token),
+ * Bulk operations as the API offers them (docs/design.md §6.3): plan (count, sample, confirmation token),
  * start (a durable operation the worker runs, see ./bulk-worker.ts), read, cancel.
  *
  * The guard: starting an operation over more than `confirmAbove` rows, or over every pending dead
@@ -42,6 +42,7 @@ import {
   type planResponseSchema,
 } from "./api-schemas.ts";
 import { confirmationRequired, issuePlanToken, readPlanToken } from "./plan-token.ts";
+import { replayPlanNote } from "./replay-note.ts";
 import { derivedSecret, type SealKey } from "./seal.ts";
 
 /** How the API guards bulk operations. */
@@ -100,6 +101,7 @@ export async function planOperation(
     };
   });
   if (kind === "replay") refuseFifoDelay(set, delaySeconds);
+  const wouldSend = set.matched - set.superseded - set.conflicts;
   const issued = set.bound
     ? issuePlanToken(
         deps.sealKey,
@@ -114,9 +116,11 @@ export async function planOperation(
     pending_total: total,
     ...(kind === "replay"
       ? {
-          would_send: set.matched - set.superseded - set.conflicts,
+          would_send: wouldSend,
           superseded: set.superseded,
           conflicts: set.conflicts,
+          unreadable: set.unreadable,
+          ...(set.unreadable > 0 ? { note: replayPlanNote(set.unreadable, wouldSend) } : {}),
         }
       : {}),
     sample: sample as Plan["sample"],

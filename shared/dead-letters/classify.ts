@@ -42,7 +42,7 @@ export function isTransient(error: unknown): boolean {
 }
 
 /**
- * Whether the failure is a lock wait behind another delivery of the job's fence (SPEC §3): not the
+ * Whether the failure is a lock wait behind another delivery of the job's fence (`held`): not the
  * job's failure at all. Safe on any thrown value.
  */
 export function isFenceHeld(error: unknown): boolean {

@@ -1,5 +1,5 @@
 /**
- * Escalation (SPEC §7, seed open question 2): once a day, if any dead letter has waited for
+ * Escalation (docs/design.md §8.2): once a day, if any dead letter has waited for
  * review longer than N days, one summary alert names the count per consumer and the oldest.
  * One event per run, never one per row: a backlog of thousands must not page thousands of times.
  *
@@ -16,7 +16,7 @@ import type { Queryable } from "../db/queryable.ts";
 /** `detail-type` of the summary. */
 export const DEAD_LETTERS_ESCALATED = "DeadLettersEscalated";
 
-/** SPEC §7: escalate after 3 days pending. */
+/** Escalate after 3 days pending. */
 export const ESCALATION_DEFAULTS = Object.freeze({ thresholdDays: 3 });
 
 /** `resolved_by` of the dead letters the run resolves as superseded. */
@@ -49,7 +49,7 @@ export interface EscalationOptions {
 /**
  * Resolves as `superseded` (by {@link ESCALATION_ACTOR}) every pending dead letter whose job's
  * fence exists (poison too, when its job id was read from the envelope); returns how many. A replay
- * that crashed between its send and its commit leaves exactly that behind (SPEC §6), and so does a
+ * that crashed between its send and its commit leaves exactly that behind, and so does a
  * corrected resend of a job whose first message was poison.
  */
 export function resolveHealedDeadLetters(db: Queryable): Promise<number> {

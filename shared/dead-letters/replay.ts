@@ -1,10 +1,12 @@
 /**
- * Replay and discard (SPEC §6). Each decision locks the dead letter, so of a concurrent replay and
+ * Replay and discard (docs/design.md §6). Each decision locks the dead letter, so of a concurrent replay and
  * discard exactly one wins and the other finds it no longer pending (409).
  *
  * Replay: lock → (fence exists → superseded, nothing sent) → SendMessage the stored envelope →
  * mark replayed → COMMIT. A crash between the send and the commit leaves the row pending, and a
- * second replay sends again: the fence makes that harmless (SPEC §6).
+ * second replay sends again: the fence makes that harmless. A body no consumer can read (not JSON,
+ * not a valid envelope) is sent all the same; the answer's `note` says it will come back as poison
+ * (replay-note.ts).
  */
 import { SendMessageCommand, type SQSClient } from "@aws-sdk/client-sqs";
 import type pg from "pg";
@@ -26,6 +28,7 @@ import {
 } from "../errors.ts";
 import { faultHook } from "../fault-points.ts";
 import { replayMessage } from "./replay-message.ts";
+import { replayNote, unreadableReason } from "./replay-note.ts";
 import { sendFailureReason } from "./send-replays.ts";
 import { DEAD_LETTER_STATUS } from "./status.ts";
 
@@ -66,7 +69,7 @@ export async function replayDeadLetter(
   id: string,
   actor: string,
   options: { delaySeconds?: number } = {},
-): Promise<{ id: string; status: "replayed" | "superseded"; message_id: string | null }> {
+): Promise<{ id: string; status: "replayed" | "superseded"; message_id: string | null; note?: string }> {
   return inTransaction(deps.pool, async (tx) => {
     const row = await lockDeadLetter(tx, id);
     if (!row) throw new DeadLetterNotFoundError(id);
@@ -102,7 +105,14 @@ export async function replayDeadLetter(
     }
     if (faultHook) await faultHook("replay:after-send", { jobIds: [row.job_id] });
     await resolveDeadLetters(tx, [{ id, status: "replayed" }], actor);
-    return { id, status: "replayed" as const, message_id: messageId ?? null };
+    // A body no consumer can read comes back as poison: the answer says so.
+    const unreadable = message.MessageBody === undefined ? null : unreadableReason(message.MessageBody);
+    return {
+      id,
+      status: "replayed" as const,
+      message_id: messageId ?? null,
+      ...(unreadable === null ? {} : { note: replayNote(unreadable) }),
+    };
   });
 }
 

@@ -1,5 +1,5 @@
 /**
- * A dead letter's status (SPEC §5). Its one transition, out of pending_review into a final status,
+ * A dead letter's status (docs/design.md §5.5). Its one transition, out of pending_review into a final status,
  * is enforced by the database (trigger dead_letters_guard_update), and the replay and discard
  * paths act only on a row still pending_review; the names here validate requests and document
  * the lifecycle.

@@ -1,5 +1,5 @@
 /**
- * How a dead letter keeps the body it was given (SPEC §2, §5): exactly, whatever it holds, so that
+ * How a dead letter keeps the body it was given (docs/design.md §5.3): exactly, whatever it holds, so that
  * replay sends the very bytes that were received. Pure.
  *
  * The body is a JavaScript string: UTF-16 code units. PostgreSQL's text holds any of them except

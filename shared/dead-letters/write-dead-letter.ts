@@ -1,5 +1,5 @@
 /**
- * Writing a dead letter (SPEC §5), for the harness and the backstop drain alike: the row in a
+ * Writing a dead letter (docs/design.md §5), for the harness and the backstop drain alike: the row in a
  * transaction of its own, then the `DeadLetterRecorded` alert.
  *
  * No content may make the write fail, since a failure that cannot be recorded is one that

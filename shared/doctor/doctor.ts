@@ -1,14 +1,21 @@
 /**
  * The doctor: a live database and the consumers' queues against what jobfence intends. `diagnose`
  * runs every check on what was read (pure); `runDoctor` reads it (the catalogs, the migration
- * history, SQS) and diagnoses. Each finding says what is wrong, where, and what to do.
+ * history, each consumer's schemas and committed description, SQS) and diagnoses. Each finding
+ * says what is wrong, where, and what to do.
  */
 import type { SQSClient } from "@aws-sdk/client-sqs";
 import { type CatalogSnapshot, readCatalog } from "../db/catalog.ts";
 import { type CatalogDescription, describeCore, loadExpectedCoreCatalog } from "../db/catalog-description.ts";
+import {
+  type ConsumerSchemaDescription,
+  describeConsumerSchema,
+  loadConsumerSchema,
+  readConsumerCatalog,
+} from "../db/consumer-catalog.ts";
 import type { MigrationSet } from "../db/migrations.ts";
 import type { Queryable } from "../db/queryable.ts";
-import { checkCoreCatalog } from "./check-catalog.ts";
+import { checkConsumerSchema, checkCoreCatalog, missingConsumerSchema } from "./check-catalog.ts";
 import { checkDefinerFunctions } from "./check-functions.ts";
 import { checkMigrations } from "./check-migrations.ts";
 import { checkOwnership } from "./check-ownership.ts";
@@ -23,6 +30,20 @@ import { checkRoles } from "./check-roles.ts";
 import { CHECK, type DoctorReport, type Finding, type Skipped } from "./findings.ts";
 import { observeQueues } from "./read-queues.ts";
 
+/** A consumer and the file of the committed description of its schemas (its `schema.txt`). */
+export interface ConsumerSchemaFile {
+  readonly consumer: string;
+  /** An absolute path. */
+  readonly file: string;
+}
+
+/** A consumer's schemas as committed and as the database has them; nothing when none is committed. */
+export type ConsumerSchemaComparison = ConsumerSchemaFile &
+  (
+    | { readonly expected: undefined }
+    | { readonly expected: ConsumerSchemaDescription; readonly actual: ConsumerSchemaDescription }
+  );
+
 /** What {@link diagnose} checks. */
 export interface DiagnoseInput {
   readonly catalog: CatalogSnapshot;
@@ -30,6 +51,8 @@ export interface DiagnoseInput {
   readonly expectedCatalog: CatalogDescription;
   /** The deployment's migration sets (functions/migrate/sets.ts). */
   readonly sets: readonly MigrationSet[];
+  /** Each consumer's schemas, committed and live. @default not checked */
+  readonly consumerSchemas?: readonly ConsumerSchemaComparison[];
   /** The consumers' queues, expected and as read. @default not checked */
   readonly queues?: {
     readonly expected: readonly ExpectedConsumerQueues[];
@@ -51,6 +74,15 @@ export function diagnose(input: DiagnoseInput): DoctorReport {
     });
   } else {
     findings.push(...checkCoreCatalog(input.expectedCatalog, describeCore(catalog)));
+    for (const schema of input.consumerSchemas ?? []) {
+      findings.push(
+        ...(schema.expected === undefined
+          ? [missingConsumerSchema(schema.consumer, schema.file)]
+          : checkConsumerSchema(schema.expected, schema.actual, {
+              registryReadable: catalog.consumerRoles !== undefined,
+            })),
+      );
+    }
     if (catalog.migrationHistory === undefined) {
       skipped.push({
         check: CHECK.migrations,
@@ -85,6 +117,11 @@ export interface DoctorOptions {
   readonly sets: readonly MigrationSet[];
   /** @default the committed description of `core` (loadExpectedCoreCatalog) */
   readonly expectedCatalog?: CatalogDescription;
+  /**
+   * The consumers whose schemas are compared with their committed descriptions (the deployment's:
+   * `deploymentConsumerSchemas` in functions/doctor/doctor.ts). @default none
+   */
+  readonly consumerSchemas?: readonly ConsumerSchemaFile[];
   /** The consumers' queues and the client to read them with. @default not checked */
   readonly queues?: { readonly sqs: SQSClient; readonly expected: readonly ExpectedConsumerQueues[] };
 }
@@ -92,6 +129,23 @@ export interface DoctorOptions {
 /** Reads the database (and the queues) and diagnoses them. */
 export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
   const catalog = await readCatalog(options.db);
+  const consumerSchemas: ConsumerSchemaComparison[] = [];
+  // Never migrated: diagnose reports that alone.
+  if (catalog.migrator !== undefined) {
+    for (const { consumer, file } of options.consumerSchemas ?? []) {
+      const expected = loadConsumerSchema(file);
+      consumerSchemas.push(
+        expected === undefined
+          ? { consumer, file, expected }
+          : {
+              consumer,
+              file,
+              expected,
+              actual: describeConsumerSchema(await readConsumerCatalog(options.db, consumer, catalog)),
+            },
+      );
+    }
+  }
   const queues = options.queues
     ? {
         expected: options.queues.expected,
@@ -102,6 +156,7 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
     catalog,
     expectedCatalog: options.expectedCatalog ?? loadExpectedCoreCatalog(),
     sets: options.sets,
+    consumerSchemas,
     ...(queues ? { queues } : {}),
   });
 }

@@ -4,6 +4,11 @@
 export const CHECK = {
   /** `core` differs from the committed description of what the migrations create (shared/db/core-catalog.txt). */
   coreCatalog: "core-catalog",
+  /**
+   * A registered consumer's schemas differ from the committed description of what its migrations
+   * create (functions/<consumer>/schema.txt), or it has none committed.
+   */
+  consumerSchema: "consumer-schema",
   /** A migration set's history differs from the migrations this code ships. */
   migrations: "migrations",
   /** A consumer's group role, or a login in a jobfence role, may log in when it should not, or is privileged. */

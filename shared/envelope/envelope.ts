@@ -1,5 +1,5 @@
 /**
- * The job envelope (SPEC §2) and the classification of a message body: either a job the
+ * The job envelope (docs/design.md §2) and the classification of a message body: either a job the
  * consumer can run, or poison with the identity its dead letter should carry. Pure.
  */
 import { createHash } from "node:crypto";
@@ -7,7 +7,7 @@ import { z } from "zod";
 import { describeError } from "../dead-letters/last-error.ts";
 import { POISON_REASON, PoisonMessageError } from "../errors.ts";
 
-/** SPEC §2: at most 255 characters; matches the database's CHECK. */
+/** At most 255 characters; matches the database's CHECK. */
 export const JOB_ID_MAX_LENGTH = 255;
 
 /**
@@ -32,7 +32,7 @@ const NOT_BLANK = /\S/;
 
 /**
  * The envelope every message body must be. Unknown top-level keys are ignored. A blank
- * `correlation_id` counts as absent (the job id stands in), as SPEC §2 does for a missing one.
+ * `correlation_id` counts as absent (the job id stands in), as a missing one does.
  */
 /** At most `max` characters as the database counts them (code points), not UTF-16 units. */
 const atMost = (max: number) =>

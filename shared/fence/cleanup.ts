@@ -1,5 +1,5 @@
 /**
- * TTL cleanup (SPEC §7): deletes expired fences in bounded batches, each its own short
+ * TTL cleanup (docs/design.md §7.2): deletes expired fences in bounded batches, each its own short
  * transaction, until none are left or the time budget is spent. Safe to run twice at once: the
  * batches skip rows the other run holds. Never deletes a fence whose expires_at is in the future.
  */

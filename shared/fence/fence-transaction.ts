@@ -1,5 +1,5 @@
 /**
- * The fence transaction (SPEC §3), the one copy both commit modes use:
+ * The fence transaction (docs/design.md §3.1), the one copy both commit modes use:
  *
  *   BEGIN; INSERT fence(s) … ON CONFLICT DO NOTHING   -- one round trip; returns the fresh ones
  *   (SELECT the fingerprints of fences that existed)  -- only when some did: a duplicate pays this
@@ -293,7 +293,7 @@ async function rollBackAndRelease(client: pg.PoolClient): Promise<void> {
 /**
  * What an existing fence means for a message with `fingerprint`: the same job (a duplicate), or
  * another job under the same id (a conflict). A fence written before fingerprints existed cannot
- * tell, and counts as the same job (SPEC §3).
+ * tell, and counts as the same job.
  */
 export function settlementOfExisting(fingerprint: Buffer, fenced: Buffer | null): BatchSettlement {
   if (fenced === null || fenced.equals(fingerprint)) return { status: "duplicate" };

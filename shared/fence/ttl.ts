@@ -1,5 +1,5 @@
 /**
- * TTL validation (SPEC §7): a fence must outlive every delivery of its job. A message can wait in
+ * TTL validation (docs/design.md §7.1): a fence must outlive every delivery of its job. A message can wait in
  * its queue up to the retention period and then spend the whole retry window being retried; if
  * the fence expired before the last of those deliveries, that delivery would apply the work again.
  * So the TTL must exceed retention + maximum retry window + a margin of one day. Pure: the
@@ -8,10 +8,10 @@
  */
 import { maxRetryWindowSeconds, type RetryPolicy } from "../retry/policy.ts";
 
-/** The margin SPEC §7 requires beyond retention and retry window. */
+/** The margin required beyond retention and retry window. */
 export const TTL_MARGIN_SECONDS = 86_400;
 
-/** SPEC §7 defaults: 4 days' queue retention, a 7-day fence TTL. */
+/** Defaults: 4 days' queue retention, a 7-day fence TTL. */
 export const TTL_DEFAULTS = Object.freeze({
   queueRetentionSeconds: 4 * 86_400,
   fenceTtlSeconds: 7 * 86_400,

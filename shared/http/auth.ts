@@ -1,5 +1,5 @@
 /**
- * Bearer-token authorization (SPEC §6). In AWS, API Gateway's JWT authorizer has already checked
+ * Bearer-token authorization (docs/api.md, "Authentication"). In AWS, API Gateway's JWT authorizer has already checked
  * the token and the route's scope; the handler checks both again (defence in depth, and the local
  * stack has no API Gateway). Permissions come from the space-separated `scope` claim or a
  * `permissions` array; the actor recorded in `resolved_by` is the token's `sub`. A token must carry

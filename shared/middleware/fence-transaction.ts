@@ -1,5 +1,5 @@
 /**
- * Middleware: the fence transaction (SPEC §3), steps 2 and 4 of the record protocol around the
+ * Middleware: the fence transaction, steps 2 and 4 of the record protocol around the
  * work (step 3, the handler): the fence before the work, COMMIT after it, ROLLBACK on any error.
  * The protocol holds the transaction (shared/fence/fence-transaction.ts); this only calls it.
  */

@@ -1,5 +1,5 @@
 /**
- * Middleware: metrics and logs (SPEC §8), step 6 of the record protocol, on both paths. An error
+ * Middleware: metrics and logs, step 6 of the record protocol, on both paths. An error
  * no step turned into an outcome becomes `failed` here (left in the queue), so one record's bug
  * never throws out of the batch.
  */

@@ -1,5 +1,5 @@
 /**
- * Middleware: schema validation (SPEC §2), step 1 of the record protocol. The body becomes a typed
+ * Middleware: schema validation, step 1 of the record protocol. The body becomes a typed
  * job, or PoisonMessageError goes down the error path to be dead-lettered with zero retries.
  */
 import type { MiddlewareObj } from "@middy/core";

@@ -1,5 +1,5 @@
 /**
- * Middleware: dead-letter writing (SPEC §4, §5), step 5 of the record protocol. A failure from any
+ * Middleware: dead-letter writing, step 5 of the record protocol. A failure from any
  * earlier step is decided: a retry through SQS visibility while attempts are left, otherwise a dead
  * letter in a transaction of its own, alerted, acked. The decision is the protocol's; this only
  * hands it the error and keeps the outcome.

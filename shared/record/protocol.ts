@@ -1,5 +1,5 @@
 /**
- * The path of one SQS record, from event to ack (SPEC §2–§5, §8). Every step of the guarantee is
+ * The path of one SQS record, from event to ack (docs/design.md §2–§5). Every step of the guarantee is
  * here, in the order it runs; the Middy middlewares of shared/middleware/ only call these steps,
  * and the batch processor (sqs-batch.ts) only decides which records run and reports the outcomes.
  *
@@ -19,7 +19,7 @@
  *   6 observe  one metric per outcome, a log line for anything but success or a duplicate
  *
  * A record is acked only when it was applied, was a duplicate, or its dead letter committed.
- * An attempt is a run of the work that failed (SPEC §4): deliveries that run nothing cost none. A
+ * An attempt is a run of the work that failed: deliveries that run nothing cost none. A
  * first delivery that succeeds reads and writes nothing but its fence and its work. Once the
  * invocation's time is up (the record's `signal`), no step does anything more for the record.
  *
@@ -76,7 +76,7 @@ import { untilDeadline } from "./sqs-batch.ts";
 
 /** The job as `work` receives it. */
 export interface WorkJob<P> extends Job<P> {
-  /** Which run of the work this is: 1, then one more after each recorded failure (SPEC §4). */
+  /** Which run of the work this is: 1, then one more after each recorded failure. */
   readonly attempt: number;
   /** The SQS message id of this delivery. */
   readonly messageId: string;
@@ -338,7 +338,7 @@ export class RecordProtocol<S extends z.ZodType> {
     return { status: "held", delaySeconds, visibilityChanged: await this.#hide(rc, delaySeconds) };
   }
 
-  /** Hides the message for `delaySeconds`; false when SQS could not be told (SPEC §4: report it anyway). */
+  /** Hides the message for `delaySeconds`; false when SQS could not be told (the record is reported anyway). */
   async #hide(rc: RecordContext<z.output<S>>, delaySeconds: number): Promise<boolean> {
     try {
       await this.#o.sqs.send(

@@ -12,7 +12,7 @@ import type { FenceTransaction } from "../fence/fence-transaction.ts";
 /** The per-record "event" of the Middy chain: the record, and where it is on its path. */
 export interface RecordContext<P = unknown> {
   readonly record: SQSRecord;
-  /** The delivery's ApproximateReceiveCount: deliveries, not attempts (SPEC §4). */
+  /** The delivery's ApproximateReceiveCount: deliveries, not attempts. */
   readonly receiveCount: number;
   /**
    * What the attempt ledger knows of the message: empty on a first delivery (nothing is read or
@@ -39,7 +39,7 @@ export interface RecordContext<P = unknown> {
 export interface JobMessage<P> {
   readonly job: Job<P>;
   readonly identity: MessageIdentity;
-  /** The job's fingerprint (SPEC §2). */
+  /** The job's fingerprint (docs/design.md §2.2). */
   readonly fingerprint: Buffer;
 }
 

@@ -5,7 +5,7 @@
  * once a record of a message group fails, that group's later records are not run and are
  * reported too, so ordering within a group holds.
  *
- * The invocation's time (SPEC §4): no record starts when less than the record budget remains, and
+ * The invocation's time (docs/design.md §4.3): no record starts when less than the record budget remains, and
  * at the return reserve before the function timeout the processor stops waiting for a running
  * record (its protocol rolls it back and records the interruption) and returns. Records that did
  * not run (left unstarted, or held back behind their group's failure) are made visible again at

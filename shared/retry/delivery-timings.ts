@@ -49,7 +49,7 @@ export interface DeliveryTimings {
 }
 
 /**
- * SPEC §10 and AWS's guidance for SQS event sources: the visibility timeout is at least six times
+ * AWS's guidance for SQS event sources: the visibility timeout is at least six times
  * the function timeout (plus the batching window), so a message still being processed, or retried
  * by Lambda after throttling, does not become visible and go to a second invocation.
  */

@@ -1,5 +1,5 @@
 /**
- * The retry policy (SPEC §4): how many attempts a job gets and how long SQS hides it between them.
+ * The retry policy (docs/design.md §4.2): how many attempts a job gets and how long SQS hides it between them.
  * Pure: no clock, no I/O; the random source is injected so the jitter is testable.
  */
 import { ConfigurationError } from "../errors.ts";
@@ -15,7 +15,7 @@ export interface RetryPolicy {
 }
 
 /**
- * A per-queue change to the default policy. The seed requires a written rationale for any
+ * A per-queue change to the default policy. jobfence requires a written rationale for any
  * override, so the type makes `rationale` mandatory and start-up refuses a blank one.
  */
 export type RetryOverride = Partial<RetryPolicy> & {
@@ -124,7 +124,7 @@ export function validateRetryPolicy(policy: RetryPolicy): string[] {
 
 /**
  * The longest time a job can spend between its first receive and its last attempt under `policy`,
- * taking the jitter's upper bound: the sum of every delay. TTL validation (SPEC §7) adds it to the
+ * taking the jitter's upper bound: the sum of every delay. TTL validation (shared/fence/ttl.ts) adds it to the
  * queue's retention.
  */
 export function maxRetryWindowSeconds(policy: RetryPolicy): number {

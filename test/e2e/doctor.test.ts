@@ -88,7 +88,9 @@ describe("npm run doctor against the local stack", () => {
       expect(result.code, result.stdout + result.stderr).toBe(1);
       expect(result.stdout).toContain("table award_points.ledger [shared-role-outside-core]");
       expect(result.stdout).toContain("→ REVOKE SELECT ON award_points.ledger FROM jobfence_ops;");
-      expect(result.stdout).toMatch(/\n1 finding\n$/);
+      // The consumer's schema no longer matches its committed schema.txt either.
+      expect(result.stdout).toContain("consumer award-points table privileges [consumer-schema]");
+      expect(result.stdout).toMatch(/\n2 findings\n$/);
     } finally {
       await sql.query("REVOKE SELECT ON award_points.ledger FROM jobfence_ops");
     }

@@ -26,6 +26,8 @@ export interface StackServices {
   readonly sqsEndpoint?: string;
   /** A directory of the stack's own (stack.json, stats.json). */
   readonly localDir: string;
+  /** The repository `npm start` runs in. @default this one */
+  readonly cwd?: string;
 }
 
 /** How a stack process ended. */
@@ -138,7 +140,7 @@ export async function stackNodePid(pgid: number): Promise<number | undefined> {
  */
 export async function startStack(services: StackServices, timeoutMs = 60_000): Promise<StackProcess> {
   const child: ChildProcess = spawn("npm", ["start"], {
-    cwd: REPO_ROOT,
+    cwd: services.cwd ?? REPO_ROOT,
     env: stackEnv(services),
     detached: true,
     stdio: ["ignore", "pipe", "pipe"],
@@ -193,7 +195,11 @@ export async function startStack(services: StackServices, timeoutMs = 60_000): P
         }
         if (exit) {
           done();
-          reject(new Error(`the stack exited (${JSON.stringify(exit)}) before printing ${pattern}`));
+          reject(
+            new Error(
+              `the stack exited (${JSON.stringify(exit)}) before printing ${pattern}; stderr:\n${err}`,
+            ),
+          );
         }
       };
       const timer = setTimeout(() => {

@@ -6,16 +6,24 @@
  * read at init; both, or neither, is refused.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { CONSUMERS } from "../../functions/consumers.ts";
 import type { ConfigurationError } from "../../shared/errors.ts";
 import { type LocalSecretsManager, localSecretsManager } from "../support/secrets-manager.ts";
 
 const DATABASE_URL = "postgres://jobfence@127.0.0.1:5432/jobfence";
-const ENTRY_POINTS: Array<{ module: string; env: Record<string, string>; required: string[] }> = [
-  {
-    module: "../../functions/award-points/handler.ts",
+const ENTRY_POINTS: Array<{
+  module: string;
+  env: Record<string, string>;
+  required: string[];
+  consumer?: string;
+}> = [
+  // Every registered consumer's generated entry point, which must build that consumer.
+  ...CONSUMERS.map(({ definition }) => ({
+    module: `../../functions/${definition.name}/handler.ts`,
     env: { DATABASE_URL, JOBFENCE_OPS_BUS_NAME: "ops" },
     required: ["DATABASE_URL", "JOBFENCE_OPS_BUS_NAME"],
-  },
+    consumer: definition.name,
+  })),
   {
     module: "../../functions/dead-letters-api/handler.ts",
     env: {
@@ -129,7 +137,7 @@ function environment(values: Record<string, string>): void {
   for (const name of ALL_VARIABLES) vi.stubEnv(name, values[name] ?? "");
 }
 
-describe.each(ENTRY_POINTS)("$module", ({ module, env, required }) => {
+describe.each(ENTRY_POINTS)("$module", ({ module, env, required, consumer }) => {
   it("refuses to start without its configuration, naming every missing variable", async () => {
     environment({});
     const error = await import(module).then(
@@ -148,8 +156,9 @@ describe.each(ENTRY_POINTS)("$module", ({ module, env, required }) => {
 
   it("loads with a complete configuration", async () => {
     environment(env);
-    const loaded = (await import(module)) as { handler: unknown };
+    const loaded = (await import(module)) as { handler: { consumer?: string } };
     expect(typeof loaded.handler).toBe("function");
+    if (consumer !== undefined) expect(loaded.handler.consumer).toBe(consumer);
   });
 
   it("loads with the database given by secret and endpoint, and reads the secret at init", async () => {

@@ -1,5 +1,5 @@
 /**
- * DeadLetterApi (SPEC §6): JWT authorizer, every ROUTES entry deployed with its permissions as
+ * DeadLetterApi: JWT authorizer, every ROUTES entry deployed with its permissions as
  * scopes, access log, throttling, least IAM, and the signing key in a secret only the handler reads.
  */
 

@@ -1,7 +1,8 @@
 /**
  * Doctor: the daily check as the ops login, expecting of each consumer's queues exactly what its
  * JobConsumer deploys, allowed to describe those queues only, with an alarm on any finding and
- * one on its errors; its bundle ships the migrations and the committed description of core.
+ * one on its errors; its bundle ships the migrations and the committed descriptions of core and of
+ * each consumer's schemas.
  */
 import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
@@ -170,7 +171,7 @@ describe("Doctor", () => {
 });
 
 describe("the doctor's bundle", () => {
-  it("ships the committed description of core and every migration set beside the modules that read them", () => {
+  it("ships the committed descriptions of core and of each consumer's schemas, and every migration set, beside the modules that read them", () => {
     const app = testApp({ bundle: true });
     const local = testEnvironment(app);
     const bundled = new Doctor(local.stack, "Doctor", { database: local.database, consumers: [awardPoints] });
@@ -183,6 +184,11 @@ describe("the doctor's bundle", () => {
     );
     expect(readdirSync(dir)).toEqual(expect.arrayContaining(["index.mjs", "index.mjs.map"]));
     expect(existsSync(join(dir, "shared/db/core-catalog.txt"))).toBe(true);
+    // Where consumerSchemaFile finds it from the bundled registry module (functions/registry.ts).
+    for (const deployment of CONSUMERS) {
+      const schema = `functions/${deployment.definition.name}/schema.txt`;
+      expect(existsSync(join(dir, schema)), schema).toBe(true);
+    }
     expect(existsSync(join(dir, "shared/db/migrations/0001_processed_jobs.sql"))).toBe(true);
     expect(existsSync(join(dir, "functions/award-points/migrations/0001_ledger.sql"))).toBe(true);
   }, 60_000);

@@ -1,4 +1,4 @@
-/** FenceCleanup (SPEC §7): the 15-minute cleanup and the daily escalation, each with its own login. */
+/** FenceCleanup: the 15-minute cleanup and the daily escalation, each with its own login. */
 import { Template } from "aws-cdk-lib/assertions";
 import type { IConstruct } from "constructs";
 import { beforeAll, describe, expect, it } from "vitest";

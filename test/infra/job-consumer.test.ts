@@ -1,6 +1,6 @@
 /**
  * JobConsumer: every default the design relies on, asserted on the synthesized template
- * (SPEC §4, §5, §10), and invalid props refused at synth with every problem listed.
+ * (docs/design.md §4, §5), and invalid props refused at synth with every problem listed.
  */
 import { Match, Template } from "aws-cdk-lib/assertions";
 import type { IConstruct } from "constructs";

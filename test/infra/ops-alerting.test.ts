@@ -1,5 +1,5 @@
 /**
- * OpsAlerting (SPEC §8): the ops bus, the alert rule and the BetterStack API destination, and the
+ * OpsAlerting: the ops bus, the alert rule and the BetterStack API destination, and the
  * alarm topic, the channel that does not depend on BetterStack.
  */
 import { Stack } from "aws-cdk-lib";

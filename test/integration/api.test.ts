@@ -223,6 +223,83 @@ describe("AC5 replay produces no second effect", () => {
     expect(messages.map((m) => m.Body).sort()).toEqual([...bodies].sort());
   });
 
+  it("replaying a body no consumer can read says what will happen: a note on the replay, a count and a note on the plan", async () => {
+    const source = await queueSource("replay-unreadable");
+    const consumer = bed.consumer(awardPointsConsumer, { queueUrl: source.queueUrl });
+    const bodies = {
+      notJson: "not json {",
+      // JSON, but no envelope: tenant_id is missing.
+      notEnvelope: '{"job_id":"replay-unreadable-envelope","payload":{"user_id":"u-1","points":1}}',
+      // A valid envelope whose payload the consumer refuses: a change to the consumer can fix that.
+      badPayload: JSON.stringify(award("replay-unreadable-payload", -5)),
+    };
+    for (const body of Object.values(bodies)) await sendMessage(bed.sqs, source.queueUrl, body);
+    expect(await drain(source, consumer)).toBe(3);
+    const rows = await sql<{ id: string; body: string }>(
+      "SELECT id, body FROM core.dead_letters WHERE queue = $1 AND error_kind = 'poison' AND status = 'pending_review'",
+      [source.queueUrl],
+    );
+    expect(rows).toHaveLength(3);
+    const idOf = (body: string) => rows.find((r) => r.body === body)?.id as string;
+
+    // The plan counts the two bodies without a readable job among those it would send.
+    const filter = { queue: source.queueUrl };
+    const plan = await bed.call("POST", `${BASE}/replay/plan`, {
+      token: bed.tokens.replay,
+      body: { filter },
+    });
+    expect(plan.status).toBe(200);
+    expect(plan.body).toMatchObject({ matched: 3, would_send: 3, unreadable: 2 });
+    expect(plan.body.note).toMatch(/^2 of the 3 dead letters this replay would send have no readable job/);
+    expect(plan.body.note).toContain("refuse them as poison again");
+    // A plan with nothing unreadable carries no note.
+    const readable = await bed.call("POST", `${BASE}/replay/plan`, {
+      token: bed.tokens.replay,
+      body: { filter: { ...filter, job_id: "replay-unreadable-payload" } },
+    });
+    expect(readable.body).toMatchObject({ matched: 1, would_send: 1, unreadable: 0 });
+    expect(readable.body).not.toHaveProperty("note");
+
+    const notJson = await bed.call("POST", `${BASE}/${idOf(bodies.notJson)}/replay`, {
+      token: bed.tokens.replay,
+    });
+    expect(notJson.status).toBe(200);
+    expect(notJson.body).toEqual({
+      id: idOf(bodies.notJson),
+      status: "replayed",
+      message_id: expect.any(String),
+      note: expect.stringMatching(/^The body is not JSON, and a replay sends it unchanged: /),
+    });
+    expect(notJson.body.note).toContain("refuse it as poison again");
+    const notEnvelope = await bed.call("POST", `${BASE}/${idOf(bodies.notEnvelope)}/replay`, {
+      token: bed.tokens.replay,
+    });
+    expect(notEnvelope.body.note).toMatch(/^The body is not a valid job envelope /);
+    const badPayload = await bed.call("POST", `${BASE}/${idOf(bodies.badPayload)}/replay`, {
+      token: bed.tokens.replay,
+    });
+    expect(badPayload.body).toEqual({
+      id: idOf(bodies.badPayload),
+      status: "replayed",
+      message_id: expect.any(String),
+    });
+
+    // What the note said: the same bytes come back, and the consumer records them as poison again.
+    expect(await drain(source, consumer)).toBe(3);
+    const after = await sql<{ body: string; status: string; error_kind: string }>(
+      "SELECT body, status, error_kind FROM core.dead_letters WHERE queue = $1 ORDER BY created_at, id",
+      [source.queueUrl],
+    );
+    expect(after.filter((r) => r.status === "replayed").map((r) => r.body)).toHaveLength(3);
+    expect(after.filter((r) => r.status === "pending_review").map((r) => [r.body, r.error_kind])).toEqual(
+      expect.arrayContaining([
+        [bodies.notJson, "poison"],
+        [bodies.notEnvelope, "poison"],
+        [bodies.badPayload, "poison"],
+      ]),
+    );
+  });
+
   it("AC5 replaying a dead letter whose job's fence exists resolves it superseded and sends nothing", async () => {
     const source = await queueSource("ac5-superseded");
     const consumer = bed.consumer(refusingFirstDelivery(), { queueUrl: source.queueUrl });

@@ -1,5 +1,5 @@
 /**
- * SPEC §4 (issue 14): an attempt is a run of the work that failed, counted in core.message_attempts,
+ * Attempts (docs/design.md §4.1; issue 14): an attempt is a run of the work that failed, counted in core.message_attempts,
  * not a delivery. Each scenario is one the receive count got wrong, run in both commit modes
  * against the real harness and a real PostgreSQL:
  *

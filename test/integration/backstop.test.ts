@@ -1,5 +1,5 @@
 /**
- * The backstop (SPEC §5): with the database stopped, a message that exhausts its receives lands in
+ * The backstop (docs/design.md §5.6): with the database stopped, a message that exhausts its receives lands in
  * the backstop queue through the emulator's redrive, and once the database is back the drain turns
  * it into exactly one dead letter. Nothing is lost at any step. Uses a PostgreSQL of its own, so
  * stopping it touches no other test.

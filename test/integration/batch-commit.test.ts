@@ -130,7 +130,7 @@ describe("batch-commit mode", () => {
     for (const jobId of failing) expect(runs.get(jobId)).toBe(1);
   });
 
-  // SPEC §4 (issue 14): a COMMIT that fails names no culprit. Failing the whole batch made every
+  // Issue 14: a COMMIT that fails names no culprit. Failing the whole batch made every
   // innocent record spend an attempt (and, on the last one, three dead letters where per-record
   // mode writes one); each record is now redone in a transaction of its own, which finds it.
   it("a failed COMMIT is redone one record per transaction: only the culprit fails, the rest apply once", async () => {

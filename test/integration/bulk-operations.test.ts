@@ -1,5 +1,5 @@
 /**
- * Bulk replay and bulk discard as durable, paced, audited operations (SPEC §6), through the real
+ * Bulk replay and bulk discard as durable, paced, audited operations (docs/design.md §6.3), through the real
  * API and the real worker against the SQS emulator: the guard a filter cannot step around, plan
  * tokens bound to their set, sends packed by size, pacing, cancel, what an operation leaves pending
  * and why, and replay's delay and its 502 that names no queue.
@@ -156,7 +156,7 @@ describe("the guard", () => {
     const rows = await bed.db.withClient(async (c) => {
       const { rows } = await c.query(
         `SELECT status, discard_reason, resolved_by, count(*)::int AS n FROM core.dead_letters
-          WHERE consumer = 'guard-token' GROUP BY 1, 2, 3 ORDER BY 1`,
+          WHERE consumer = 'guard-token' GROUP BY 1, 2, 3 ORDER BY 1, 2`,
       );
       return rows;
     });
@@ -281,6 +281,37 @@ describe("running an operation", () => {
     const received = await receiveAll(bed.sqs, queueUrl);
     expect(received).toHaveLength(10);
     expect(received.every((m) => (m.Body ?? "").length > 300 * 1024)).toBe(true);
+  });
+
+  it("a message over 1 MiB is sent alone, refused by SQS and left pending; the others are replayed", async () => {
+    const { queueUrl } = await seedQueue("run-oversize", 3);
+    const [huge] = await seedDeadLetters(bed.db, [
+      {
+        consumer: "run-oversize",
+        job_id: "run-oversize-huge",
+        queue: queueUrl,
+        payload: { job_id: "j", tenant_id: "t_42", payload: { note: "x".repeat(1_048_577) } },
+      },
+    ]);
+    const started = await bed.call("POST", `${BASE}/replay`, {
+      token: bed.tokens.replay,
+      body: { filter: { consumer: "run-oversize" }, rate_per_second: 1000 },
+    });
+    expect(started.status).toBe(202);
+    const done = await runToEnd(started.body.id);
+    expect(done).toMatchObject({ status: "completed", processed: 4, replayed: 3, failed: 1 });
+    // No message over 1 MiB can be sent: SQS refuses it as the sender's fault, not as one to retry.
+    expect(done.skipped).toEqual([
+      {
+        dead_letter_id: huge,
+        reason: "send-failed",
+        detail: expect.stringMatching(
+          /^SQS refused the message: (AWS\.SimpleQueueService\.)?InvalidParameterValue$/,
+        ),
+        at: expect.any(String),
+      },
+    ]);
+    expect(await receiveAll(bed.sqs, queueUrl)).toHaveLength(3);
   });
 
   it("is paced: rows per second never exceed the rate", async () => {

@@ -1,5 +1,5 @@
 /**
- * Every dead-letter and fence invariant of SPEC §5 is enforced by the database itself: these tests
+ * Every dead-letter and fence invariant of docs/design.md §5.5 is enforced by the database itself: these tests
  * talk SQL as the migrator (the most privileged role) and expect the schema to refuse, by SQLSTATE
  * and constraint name, so each fails if its constraint or trigger is removed.
  */

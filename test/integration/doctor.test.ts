@@ -2,7 +2,8 @@
  * The doctor against real PostgreSQL and the SQS emulator: a freshly migrated database has no
  * finding, whether read as the migrator or as the ops login (which sees every catalog it needs but
  * the migration history); each drift made by hand, in a transaction rolled back afterwards, is
- * reported as its kind; and queues that differ from a consumer's validated configuration are.
+ * reported as its kind, in core or in a consumer's schema (against its committed schema.txt); and
+ * queues that differ from a consumer's validated configuration are.
  *
  * Roles are cluster-wide, and other test files create roles named `jft_…` (some deliberately
  * misconfigured) while this one runs: findings about those are not this database's and are left
@@ -10,6 +11,9 @@
  * dropped at the end.
  */
 import { randomBytes } from "node:crypto";
+import { existsSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { Logger } from "@aws-lambda-powertools/logger";
 import { Metrics } from "@aws-lambda-powertools/metrics";
 import type { SQSClient } from "@aws-sdk/client-sqs";
@@ -23,7 +27,7 @@ import {
   deployedDeliveryTimings,
   expectedQueues,
 } from "../../functions/consumers.ts";
-import { DOCTOR_METRIC, doctorInvocation } from "../../functions/doctor/doctor.ts";
+import { DOCTOR_METRIC, deploymentConsumerSchemas, doctorInvocation } from "../../functions/doctor/doctor.ts";
 import { deploymentMigrationSets } from "../../functions/migrate/sets.ts";
 import { localSqsClient } from "../../local/aws-clients.ts";
 import { type SqsEmulator, startSqsEmulator } from "../../local/sqs-emulator.ts";
@@ -59,7 +63,11 @@ function ours(finding: Finding): boolean {
 }
 
 async function doctor(on: pg.ClientBase = client): Promise<DoctorReport> {
-  const report = await runDoctor({ db: on, sets: deploymentMigrationSets() });
+  const report = await runDoctor({
+    db: on,
+    sets: deploymentMigrationSets(),
+    consumerSchemas: deploymentConsumerSchemas(),
+  });
   return { ...report, findings: report.findings.filter(ours) };
 }
 
@@ -107,6 +115,70 @@ describe("a freshly migrated database", () => {
       await ops.end();
     }
   });
+
+  it("has each registered consumer's schemas as its committed schema.txt describes them", async () => {
+    const schemas = deploymentConsumerSchemas();
+    expect(schemas.map((s) => s.consumer)).toEqual(CONSUMERS.map((c) => c.definition.name));
+    for (const { file } of schemas) expect(existsSync(file), file).toBe(true);
+    const report = await doctor();
+    expect(report.findings.filter((f) => f.check === CHECK.consumerSchema)).toEqual([]);
+  });
+});
+
+describe("a drift made by hand in a consumer's schema is reported, naming the consumer", () => {
+  const ROLE = "jobfence_consumer_award_points";
+
+  it("a column added, a table grant made and one revoked", async () => {
+    const findings = await findingsAfter(
+      "ALTER TABLE award_points.ledger ADD COLUMN drift_probe integer",
+      `GRANT DELETE ON award_points.ledger TO ${ROLE}`,
+      `REVOKE UPDATE ON award_points.balances FROM ${ROLE}`,
+    );
+    expect(checksOf(findings)).toEqual([CHECK.consumerSchema]);
+    expect(findings.map((f) => ({ where: f.where, what: f.what, todo: f.todo.split(";")[0] }))).toEqual([
+      {
+        where: "consumer award-points columns",
+        what: "not made by the migrations of award-points: award_points.ledger.drift_probe integer",
+        todo: "undo it",
+      },
+      {
+        where: "consumer award-points table privileges",
+        what: `the migrations of award-points grant award_points.balances UPDATE TO ${ROLE}; the database does not`,
+        todo: `GRANT UPDATE ON award_points.balances TO ${ROLE}`,
+      },
+      {
+        where: "consumer award-points table privileges",
+        what: `award_points.ledger DELETE TO ${ROLE}: not granted by the migrations of award-points`,
+        todo: `REVOKE DELETE ON award_points.ledger FROM ${ROLE}`,
+      },
+    ]);
+  });
+
+  it("a column's type changed, and a privilege its role was granted outside its schema", async () => {
+    const findings = await findingsAfter(
+      "ALTER TABLE award_points.ledger ALTER COLUMN points TYPE bigint",
+      `GRANT SELECT ON core.dead_letters TO ${ROLE}`,
+    );
+    const ofConsumer = findings.filter((f) => f.check === CHECK.consumerSchema);
+    expect(ofConsumer.map((f) => `${f.where}: ${f.what}`)).toEqual([
+      "consumer award-points columns: expected award_points.ledger.points integer NOT NULL, found award_points.ledger.points bigint NOT NULL",
+      `consumer award-points role privileges elsewhere: core.dead_letters SELECT TO ${ROLE}: not granted by the migrations of award-points`,
+    ]);
+    expect(ofConsumer[1]?.todo).toMatch(new RegExp(`^REVOKE SELECT ON core.dead_letters FROM ${ROLE};`));
+  });
+
+  it("a consumer without a committed description: run the snapshot and commit it", async () => {
+    const file = join(tmpdir(), `jfdoc-${randomBytes(4).toString("hex")}`, "schema.txt");
+    const report = await runDoctor({
+      db: client,
+      sets: deploymentMigrationSets(),
+      consumerSchemas: [{ consumer: "award-points", file }],
+    });
+    const f = one(report.findings.filter(ours), CHECK.consumerSchema);
+    expect(f.where).toBe("consumer award-points");
+    expect(f.what).toContain(file);
+    expect(f.todo).toMatch(/npm run schema:snapshot.*commit it/);
+  });
 });
 
 describe("a drift made by hand is reported", () => {
@@ -128,7 +200,7 @@ describe("a drift made by hand is reported", () => {
 
   it("a consumer's table granted to a shared role", async () => {
     const findings = await findingsAfter("GRANT SELECT ON award_points.ledger TO jobfence_ops");
-    expect(checksOf(findings)).toEqual([CHECK.sharedRoleOutsideCore]);
+    expect(checksOf(findings)).toEqual([CHECK.consumerSchema, CHECK.sharedRoleOutsideCore]);
     expect(one(findings, CHECK.sharedRoleOutsideCore).where).toBe("table award_points.ledger");
   });
 
@@ -197,7 +269,14 @@ describe("a drift made by hand is reported", () => {
       "CREATE ROLE jfdoc_group NOLOGIN",
       "GRANT jobfence_cleanup TO jfdoc_group",
     );
-    expect(checksOf(findings)).toEqual([CHECK.foreignMembers, CHECK.groupRoleMemberships]);
+    expect(checksOf(findings)).toEqual([
+      CHECK.consumerSchema,
+      CHECK.foreignMembers,
+      CHECK.groupRoleMemberships,
+    ]);
+    expect(one(findings, CHECK.consumerSchema).todo).toMatch(
+      /^REVOKE jobfence_ops FROM jobfence_consumer_award_points;/,
+    );
     expect(one(findings, CHECK.groupRoleMemberships).todo).toBe(
       "REVOKE jobfence_ops FROM jobfence_consumer_award_points",
     );
@@ -210,7 +289,11 @@ describe("a drift made by hand is reported", () => {
       "GRANT SELECT ON award_points.balances TO jobfence_consumer_doctor_probe",
       "GRANT SELECT ON award_points.ledger TO PUBLIC",
     );
-    expect(checksOf(findings)).toEqual([CHECK.publicPrivileges, CHECK.sharedConsumerSchema]);
+    expect(checksOf(findings)).toEqual([
+      CHECK.consumerSchema,
+      CHECK.publicPrivileges,
+      CHECK.sharedConsumerSchema,
+    ]);
     expect(one(findings, CHECK.sharedConsumerSchema).where).toBe("schema award_points");
   });
 
@@ -221,7 +304,12 @@ describe("a drift made by hand is reported", () => {
       "GRANT jobfence_ops TO jfdoc_direct",
       "GRANT SELECT ON core.dead_letter_counts TO jfdoc_direct",
     );
-    expect(checksOf(findings)).toEqual([CHECK.coreCatalog, CHECK.createPrivileges, CHECK.loginPrivileges]);
+    expect(checksOf(findings)).toEqual([
+      CHECK.consumerSchema,
+      CHECK.coreCatalog,
+      CHECK.createPrivileges,
+      CHECK.loginPrivileges,
+    ]);
     expect(one(findings, CHECK.loginPrivileges).where).toBe("table core.dead_letter_counts");
   });
 
@@ -230,7 +318,7 @@ describe("a drift made by hand is reported", () => {
       "ALTER TABLE award_points.balances OWNER TO jobfence_consumer_award_points",
       "DELETE FROM core.schema_migrations WHERE migration_set = 'award-points' AND version = 2",
     );
-    expect(checksOf(findings)).toEqual([CHECK.migrations, CHECK.ownership]);
+    expect(checksOf(findings)).toEqual([CHECK.consumerSchema, CHECK.migrations, CHECK.ownership]);
     expect(one(findings, CHECK.migrations).where).toBe("migration award-points/0002_own_role");
   });
 });
@@ -344,6 +432,7 @@ describe("the consumers' queues", () => {
       sqs,
       expectedQueues: expectations.slice(0, 2),
       sets: deploymentMigrationSets(),
+      consumerSchemas: deploymentConsumerSchemas(),
       metrics,
       logger,
     });

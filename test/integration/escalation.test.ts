@@ -1,5 +1,5 @@
 /**
- * Escalation (SPEC §7): one summary alert per run when any dead letter has waited for review longer
+ * Escalation (docs/design.md §8.2): one summary alert per run when any dead letter has waited for review longer
  * than the threshold; silence otherwise; never one alert per row.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";

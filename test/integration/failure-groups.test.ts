@@ -1,5 +1,5 @@
 /**
- * Failure groups (SPEC §5, §6): the database fingerprints every dead letter's error from its class,
+ * Failure groups: the database fingerprints every dead letter's error from its class,
  * its message with ids and numbers normalised away, and the first frame of the consumer's own code;
  * stats and the groups endpoint count them from trigger-kept rows; list, plan and bulk operations
  * filter by group, error class and message.

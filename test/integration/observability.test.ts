@@ -1,5 +1,5 @@
 /**
- * SPEC §8: CloudWatch EMF metrics for every outcome, structured JSON logs carrying job_id, consumer
+ * Observability (docs/design.md §8): CloudWatch EMF metrics for every outcome, structured JSON logs carrying job_id, consumer
  * and correlation_id for everything but success. Captures what Powertools writes to stdout.
  */
 import { Logger } from "@aws-lambda-powertools/logger";

@@ -60,6 +60,7 @@ async function ops(
     stackFile?: string;
     sleep?: (ms: number) => Promise<void>;
     terminal?: Terminal;
+    fetch?: typeof fetch;
   } = {},
 ): Promise<Run> {
   const out: string[] = [];
@@ -71,6 +72,7 @@ async function ops(
     stackFile: options.stackFile ?? join(tmp, "absent-stack.json"),
     ...(options.sleep ? { sleep: options.sleep } : {}),
     ...(options.terminal ? { terminal: options.terminal } : {}),
+    ...(options.fetch ? { fetch: options.fetch } : {}),
   };
   const connection =
     options.connection === false ? [] : ["--api", bed.apiUrl, "--token", options.token ?? bed.tokens.admin];
@@ -262,6 +264,56 @@ describe("dead-letters list", () => {
     expect(none).toMatchObject({ code: 0, out: "no dead letters match" });
   });
 
+  it("--errors adds each dead letter's last error as the last column, cut to stay on one line", async () => {
+    await deadLetters("ops-list-errors", ["ops-list-errors-1", `ops-list-errors-${"y".repeat(150)}`], 1);
+    const run = await ops(["dead-letters", "list", "--consumer", "ops-list-errors", "--errors"]);
+    expect(run.err).toBe("");
+    expect(run.code).toBe(0);
+    const [header, ...rest] = run.lines;
+    expect(header?.split(/\s{2,}/)).toEqual([
+      "id",
+      "created_at",
+      "consumer",
+      "error_kind",
+      "status",
+      "attempts",
+      "job_id",
+      "last_error",
+    ]);
+    const rows = rest.filter((l) => UUID.test(l.slice(0, 36)));
+    expect(rows).toHaveLength(3);
+    const column = header?.indexOf("last_error") ?? -1;
+    expect(column).toBeGreaterThan(0);
+    const errors = rows.map((row) => row.slice(column));
+    expect(errors).toContain("PermanentJobError: refused ops-list-errors-1");
+    // A message longer than the column is cut with "…"; `show <id>` prints it whole.
+    const long = errors.find((e) =>
+      e.startsWith(`PermanentJobError: refused ops-list-errors-${"y".repeat(20)}`),
+    );
+    expect(long).toMatch(/…$/);
+    expect(long).toHaveLength(100);
+    expect(errors).toContainEqual(
+      expect.stringMatching(/^PoisonMessageError: unparseable-body: body is not JSON/),
+    );
+
+    // Without the flag, no error column; --json has last_error either way.
+    const plain = await ops(["dead-letters", "list", "--consumer", "ops-list-errors"]);
+    expect(plain.lines[0]).not.toContain("last_error");
+    expect(plain.out).not.toContain("PermanentJobError");
+    const json = JSON.parse(
+      (await ops(["dead-letters", "list", "--consumer", "ops-list-errors", "--json"])).out,
+    );
+    expect(json.items).toContainEqual(
+      expect.objectContaining({
+        job_id: "ops-list-errors-1",
+        last_error: expect.objectContaining({
+          class: "PermanentJobError",
+          message: "refused ops-list-errors-1",
+        }),
+      }),
+    );
+  });
+
   it("refuses bad flag values as usage errors (exit 2) before calling the API", async () => {
     for (const args of [
       ["--status", "lost"],
@@ -388,6 +440,41 @@ describe("dead-letters replay <id> and discard", () => {
     const mixed = await ops(["dead-letters", "replay", id, "--consumer", "ops-replay"]);
     expect(mixed.code).toBe(2);
     expect(mixed.err).toContain("--consumer is for a bulk replay");
+  });
+
+  it("replaying a body no consumer can read prints the API's note: one, and a plan of several", async () => {
+    await deadLetters("ops-replay-poison", ["ops-replay-poison-ok"], 2);
+    const plan = await ops(["dead-letters", "replay", "--consumer", "ops-replay-poison", "--plan"]);
+    expect(plan.err).toBe("");
+    expect(plan.code).toBe(0);
+    expect(plan.lines[0]).toMatch(/^replay plan: 3 pending dead letters match .* a replay would send 3, /);
+    expect(plan.lines[1]).toMatch(
+      /^note: 2 of the 3 dead letters this replay would send have no readable job \(job_fingerprint is null: .*\)\. A replay sends bodies unchanged, so the consumer will refuse them as poison again, without retries, and record them as new dead letters\.$/,
+    );
+    const planJson = JSON.parse(
+      (await ops(["dead-letters", "replay", "--consumer", "ops-replay-poison", "--plan", "--json"])).out,
+    );
+    expect(planJson).toMatchObject({ would_send: 3, unreadable: 2, note: expect.any(String) });
+
+    const id = await idOf("ops-replay-poison", "ops-replay-poison-poison-0");
+    const run = await ops(["dead-letters", "replay", id]);
+    expect(run.err).toBe("");
+    expect(run.code).toBe(0);
+    expect(run.lines).toEqual([
+      expect.stringMatching(new RegExp(`^replayed ${id} \\(SQS message \\S+\\)$`)),
+      expect.stringMatching(
+        /^note: The body is not JSON, and a replay sends it unchanged: the consumer will refuse it as poison again, without retries, and record it as a new dead letter\. /,
+      ),
+    ]);
+    const other = await idOf("ops-replay-poison", "ops-replay-poison-poison-1");
+    const json = JSON.parse((await ops(["dead-letters", "replay", other, "--json"])).out);
+    expect(json).toMatchObject({ id: other, status: "replayed", note: expect.stringContaining("not JSON") });
+
+    // A readable job's replay has nothing to add.
+    const ok = await ops(["dead-letters", "replay", await idOf("ops-replay-poison", "ops-replay-poison-ok")]);
+    expect(ok.code).toBe(0);
+    expect(ok.lines).toHaveLength(1);
+    expect(ok.out).not.toContain("note:");
   });
 
   it("refuses a replay with the read-only token: prints the 403 problem, exit 1", async () => {
@@ -910,11 +997,35 @@ describe("connection", () => {
     expect(dbOnly.err).toContain("has no apiUrl");
   });
 
-  it("reports an unreachable API clearly (exit 1)", async () => {
+  it("reports an unreachable API clearly, naming `npm start` (exit 1)", async () => {
     const url = `http://127.0.0.1:${await closedPort()}`;
     const run = await ops(["dead-letters", "stats", "--api", url, "--token", "t"], { connection: false });
     expect(run.code).toBe(1);
-    expect(run.err).toMatch(new RegExp(`^error: cannot reach the API at ${url}: .*ECONNREFUSED`));
+    expect(run.out).toBe("");
+    expect(run.err.split("\n")).toEqual([
+      `error: cannot reach the dead-letter API at ${url}: is the local stack running? start it with \`npm start\``,
+      expect.stringMatching(/^ {2}cause: .*ECONNREFUSED/),
+    ]);
+
+    // Another host: the URL and the network come first; the local stack is still named.
+    const remote = await ops(
+      ["dead-letters", "stats", "--api", "https://ops.example.invalid", "--token", "t"],
+      {
+        connection: false,
+        fetch: async () => {
+          throw new TypeError("fetch failed", {
+            cause: Object.assign(new Error("getaddrinfo ENOTFOUND ops.example.invalid"), {
+              code: "ENOTFOUND",
+            }),
+          });
+        },
+      },
+    );
+    expect(remote.code).toBe(1);
+    expect(remote.err.split("\n")).toEqual([
+      "error: cannot reach the dead-letter API at https://ops.example.invalid: check the URL (--api, JOBFENCE_API_URL) and the network; for the local stack, start it with `npm start`",
+      "  cause: getaddrinfo ENOTFOUND ops.example.invalid",
+    ]);
   });
 
   it("prints help on --help (exit 0) and usage on a bad command (exit 2)", async () => {
@@ -989,5 +1100,15 @@ describe("scripts/ops.ts", () => {
     expect(forbidden.stderr).toMatch(/^error: 403 /);
     const usage = await spawnOps(["dead-letters", "discard"]);
     expect(usage.code).toBe(2);
+  });
+
+  it("names `npm start` when the API cannot be reached (exit 1)", async () => {
+    const url = `http://127.0.0.1:${await closedPort()}`;
+    const run = await spawnOps(["dead-letters", "list", "--api", url, "--token", "t"]);
+    expect(run.code).toBe(1);
+    expect(run.stdout).toBe("");
+    expect(run.stderr).toContain(
+      `error: cannot reach the dead-letter API at ${url}: is the local stack running? start it with \`npm start\`\n`,
+    );
   });
 });

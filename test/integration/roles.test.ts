@@ -1,5 +1,5 @@
 /**
- * SPEC §9: each role may do what its function needs and nothing else; no role but the migrator
+ * Database roles (docs/design.md §9): each role may do what its function needs and nothing else; no role but the migrator
  * owns objects or runs DDL. Every statement runs as the role (SET ROLE) in a transaction that is
  * rolled back, so the matrix leaves the database as it found it.
  */

@@ -1836,7 +1836,7 @@ async function matching(
   return rows.map((r) => r.id);
 }
 
-/** Whether a bulk operation on `matched` of `pending` rows needs its plan's token (SPEC §6). */
+/** Whether a bulk operation on `matched` of `pending` rows needs its plan's token (docs/design.md §6.3). */
 function needsConfirmation(matched: number, pending: number, confirmAbove: number): boolean {
   return matched > confirmAbove || matched >= pending;
 }
@@ -2074,7 +2074,7 @@ async function bulkBodyOf(
   return { text: JSON.stringify(body), filter, outcome, mutated };
 }
 
-/** The permissions a token variant grants, as SPEC §6 reads them. */
+/** The permissions a token variant grants, as docs/api.md reads them. */
 function permissionsOfToken(name: string): Set<string> {
   const grants: Record<string, string[]> = {
     "standard: admin": ALL,

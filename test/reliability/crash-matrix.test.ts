@@ -18,7 +18,7 @@
  * again. For every job: at most one effect (award_points.ledger rows), and either applied once or
  * exactly one pending dead letter; the dead child leaves no session behind and the queue is empty.
  *
- * The points before COMMIT (fence:after-insert, fence:after-work: the seed's acceptance criterion 2)
+ * The points before COMMIT (fence:after-insert, fence:after-work: a crash between the work and the fence leaves neither)
  * are held to more: right after the kill, the jobs the child was working on have no effect, no fence
  * and no dead letter; their messages come back as delivery 2 and the restart settles them without a
  * failure; and a further duplicate delivery of them after the restart changes nothing. The bounded
@@ -698,7 +698,7 @@ describe("AC2 crash matrix: the fault points", () => {
 });
 
 /**
- * Interruptions (SPEC §4): a culprit that ends its invocation without an outcome, every time it
+ * Interruptions (docs/design.md §4.4): a culprit that ends its invocation without an outcome, every time it
  * runs. "container killed mid-batch": its work SIGKILLs the process (a crash or OOM looks the same
  * to SQS and the database). "invocation timed out mid-record": its work outlasts a 3 s function
  * timeout. Every delivery runs in a fresh child (the culprit would kill this process too), round

@@ -53,7 +53,7 @@ afterAll(async () => {
 // ---- The oracle ---------------------------------------------------------------------------------
 
 /**
- * The job id a poison body's dead letter must carry, by SPEC §2 read independently of the
+ * The job id a poison body's dead letter must carry, by docs/design.md §2.1 read independently of the
  * product's parser: a JSON object's `job_id` when it is a non-blank string of at most 255
  * characters that text can store (no U+0000, no lone surrogate); otherwise none (the MessageId
  * stands in).
@@ -185,7 +185,7 @@ it(`${BODIES} generated bodies: each applied once or one pending poison dead let
       row.error_kind === "poison" &&
       row.status === "pending_review" &&
       row.attempts === 1 &&
-      // SPEC §2: the body is kept exactly as received; a payload only for a JSON object.
+      // The body is kept exactly as received; a payload only for a JSON object.
       bodyOf(row) === e.body &&
       (isJsonObjectText(e.body) || row.no_payload) &&
       // Exactly one: no other dead letter of the job, and no fence or effect.

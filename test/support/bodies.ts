@@ -346,7 +346,7 @@ export const badIdentity = bodyClass(
 
 /**
  * Jobs the consumer must apply: any printable job_id after the run's id (up to the 255 characters
- * SPEC §2 allows), tenant and user ids (a blank one is allowed), points from 1 to 1000.
+ * the envelope allows), tenant and user ids (a blank one is allowed), points from 1 to 1000.
  */
 export const validJob = bodyClass(
   "valid job",

@@ -1,31 +1,33 @@
 /**
- * Test wiring for consumers: a database of the file's own, the SQS emulator, the EventBridge sink,
- * and consumers built by the real factory against them, with the pool logged in as the
- * least-privileged consumer role so every test also proves the grants suffice.
+ * Test wiring for the repository's own consumer tests: a database of the file's own, the SQS
+ * emulator, the EventBridge sink, and consumers built by the real factory against them, with the
+ * pool logged in as the least-privileged consumer role so every test also proves the grants
+ * suffice. The wiring itself is the testing kit's (shared/testing/): this bed only adds the
+ * repository's database, several consumers and queues per bed, and award-points fixtures.
  */
 import type { SQSClient } from "@aws-sdk/client-sqs";
 import type { SQSRecord } from "aws-lambda";
 import type pg from "pg";
 import type { z } from "zod";
-import { localEventBridgeClient, localSqsClient } from "../../local/aws-clients.ts";
-import { type EventBridgeSink, startEventBridgeSink } from "../../local/eventbridge-sink.ts";
+import type { EventBridgeSink } from "../../local/eventbridge-sink.ts";
 import { lambdaContext } from "../../local/lambda-context.ts";
-import { type SqsEmulator, startSqsEmulator } from "../../local/sqs-emulator.ts";
+import type { SqsEmulator } from "../../local/sqs-emulator.ts";
 import type { ConsumerConfigInput } from "../../shared/config/consumer-config.ts";
-import {
-  type CommitMode,
-  type ConsumerDefinition,
-  type ConsumerHandler,
-  type ConsumerRuntime,
-  createConsumer,
+import type {
+  CommitMode,
+  ConsumerDefinition,
+  ConsumerHandler,
+  ConsumerRuntime,
 } from "../../shared/consumer.ts";
-import { createPool } from "../../shared/db/pool.ts";
-import { consumerRoleName, ensureConsumerRole } from "../../shared/db/queries/provision-login.ts";
+import { ensureConsumerRole } from "../../shared/db/queries/provision-login.ts";
+import { buildTestConsumer } from "../../shared/testing/build-consumer.ts";
+import { createTestQueue } from "../../shared/testing/queue.ts";
+import { startTestServices, TEST_OPS_BUS } from "../../shared/testing/services.ts";
 import { createTestDatabase, type TestDatabase } from "./database.ts";
-import { createQueue, type TestQueue } from "./sqs.ts";
+import type { TestQueue } from "./sqs.ts";
 
 /** The bus name tests configure; the sink accepts any. */
-export const OPS_BUS = "jobfence-ops-test";
+export const OPS_BUS = TEST_OPS_BUS;
 
 /** Everything a consumer test needs; `close()` tears it all down. */
 export interface ConsumerTestBed {
@@ -51,7 +53,7 @@ export interface ConsumerTestBed {
   ): ConsumerHandler;
   /** Ensures consumer `name`'s group role in the bed's database (as migrating its set would). */
   consumerRole(name: string): Promise<string>;
-  /** Creates a queue on the emulator ({@link createQueue}). */
+  /** Creates a queue on the emulator ({@link createTestQueue}). */
   queue(name: string, attributes?: Record<string, string>): Promise<TestQueue>;
   close(): Promise<void>;
 }
@@ -63,13 +65,8 @@ export interface ConsumerTestBedOptions {
 }
 
 export async function consumerTestBed(options: ConsumerTestBedOptions = {}): Promise<ConsumerTestBed> {
-  const [db, emulator, sink] = await Promise.all([
-    createTestDatabase(),
-    startSqsEmulator(),
-    startEventBridgeSink(),
-  ]);
-  const sqs = localSqsClient(emulator.endpoint);
-  const eventBridge = localEventBridgeClient(sink.endpoint);
+  const [db, services] = await Promise.all([createTestDatabase(), startTestServices()]);
+  const { emulator, sink, sqs } = services;
   const pools: pg.Pool[] = [];
   return {
     db,
@@ -80,38 +77,25 @@ export async function consumerTestBed(options: ConsumerTestBedOptions = {}): Pro
     consumerRole: (name) => db.withClient((client) => ensureConsumerRole(client, name)),
     consumer(definition, runtime = {}) {
       const { queueUrl, lockTimeoutMs, configure, ...rest } = runtime;
-      const pool =
-        rest.pool ??
-        createPool({
-          connectionString: db.url,
-          role: consumerRoleName(definition.name),
-          max: 4,
-          lockTimeoutMs: lockTimeoutMs ?? 5000,
-        });
-      pools.push(pool);
-      const withMode =
-        options.commitMode && definition.commitMode === undefined
-          ? { ...definition, commitMode: options.commitMode }
-          : definition;
-      return createConsumer(withMode, {
-        config: {
-          ...configure,
-          databaseUrl: db.url,
-          opsBusName: OPS_BUS,
-          ...(queueUrl ? { queueUrl } : {}),
+      const { handler, pool } = buildTestConsumer(
+        definition,
+        { databaseUrl: db.url, services },
+        {
+          runtime: rest,
+          configure: { ...configure, ...(queueUrl ? { queueUrl } : {}) },
+          ...(lockTimeoutMs === undefined ? {} : { lockTimeoutMs }),
+          ...(options.commitMode ? { commitMode: options.commitMode } : {}),
         },
-        sqs,
-        eventBridge,
-        ...rest,
-        pool,
-      });
+      );
+      pools.push(pool);
+      return handler;
     },
     queue(name, attributes = {}) {
-      return createQueue(sqs, emulator.endpoint, name, attributes);
+      return createTestQueue(sqs, emulator.endpoint, name, attributes);
     },
     async close() {
       await Promise.all(pools.map((p) => p.end()));
-      await Promise.all([emulator.stop(), sink.stop()]);
+      await services.stop();
       await db.drop();
     },
   };

@@ -5,7 +5,6 @@
  * the in-process emulator itself.
  */
 import {
-  CreateQueueCommand,
   GetQueueAttributesCommand,
   type Message,
   type MessageAttributeValue,
@@ -14,8 +13,8 @@ import {
   SendMessageCommand,
   type SQSClient,
 } from "@aws-sdk/client-sqs";
-import { LOCAL_ACCOUNT } from "../../local/aws-clients.ts";
 import type { SqsEmulator } from "../../local/sqs-emulator.ts";
+import { createTestQueue } from "../../shared/testing/queue.ts";
 
 /** A queue the test created. */
 export interface TestQueue {
@@ -33,12 +32,9 @@ export async function createQueue(
   name: string,
   attributes: Record<string, string> = {},
 ): Promise<TestQueue> {
-  await sqs.send(new CreateQueueCommand({ QueueName: name, Attributes: attributes }));
-  const url = `${endpoint}/${LOCAL_ACCOUNT}/${name}`;
-  const { Attributes } = await sqs.send(
-    new GetQueueAttributesCommand({ QueueUrl: url, AttributeNames: ["QueueArn"] }),
-  );
-  return { url, arn: Attributes?.QueueArn as string };
+  // The testing kit's: one way to address an emulator queue.
+  const { url, arn } = await createTestQueue(sqs, endpoint, name, attributes);
+  return { url, arn };
 }
 
 /** What {@link sendMessage} may set beside the body. */

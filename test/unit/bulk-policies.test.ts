@@ -1,6 +1,6 @@
 /**
- * The pure parts of bulk operations: packing sends by count and size, sealing cursors and tokens,
- * when a plan's token is required, and chunk sizes.
+ * The pure parts of bulk operations: sealing cursors and tokens, when a plan's token is required,
+ * and chunk sizes. Packing sends by count and size is SQS's rule: test/unit/sqs-batches.test.ts.
  */
 
 import { randomBytes } from "node:crypto";
@@ -10,55 +10,7 @@ import { chunkSize } from "../../shared/dead-letters/bulk-worker.ts";
 import { confirmationRequired, issuePlanToken, readPlanToken } from "../../shared/dead-letters/plan-token.ts";
 import { replayDecision } from "../../shared/dead-letters/replay.ts";
 import { seal, sealKey, unseal } from "../../shared/dead-letters/seal.ts";
-import { messageSize, packBatches, SQS_BATCH_LIMITS } from "../../shared/dead-letters/send-replays.ts";
 import { InvalidPlanTokenError, PlanExpiredError } from "../../shared/errors.ts";
-
-describe("packBatches", () => {
-  it("keeps order, never exceeds 10 entries or 1 MiB a batch, and sends alone what no batch can hold", () => {
-    fc.assert(
-      fc.property(fc.array(fc.integer({ min: 0, max: 1_300_000 }), { maxLength: 60 }), (sizes) => {
-        const packs = packBatches(
-          sizes.map((size, i) => ({ i, size })),
-          (item) => item.size,
-        );
-        const flat = packs.flatMap((p) => (p.kind === "alone" ? [p.item] : p.items));
-        expect(flat.map((x) => x.i).sort((a, b) => a - b)).toEqual(sizes.map((_, i) => i));
-        for (const pack of packs) {
-          if (pack.kind === "alone") {
-            expect(pack.item.size).toBeGreaterThan(SQS_BATCH_LIMITS.bytes);
-            continue;
-          }
-          expect(pack.items.length).toBeGreaterThanOrEqual(1);
-          expect(pack.items.length).toBeLessThanOrEqual(SQS_BATCH_LIMITS.entries);
-          expect(pack.items.reduce((sum, x) => sum + x.size, 0)).toBeLessThanOrEqual(SQS_BATCH_LIMITS.bytes);
-        }
-        // Batches are in order: each batch's items come after the previous batch's.
-        const batchOrder = packs.filter((p) => p.kind === "batch").flatMap((p) => p.items.map((x) => x.i));
-        expect(batchOrder).toEqual([...batchOrder].sort((a, b) => a - b));
-      }),
-    );
-  });
-
-  it("ten 300 KiB messages make four batches, not one", () => {
-    const packs = packBatches(
-      Array.from({ length: 10 }, () => 300 * 1024),
-      (size) => size,
-    );
-    expect(packs.map((p) => (p.kind === "batch" ? p.items.length : 0))).toEqual([3, 3, 3, 1]);
-  });
-
-  it("counts the body's UTF-8 bytes and every attribute's name, type and value", () => {
-    expect(
-      messageSize({
-        MessageBody: "é€",
-        MessageAttributes: {
-          trace: { DataType: "String", StringValue: "abc" },
-          blob: { DataType: "Binary", BinaryValue: new Uint8Array(7) },
-        },
-      }),
-    ).toBe(2 + 3 + (5 + 6 + 3) + (4 + 6 + 7));
-  });
-});
 
 describe("seal", () => {
   const key = sealKey(randomBytes(32));

@@ -4,6 +4,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { doctorConfigFromEnv } from "../../functions/doctor/config.ts";
+import { consumerSchemaFile } from "../../functions/registry.ts";
 import type {
   CatalogMembership,
   CatalogPrivilege,
@@ -19,7 +20,16 @@ import {
   privilegeLine,
   renderCatalogDescription,
 } from "../../shared/db/catalog-description.ts";
+import {
+  type ConsumerCatalogSnapshot,
+  type ConsumerSchemaDescription,
+  describeConsumerSchema,
+  loadConsumerSchema,
+  parseConsumerSchema,
+  renderConsumerSchema,
+} from "../../shared/db/consumer-catalog.ts";
 import { checksumOf, type MigrationSet } from "../../shared/db/migrations.ts";
+import { checkConsumerSchema } from "../../shared/doctor/check-catalog.ts";
 import {
   checkQueues,
   checkReplayQueues,
@@ -399,6 +409,169 @@ describe("core against the committed description (core-catalog)", () => {
       CHECK.coreCatalog,
     );
     expect(f.what).toMatch(/^expected CREATE TRIGGER dead_letters_refuse_delete .*, found .* \[DISABLED\]$/);
+  });
+});
+
+describe("a consumer's schemas against its committed description (consumer-schema)", () => {
+  /** award-points as {@link healthy} has it. */
+  function awardSnapshot(catalog: CatalogSnapshot = healthy()): ConsumerCatalogSnapshot {
+    return {
+      consumer: "award-points",
+      role: AWARD,
+      schemas: ["award_points"],
+      catalog,
+      definitions: {
+        columns: ["award_points.ledger.job_id text NOT NULL", "award_points.ledger.points integer NOT NULL"],
+        constraints: ["award_points.ledger ledger_points_check: CHECK (points > 0)"],
+        indexes: ["CREATE INDEX ledger_job_id_idx ON award_points.ledger USING btree (job_id)"],
+        triggers: [],
+        functions: [],
+        types: [],
+        views: [],
+      },
+    };
+  }
+  const COMMITTED = describeConsumerSchema(awardSnapshot());
+  const FILE = "/repo/functions/award-points/schema.txt";
+  const awardFindings = (live: ConsumerSchemaDescription) =>
+    checkConsumerSchema(COMMITTED, live).map((f) => ({ where: f.where, what: f.what, todo: f.todo }));
+
+  it("finds nothing in a consumer's schemas as committed, and diagnose passes its findings through", () => {
+    expect(checkConsumerSchema(COMMITTED, describeConsumerSchema(awardSnapshot()))).toEqual([]);
+    const drifted = withPrivilege(grant("table", "award_points.ledger", "DELETE", AWARD));
+    const report = diagnose({
+      catalog: drifted,
+      expectedCatalog: EXPECTED,
+      sets: SETS,
+      consumerSchemas: [
+        {
+          consumer: "award-points",
+          file: FILE,
+          expected: COMMITTED,
+          actual: describeConsumerSchema(awardSnapshot(drifted)),
+        },
+      ],
+    });
+    expect(report.findings.map((f) => `${f.check} ${f.where}`)).toEqual([
+      "consumer-schema consumer award-points table privileges",
+    ]);
+  });
+
+  it("reports a grant by hand with the REVOKE, a grant gone with the GRANT, and a column added, naming the consumer", () => {
+    const s = healthy();
+    const catalog = withPrivilege(grant("table", "award_points.ledger", "DELETE", AWARD), {
+      ...s,
+      privileges: s.privileges.filter(
+        (p) => !(p.object === "award_points.ledger" && p.privilege === "INSERT"),
+      ),
+    });
+    const live = awardSnapshot(catalog);
+    const added = {
+      ...live,
+      definitions: {
+        ...live.definitions,
+        columns: [...live.definitions.columns, "award_points.ledger.note text"],
+      },
+    };
+    const newMigration =
+      "if it is wanted, make it a migration of award-points and refresh its description (npm run schema:snapshot)";
+    expect(awardFindings(describeConsumerSchema(added))).toEqual([
+      {
+        where: "consumer award-points columns",
+        what: "not made by the migrations of award-points: award_points.ledger.note text",
+        todo: `undo it; ${newMigration}`,
+      },
+      {
+        where: "consumer award-points table privileges",
+        what: `the migrations of award-points grant award_points.ledger INSERT TO ${AWARD}; the database does not`,
+        todo: `GRANT INSERT ON award_points.ledger TO ${AWARD}`,
+      },
+      {
+        where: "consumer award-points table privileges",
+        what: `award_points.ledger DELETE TO ${AWARD}: not granted by the migrations of award-points`,
+        todo: `REVOKE DELETE ON award_points.ledger FROM ${AWARD}; ${newMigration}`,
+      },
+    ]);
+  });
+
+  it("reports a changed definition as changed, and its role's privileges elsewhere with the REVOKE of their kind", () => {
+    const live = awardSnapshot(
+      withPrivilege(
+        grant("function", "core.hold_fence(text,text)", "EXECUTE", AWARD),
+        withPrivilege(grant("schema", "core", "CREATE", AWARD)),
+      ),
+    );
+    const changed = {
+      ...live,
+      definitions: {
+        ...live.definitions,
+        constraints: ["award_points.ledger ledger_points_check: CHECK (points >= 0)"],
+      },
+    };
+    expect(awardFindings(describeConsumerSchema(changed)).map((f) => [f.what, f.todo.split(";")[0]])).toEqual(
+      [
+        [
+          "expected award_points.ledger ledger_points_check: CHECK (points > 0), found award_points.ledger ledger_points_check: CHECK (points >= 0)",
+          "restore it as the migrations of award-points made it (see its migrations/ folder)",
+        ],
+        [
+          `core CREATE TO ${AWARD}: not granted by the migrations of award-points`,
+          `REVOKE CREATE ON SCHEMA core FROM ${AWARD}`,
+        ],
+        [
+          `core.hold_fence(text,text) EXECUTE TO ${AWARD}: not granted by the migrations of award-points`,
+          `REVOKE EXECUTE ON FUNCTION core.hold_fence(text,text) FROM ${AWARD}`,
+        ],
+      ],
+    );
+  });
+
+  it("reports its role's membership of another role, a changed attribute, and its registration gone", () => {
+    const drifted = withMembership(member("jobfence_ops", AWARD), withRole(role(AWARD, { bypassRls: true })));
+    const found = awardFindings(describeConsumerSchema(awardSnapshot({ ...drifted, consumerRoles: [] })));
+    expect(found.map((f) => [f.where, f.todo.split(";")[0]])).toEqual([
+      [
+        "consumer award-points role",
+        `ALTER ROLE ${AWARD} NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS`,
+      ],
+      ["consumer award-points role", "run the migrations: a deploy runs them, `npm run migrate` locally"],
+      ["consumer award-points role", `REVOKE jobfence_ops FROM ${AWARD}`],
+    ]);
+    expect(found[1]?.what).toBe(
+      `expected ${AWARD} registered for consumer award-points, found ${AWARD} not registered`,
+    );
+    // A role that may not read core.consumer_roles sees no registration: that is not compared.
+    const unreadable = describeConsumerSchema(awardSnapshot({ ...healthy(), consumerRoles: undefined }));
+    expect(checkConsumerSchema(COMMITTED, unreadable, { registryReadable: false })).toEqual([]);
+  });
+
+  it("reports a consumer with no committed description, to snapshot and commit", () => {
+    const report = diagnose({
+      catalog: healthy(),
+      expectedCatalog: EXPECTED,
+      sets: SETS,
+      consumerSchemas: [{ consumer: "award-points", file: FILE, expected: undefined }],
+    });
+    expect(report.findings).toEqual([
+      {
+        check: CHECK.consumerSchema,
+        where: "consumer award-points",
+        what: `has no committed description of its schema (${FILE}): its schemas are not compared`,
+        todo: "run `npm run schema:snapshot`, which writes it, review it and commit it",
+      },
+    ]);
+  });
+
+  it("reads back the text it renders, the committed award-points schema.txt included", () => {
+    expect(parseConsumerSchema(renderConsumerSchema(COMMITTED))).toEqual(COMMITTED);
+    const committed = loadConsumerSchema(consumerSchemaFile("award-points"));
+    expect(committed?.consumer).toBe("award-points");
+    expect(committed?.sections["schema privileges"]).toEqual([`award_points USAGE TO ${AWARD}`]);
+    expect(loadConsumerSchema("/nonexistent/functions/x/schema.txt")).toBeUndefined();
+    expect(() => parseConsumerSchema("## schemas\nx")).toThrow(/first line must be "# consumer <name>"/);
+    expect(() => parseConsumerSchema("# consumer x\n\n## grants\ny")).toThrow(
+      /consumer x's schema description: unknown section "grants"/,
+    );
   });
 });
 

@@ -1,4 +1,4 @@
-/** SPEC §7: the fence TTL must exceed queue retention + maximum retry window + 1 day. */
+/** The fence TTL must exceed queue retention + maximum retry window + 1 day (docs/design.md §7.1). */
 import { describe, expect, it } from "vitest";
 import {
   maxDeliveryWindowSeconds,

@@ -19,7 +19,7 @@ describe("migration files", () => {
     for (const m of migrations) expect(m.checksum).toBe(checksumOf(m.sql));
   });
 
-  it("orders by version and ignores files that are not SQL", () => {
+  it("orders by version and ignores files that are not migrations", () => {
     const dir = folder({ "0002_b.sql": "select 2", "0001_a.sql": "select 1", "README.md": "notes" });
     expect(loadMigrations(dir).map((m) => [m.version, m.name])).toEqual([
       [1, "a"],
@@ -29,6 +29,8 @@ describe("migration files", () => {
 
   it.each([
     ["a badly named file", { "0001_a.sql": "", "2_b.sql": "" }],
+    ["a migration with an upper-case extension", { "0001_a.sql": "", "0002_b.SQL": "" }],
+    ["a migration with a second extension", { "0001_a.sql": "", "0002_b.sql.txt": "" }],
     ["a gap in the numbering", { "0001_a.sql": "", "0003_c.sql": "" }],
     ["a repeated version", { "0001_a.sql": "", "0001_b.sql": "" }],
     ["numbering that does not start at 1", { "0002_b.sql": "" }],

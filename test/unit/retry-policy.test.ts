@@ -50,7 +50,7 @@ const validPolicy: fc.Arbitrary<RetryPolicy> = fc.oneof(
 const unitInterval = fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true });
 
 describe("DEFAULT_RETRY_POLICY", () => {
-  it("is 5 attempts, base 30 s, cap 1 h (SPEC §4)", () => {
+  it("is 5 attempts, base 30 s, cap 1 h", () => {
     expect(DEFAULT_RETRY_POLICY).toEqual({ maxAttempts: 5, baseSeconds: 30, capSeconds: 3600 });
     expect(Object.isFrozen(DEFAULT_RETRY_POLICY)).toBe(true);
   });

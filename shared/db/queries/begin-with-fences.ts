@@ -1,5 +1,5 @@
 /**
- * SPEC §3's `BEGIN` and fence insert, sent as one round trip. Round trips are what a fence costs
+ * The fence transaction's `BEGIN` and fence insert, sent as one round trip. Round trips are what a fence costs
  * (the insert itself is cheap), so the fence rides on the BEGIN the transaction needs anyway:
  * with it, a per-record transaction makes exactly as many round trips as the same work with no
  * fence (BEGIN, the work's statements, COMMIT).
@@ -11,7 +11,7 @@
  * U+0000 (the simple protocol's statement is a C string), a consumer name of `[a-z0-9-]`, and an
  * integer TTL. `test/integration/begin-with-fences.test.ts` feeds it hostile ids.
  *
- * The insert is SPEC §3's `ON CONFLICT DO NOTHING`: a duplicate is an answer, not an error, so
+ * The insert is `ON CONFLICT DO NOTHING`: a duplicate is an answer, not an error, so
  * it neither aborts the transaction (a batch's other records go on) nor writes an ERROR line to the
  * server's log (docs/performance.md compares it with a plain INSERT). Several fences (batch commit)
  * are inserted in job-id order, so two transactions whose batches share jobs take the fences' locks
@@ -30,7 +30,7 @@ import { FINGERPRINT_BYTES } from "../../envelope/fingerprint.ts";
 export interface FenceSet {
   /** The consumer's name: the second half of every fence key. */
   readonly consumer: string;
-  /** `expires_at = processed_at + ttl` (SPEC §7); a positive whole number. */
+  /** `expires_at = processed_at + ttl` (docs/design.md §7.1); a positive whole number. */
   readonly ttlSeconds: number;
   /** One entry per job; a job id given twice is inserted once. */
   readonly jobs: ReadonlyArray<FenceRow>;

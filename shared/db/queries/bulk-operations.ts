@@ -40,6 +40,8 @@ export interface MatchedSet {
   /** Of the matched rows, the replay decisions the fences give today (replayDecision's rule). */
   readonly superseded: number;
   readonly conflicts: number;
+  /** Of the rows a replay would send (no fence), how many carry no readable job (no job fingerprint). */
+  readonly unreadable: number;
   /** Whether any matched row's queue is FIFO (they take no per-message delay). */
   readonly anyFifo: boolean;
 }
@@ -64,6 +66,7 @@ export async function matchedSet(
     checksum: string | null;
     superseded: string;
     conflicts: string;
+    unreadable: string;
     any_fifo: boolean | null;
   }>(
     `SELECT count(*) AS matched,
@@ -72,6 +75,7 @@ export async function matchedSet(
                                AND (p.fingerprint IS NULL OR m.job_fingerprint IS NULL
                                     OR uuid_send(p.fingerprint) = m.job_fingerprint)) AS superseded,
             count(*) FILTER (WHERE uuid_send(p.fingerprint) <> m.job_fingerprint) AS conflicts,
+            count(*) FILTER (WHERE p.job_id IS NULL AND m.job_fingerprint IS NULL) AS unreadable,
             bool_or(m.queue LIKE '%.fifo') AS any_fifo
        FROM (SELECT id, job_id, consumer, job_fingerprint, queue FROM core.dead_letters ${sqlWhere(where)}) AS m
        LEFT JOIN core.processed_jobs p ON p.job_id = m.job_id AND p.consumer = m.consumer`,
@@ -90,6 +94,7 @@ export async function matchedSet(
     bound: found ? { createdAt: found.created_at, id: found.id } : null,
     superseded: Number(row?.superseded ?? 0),
     conflicts: Number(row?.conflicts ?? 0),
+    unreadable: Number(row?.unreadable ?? 0),
     anyFifo: row?.any_fifo === true,
   };
 }

@@ -1,4 +1,4 @@
-/** Pending dead letters older than a threshold, per consumer: count and the oldest (escalation, SPEC §7). */
+/** Pending dead letters older than a threshold, per consumer: count and the oldest (escalation). */
 import type { Queryable } from "../queryable.ts";
 import { utc } from "./dead-letter-columns.ts";
 

@@ -1,6 +1,6 @@
 /**
  * Pending dead letters whose job was applied after all: the fence exists (a replay that crashed
- * between its SQS send and its commit, SPEC §6, or a producer that sent the job again). They are
+ * between its SQS send and its commit, or a producer that sent the job again). They are
  * resolved as `superseded`, as a replay would have found them, when the applied job is theirs
  * (the same fingerprint, or a fence from before fingerprints). A dead letter carrying another job
  * under the same id stays pending: that is a conflict for a person to decide, as is a job whose work

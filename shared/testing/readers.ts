@@ -1,0 +1,98 @@
+/**
+ * Reading what a consumer under test left in the database, as the migrator: its fences, its dead
+ * letters, and anything in its own tables. Reads only, and on a connection of their own, so an
+ * assertion never runs with (or is limited by) the consumer's privileges.
+ */
+import type pg from "pg";
+import type { ErrorKind } from "../dead-letters/error-kind.ts";
+import type { LastError } from "../dead-letters/last-error.ts";
+import type { DeadLetterStatus } from "../dead-letters/status.ts";
+
+/** A job's fence: the proof its work committed (core.processed_jobs). */
+export interface FenceRow {
+  readonly jobId: string;
+  readonly consumer: string;
+  readonly tenantId: string;
+  readonly processedAt: Date;
+  readonly expiresAt: Date;
+  /**
+   * The job's fingerprint in hex, comparable with `fingerprintHex(jobFingerprint(tenant, payload))`;
+   * null on fences written before fingerprints were kept.
+   */
+  readonly fingerprint: string | null;
+}
+
+/** A dead letter of the consumer (core.dead_letters), the fields a test asserts on. */
+export interface DeadLetterRow {
+  readonly id: string;
+  readonly jobId: string;
+  readonly tenantId: string | null;
+  readonly correlationId: string;
+  readonly kind: ErrorKind;
+  readonly status: DeadLetterStatus;
+  /** The attempts it records, at least 1 (a poison message's one delivery counts as one). */
+  readonly attempts: number;
+  /** The last error: its class and message (and a trimmed stack). */
+  readonly error: LastError;
+  /** The envelope as received, when the body was a JSON object; null otherwise. */
+  readonly envelope: unknown;
+  /** The queue it came from (and a replay would go to). */
+  readonly queue: string;
+  readonly createdAt: Date;
+}
+
+/** Which dead letters to read. */
+export interface DeadLetterFilter {
+  readonly jobId?: string;
+  readonly kind?: ErrorKind;
+  readonly status?: DeadLetterStatus;
+}
+
+/** Readers over one consumer's rows. */
+export class ConsumerReaders {
+  readonly #pool: pg.Pool;
+  readonly #consumer: string;
+
+  /** @param pool connected as the migrator (or any role that may read everything) */
+  constructor(pool: pg.Pool, consumer: string) {
+    this.#pool = pool;
+    this.#consumer = consumer;
+  }
+
+  /** The consumer's fence of `jobId`, or undefined when the job was never applied. */
+  async fence(jobId: string): Promise<FenceRow | undefined> {
+    const { rows } = await this.#pool.query<FenceRow>(
+      `SELECT job_id AS "jobId", consumer, tenant_id AS "tenantId", processed_at AS "processedAt",
+              expires_at AS "expiresAt", replace(fingerprint::text, '-', '') AS fingerprint
+         FROM core.processed_jobs WHERE consumer = $1 AND job_id = $2`,
+      [this.#consumer, jobId],
+    );
+    return rows[0];
+  }
+
+  /** The consumer's dead letters matching `filter`, oldest first. */
+  async deadLetters(filter: DeadLetterFilter = {}): Promise<DeadLetterRow[]> {
+    const { rows } = await this.#pool.query<DeadLetterRow>(
+      `SELECT id::text, job_id AS "jobId", tenant_id AS "tenantId", correlation_id AS "correlationId",
+              error_kind AS kind, status, attempts, last_error AS error, payload AS envelope, queue,
+              created_at AS "createdAt"
+         FROM core.dead_letters
+        WHERE consumer = $1
+          AND ($2::text IS NULL OR job_id = $2)
+          AND ($3::text IS NULL OR error_kind = $3)
+          AND ($4::text IS NULL OR status = $4)
+        ORDER BY created_at, id`,
+      [this.#consumer, filter.jobId ?? null, filter.kind ?? null, filter.status ?? null],
+    );
+    return rows;
+  }
+
+  /** Runs `sql` as the migrator and returns its rows: for the effects in the consumer's own tables. */
+  async query<R extends object = Record<string, unknown>>(
+    sql: string,
+    params: readonly unknown[] = [],
+  ): Promise<R[]> {
+    const { rows } = await this.#pool.query<R>(sql, [...params]);
+    return rows;
+  }
+}
