@@ -26,9 +26,15 @@ export interface ConsumerDeployment {
   readonly definition: ConsumerDefinition<z.ZodType<any>>;
   /**
    * A payload the consumer accepts and applies: the conformance test sends it through the bundled
-   * entry point, and `npm run send` documents it. Checked against the definition's schema.
+   * entry point, for tenant {@link EXAMPLE_TENANT}. Checked against the definition's schema.
    */
   readonly example: unknown;
+  /**
+   * SQL the conformance test runs as the migrator before it sends {@link example}, for a consumer
+   * whose work needs rows to exist (an open invoice to pay, say); the example's tenant is
+   * {@link EXAMPLE_TENANT}. @default none: the example applies on a freshly migrated database
+   */
+  readonly exampleSeed?: string;
   /** Whether its queue is FIFO. */
   readonly fifo: boolean;
   /**
@@ -98,6 +104,9 @@ export interface ConsumerDeployment {
 export { VISIBILITY_TO_TIMEOUT_RATIO };
 /** The backstop queue keeps messages 14 days (docs/design.md §5.6). */
 export const BACKSTOP_RETENTION_SECONDS = 14 * 86_400;
+
+/** The tenant of the example job the conformance test sends each consumer. */
+export const EXAMPLE_TENANT = "t_example";
 
 // new-consumer: `npm run new-consumer` adds its import above and its entry at the end of this list.
 export const CONSUMERS: readonly ConsumerDeployment[] = [

@@ -9,8 +9,8 @@
  * The checks read files, so they run where the repository is (the CDK app at synth, the local
  * stack at start, the conformance test), never in a deployed function.
  */
-import { existsSync, readFileSync } from "node:fs";
-import { join, relative } from "node:path";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { CONSUMER_NAME } from "../shared/config/fields.ts";
 import { loadMigrations, type MigrationSet } from "../shared/db/migrations.ts";
@@ -123,7 +123,7 @@ export function consumerRegistryProblems(
 ): string[] {
   const root = options.root ?? REPOSITORY_ROOT;
   const problems: string[] = [];
-  const seen = new Map<string, string>();
+  const seen = new Map<string, { readonly name: string; readonly definition: unknown }>();
   if (consumers.length === 0)
     problems.push(`no consumer is registered in functions/consumers.ts (${SCAFFOLD_HINT})`);
   for (const deployment of consumers) {
@@ -136,14 +136,17 @@ export function consumerRegistryProblems(
     const clash = seen.get(consumerRoleName(name)) ?? seen.get(definitionExportName(name));
     if (clash !== undefined) {
       problems.push(
-        clash === name
-          ? `consumer ${name} is registered twice in functions/consumers.ts: remove one entry`
-          : `consumers ${clash} and ${name} would share the database role ${consumerRoleName(name)} or the export name ${definitionExportName(name)}: rename one`,
+        clash.name !== name
+          ? `consumers ${clash.name} and ${name} would share the database role ${consumerRoleName(name)} or the export name ${definitionExportName(name)}: rename one`
+          : clash.definition === deployment.definition
+            ? `consumer ${name} is registered twice in functions/consumers.ts: remove one entry`
+            : `two registered definitions are both named ${name}: a definition copied from ${name} keeps its name until changed; give the copy its own folder's name (its consumer.ts), or remove the second entry`,
       );
       continue;
     }
-    seen.set(consumerRoleName(name), name);
-    seen.set(definitionExportName(name), name);
+    const entry = { name, definition: deployment.definition };
+    seen.set(consumerRoleName(name), entry);
+    seen.set(definitionExportName(name), entry);
     problems.push(...filesProblems(root, name));
     problems.push(...exampleProblems(deployment));
   }
@@ -155,7 +158,7 @@ function filesProblems(root: string, name: string): string[] {
   const at = (path: string) => join(root, path);
   if (!existsSync(at(paths.folder))) {
     return [
-      `consumer ${name} has no folder ${paths.folder}/: a consumer's folder is named after it and holds consumer.ts, handler.ts and migrations/ (${SCAFFOLD_HINT})`,
+      `consumer ${name} has no folder ${paths.folder}/: a consumer's folder is named after it and holds consumer.ts, handler.ts and migrations/; if its definition lives in another folder, rename that folder or the definition's name to match (a new consumer: ${SCAFFOLD_HINT})`,
     ];
   }
   const problems: string[] = [];
@@ -249,6 +252,47 @@ export async function consumerModuleProblems(
 }
 
 /**
+ * Folders of `functions/` that hold a consumer (a `consumer.ts` and a `handler.ts`) but that no
+ * registry entry names: a consumer written and never registered would otherwise be silently left
+ * out of the local stack and the deployment. Checked against the whole registry only (a stack
+ * given a list of its own deploys a part of it on purpose).
+ */
+export function unregisteredFolderProblems(
+  consumers: readonly ConsumerDeployment[],
+  options: RegistryCheckOptions = {},
+): string[] {
+  const root = options.root ?? REPOSITORY_ROOT;
+  const registered = new Set(consumers.map((c) => c.definition?.name));
+  const functionsDir = join(root, "functions");
+  if (!existsSync(functionsDir)) return [];
+  return readdirSync(functionsDir, { withFileTypes: true })
+    .filter((entry) => entry.isDirectory() && !registered.has(entry.name))
+    .filter((entry) =>
+      ["consumer.ts", "handler.ts"].every((f) => existsSync(join(functionsDir, entry.name, f))),
+    )
+    .map(
+      (entry) =>
+        `functions/${entry.name}/ holds a consumer that functions/consumers.ts does not register: add its entry to CONSUMERS (import ${definitionExportName(entry.name)} from "./${entry.name}/consumer.ts"), or remove the folder`,
+    );
+}
+
+/**
+ * When the registry itself cannot be imported because it imports a consumer's module that is not
+ * there (a folder renamed or removed), what to say instead of the module loader's stack trace.
+ */
+export function registryImportProblem(error: unknown): string | undefined {
+  const e = error as { code?: unknown; message?: unknown };
+  if (e?.code !== "ERR_MODULE_NOT_FOUND" || typeof e.message !== "string") return undefined;
+  const missing = /Cannot find module '([^']+)' imported from (\S+)/.exec(e.message);
+  if (!missing?.[1] || !missing[2]?.endsWith("functions/consumers.ts")) return undefined;
+  // The loader names the module by path (Node) or by specifier (some test runners): resolved
+  // against the registry's folder, then shown from the repository root, it reads the same either way.
+  const registry = missing[2].replace(/^file:\/\//, "");
+  const path = relative(dirname(dirname(registry)), resolve(dirname(registry), missing[1]));
+  return `functions/consumers.ts imports ${path}, which does not exist: a registered consumer's folder is named after it; restore ${dirname(path)}/ or correct the registry's import and entry`;
+}
+
+/**
  * The whole check, files and modules, as the local stack and the CDK app run it before they start:
  * throws one ConfigurationError listing every problem.
  */
@@ -258,6 +302,9 @@ export async function verifyConsumerRegistry(
   options: RegistryCheckOptions = {},
 ): Promise<void> {
   const problems = consumerRegistryProblems(consumers, options);
+  // Only once the entries themselves are sound: a copied definition that kept its original's
+  // name would otherwise also make its own folder look unregistered.
+  if (problems.length === 0) problems.push(...unregisteredFolderProblems(consumers, options));
   if (problems.length === 0) problems.push(...(await consumerModuleProblems(consumers, options)));
   if (problems.length > 0) throw new ConfigurationError(where, problems);
 }

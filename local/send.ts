@@ -8,7 +8,6 @@
  */
 import { randomUUID } from "node:crypto";
 import { readFile } from "node:fs/promises";
-import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { GetQueueAttributesCommand, type SQSClient } from "@aws-sdk/client-sqs";
 import type { z } from "zod";
@@ -18,6 +17,7 @@ import { type JobEnvelope, jobEnvelope } from "../shared/producer/job-envelope.t
 import { deriveJobId } from "../shared/producer/job-id.ts";
 import { type SendJobsOptions, sendJobs } from "../shared/producer/send-jobs.ts";
 import { localSqsClient } from "./aws-clients.ts";
+import { stackFilePath } from "./local-dir.ts";
 import type { StackInfo } from "./stack.ts";
 
 export const SEND_USAGE = `usage: npm run send -- <consumer> <payload-json> [options]
@@ -97,7 +97,7 @@ function parse(argv: readonly string[]) {
 /** The stack's description in `localDir`, or undefined when there is none (or it is unusable). */
 export async function readStackInfo(localDir: string): Promise<StackInfo | undefined> {
   try {
-    const info = JSON.parse(await readFile(join(localDir, "stack.json"), "utf8")) as StackInfo;
+    const info = JSON.parse(await readFile(stackFilePath(localDir), "utf8")) as StackInfo;
     if (typeof info?.sqsEndpoint !== "string" || typeof info.queues !== "object" || info.queues === null)
       return undefined;
     return info;
@@ -177,7 +177,7 @@ export async function runSend(argv: readonly string[], context: SendContext): Pr
     throw error;
   }
 
-  const stackFile = join(context.localDir, "stack.json");
+  const stackFile = stackFilePath(context.localDir);
   const info = await readStackInfo(context.localDir);
   if (!info) return refuse(`no running local stack found (${stackFile}): start one with npm start`);
   const queueUrl = info.queues[request.consumer]?.url;

@@ -2,7 +2,6 @@
  * The local stack's configuration, from the environment; refused at start-up with every problem
  * listed, like any other jobfence configuration.
  */
-import { join } from "node:path";
 import { z } from "zod";
 import { type ConsumerDeployment, resolveDeliveryTimings } from "../functions/consumers.ts";
 import { databaseUrlField } from "../shared/config/fields.ts";
@@ -10,6 +9,7 @@ import { retryPolicyFromEnv } from "../shared/config/retry-env.ts";
 import { ConfigurationError } from "../shared/errors.ts";
 import type { DeliveryTimings } from "../shared/retry/delivery-timings.ts";
 import type { RetryPolicy } from "../shared/retry/policy.ts";
+import { localDirFromEnv } from "./local-dir.ts";
 
 /** Local retry timing: seconds, not minutes, so a demo shows retries and exhaustion quickly. */
 export const LOCAL_RETRY_POLICY: RetryPolicy = Object.freeze({
@@ -75,7 +75,7 @@ export function localStackConfigFromEnv(env: NodeJS.ProcessEnv, repoRoot: string
     throw new ConfigurationError("local stack environment", problems);
   const e = parsed.data;
   return {
-    localDir: e.JOBFENCE_LOCAL_DIR ?? join(repoRoot, ".local"),
+    localDir: localDirFromEnv(env, repoRoot),
     ...(e.DATABASE_URL ? { databaseUrl: e.DATABASE_URL } : {}),
     ...(e.SQS_ENDPOINT ? { sqsEndpoint: e.SQS_ENDPOINT.replace(/\/$/, "") } : {}),
     ports: { postgres: e.JOBFENCE_PG_PORT, sqs: e.JOBFENCE_SQS_PORT, api: e.JOBFENCE_API_PORT },

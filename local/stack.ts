@@ -37,6 +37,7 @@ import type { DeliveryTimings } from "../shared/retry/delivery-timings.ts";
 import { LOCAL_ACCOUNT, LOCAL_REGION, localEventBridgeClient, localSqsClient } from "./aws-clients.ts";
 import { type EventBridgeSink, startEventBridgeSink } from "./eventbridge-sink.ts";
 import { serveHttpApi } from "./http-adapter.ts";
+import { stackFilePath } from "./local-dir.ts";
 import { type Poller, startPoller } from "./poller.ts";
 import { type RunningPostgres, startEmbeddedPostgres } from "./postgres.ts";
 import { type SqsEmulator, startSqsEmulator } from "./sqs-emulator.ts";
@@ -347,7 +348,7 @@ async function start(
     queues,
     tokens: await issuer.standardTokens(),
   };
-  await writeFile(join(config.localDir, "stack.json"), `${JSON.stringify(info, null, 2)}\n`);
+  await writeFile(stackFilePath(config.localDir), `${JSON.stringify(info, null, 2)}\n`);
 
   // Progress: a summary line when counts change, and stats.json for the demo.
   let last = "";

@@ -27,8 +27,9 @@ export { EXIT, type OpsIo, type Terminal } from "./io.ts";
 
 const ENVIRONMENT_HELP = `
 Environment:
-  JOBFENCE_API_URL  API base URL when --api is not given (else apiUrl of .local/stack.json)
-  JOBFENCE_TOKEN    bearer token when --token is not given (else the local stack's admin token)
+  JOBFENCE_API_URL    API base URL when --api is not given (else apiUrl of .local/stack.json)
+  JOBFENCE_TOKEN      bearer token when --token is not given (else the local stack's admin token)
+  JOBFENCE_LOCAL_DIR  where the local stack's stack.json is (default .local), as for npm start
 
 Exit codes: 0 done; 1 the API refused or could not be reached, or a watched operation did not do
 all it planned; 2 usage or configuration error.`;

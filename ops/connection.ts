@@ -1,10 +1,11 @@
 /**
  * Which API the CLI talks to and with which token: from flags, then the environment, then the
- * local stack's description (.local/stack.json, written by `npm start`). The same tool serves a
+ * local stack's description (.local/stack.json, or the one in JOBFENCE_LOCAL_DIR, written by
+ * `npm start`). The same tool serves a
  * deployed API (flags or environment) and the local stack (no configuration at all).
  */
 import { readFile } from "node:fs/promises";
-import { join } from "node:path";
+import { localDirFromEnv, stackFilePath } from "../local/local-dir.ts";
 import { UsageError } from "./errors.ts";
 import type { OpsIo } from "./io.ts";
 import { clean } from "./text.ts";
@@ -22,8 +23,6 @@ export interface ConnectionFlags {
   readonly api?: string | undefined;
   readonly token?: string | undefined;
 }
-
-const DEFAULT_STACK_FILE = join(import.meta.dirname, "..", ".local", "stack.json");
 
 interface StackFile {
   readonly apiUrl?: unknown;
@@ -57,7 +56,7 @@ export function isLoopback(host: string): boolean {
 
 /** The API URL and token, from flags, then the environment, then the local stack. */
 export async function connect(flags: ConnectionFlags, io: OpsIo): Promise<Connection> {
-  const stackFile = io.stackFile ?? DEFAULT_STACK_FILE;
+  const stackFile = io.stackFile ?? stackFilePath(localDirFromEnv(io.env));
   // Read at most once, and only when a flag or variable is missing.
   let stack: Promise<StackFile | undefined> | undefined;
   const loadStack = () => {

@@ -12,7 +12,7 @@ export interface OpsIo {
   readonly env: Record<string, string | undefined>;
   /** @default globalThis.fetch */
   readonly fetch?: typeof fetch;
-  /** The local stack's description. @default `<repo>/.local/stack.json` */
+  /** The local stack's description. @default `stack.json` in `env.JOBFENCE_LOCAL_DIR`, else `<repo>/.local/stack.json` */
   readonly stackFile?: string;
   /**
    * Standard output when it is a terminal: `--watch` then draws a progress bar it redraws in

@@ -2,16 +2,18 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { runDemo } from "../local/demo.ts";
+import { localDirFromEnv, stackFilePath } from "../local/local-dir.ts";
 import type { StackInfo } from "../local/stack.ts";
 
-const localDir = process.env.JOBFENCE_LOCAL_DIR || join(import.meta.dirname, "..", ".local");
+const localDir = localDirFromEnv(process.env);
+const stackFile = stackFilePath(localDir);
 let info: StackInfo;
 try {
-  info = JSON.parse(await readFile(join(localDir, "stack.json"), "utf8")) as StackInfo;
+  info = JSON.parse(await readFile(stackFile, "utf8")) as StackInfo;
   if (!info.apiUrl || !info.queues) throw new Error("incomplete");
 } catch {
   console.error(
-    `no running local stack found (${join(localDir, "stack.json")}): start one with npm start, then run npm run demo`,
+    `no running local stack found (${stackFile}): start one with npm start, then run npm run demo`,
   );
   process.exit(2);
 }

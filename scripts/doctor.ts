@@ -13,7 +13,6 @@
  * Exit codes: 0 no findings; 1 findings; 2 usage error, or a database or SQS that did not answer.
  */
 import { readFile } from "node:fs/promises";
-import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { SQSClient } from "@aws-sdk/client-sqs";
 import { Command, CommanderError } from "commander";
@@ -22,6 +21,7 @@ import { CONSUMERS, deployedDeliveryTimings, expectedQueues } from "../functions
 import { deploymentConsumerSchemas } from "../functions/doctor/doctor.ts";
 import { deploymentMigrationSets } from "../functions/migrate/sets.ts";
 import { localSqsClient } from "../local/aws-clients.ts";
+import { stackFilePath } from "../local/local-dir.ts";
 import {
   type LocalStackConfig,
   localDeliveryTimings,
@@ -124,7 +124,7 @@ async function main(argv: readonly string[]): Promise<number> {
   }
   const flags = program.opts<Flags>();
   const config = localStackConfigFromEnv(process.env, REPO_ROOT);
-  const stackFile = join(config.localDir, "stack.json");
+  const stackFile = stackFilePath(config.localDir);
   let stack: Promise<StackFile | undefined> | undefined;
   const loadStack = () => {
     stack ??= readStack(stackFile);

@@ -3,9 +3,23 @@
  * progress and every dead letter readably, and stops everything cleanly on Ctrl-C.
  */
 import { join } from "node:path";
-import { startLocalStack } from "../local/stack.ts";
-import { localStackConfigFromEnv } from "../local/stack-config.ts";
+import { registryImportProblem } from "../functions/registry.ts";
+import { stackFilePath } from "../local/local-dir.ts";
 import { ConfigurationError } from "../shared/errors.ts";
+
+// Imported here, not above: the stack imports the consumer registry, and a registry that imports a
+// consumer's module that is not there is a mistake to explain, not a loader's stack trace.
+let startLocalStack: typeof import("../local/stack.ts").startLocalStack;
+let localStackConfigFromEnv: typeof import("../local/stack-config.ts").localStackConfigFromEnv;
+try {
+  ({ startLocalStack } = await import("../local/stack.ts"));
+  ({ localStackConfigFromEnv } = await import("../local/stack-config.ts"));
+} catch (error) {
+  const problem = registryImportProblem(error);
+  if (problem === undefined) throw error;
+  console.error(`the local stack could not start: ${problem}`);
+  process.exit(1);
+}
 
 const say = (line: string) => console.log(`${new Date().toISOString().slice(11, 19)} ${line}`);
 
@@ -61,7 +75,7 @@ try {
 ownSignals();
 
 const { info } = stack;
-say(`ready      wrote ${join(config.localDir, "stack.json")}`);
+say(`ready      wrote ${stackFilePath(config.localDir)}`);
 console.log(`
   API        ${info.apiUrl}/v1/core/dead-letters   (tokens in stack.json: admin, read, replay, discard, none)
   SQS        ${info.sqsEndpoint}   region ${info.region}

@@ -309,7 +309,7 @@ export function renderConsumerSchema(description: ConsumerSchemaDescription): st
 /**
  * The committed-text description of `consumer`'s schemas in the database `client` is connected
  * to: read, described and rendered, ready for a file snapshot
- * (`expect(text).toMatchFileSnapshot("schema.txt")`).
+ * (of the consumer's `functions/<name>/schema.txt`).
  */
 export async function consumerSchemaText(client: Queryable, consumer: string): Promise<string> {
   return renderConsumerSchema(describeConsumerSchema(await readConsumerCatalog(client, consumer)));

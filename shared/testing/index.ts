@@ -11,7 +11,8 @@
  * const first = await kit.deliver(job, job);          // applied, then a duplicate absorbed
  * const poison = await kit.deliver("{not json");       // dead-lettered as poison
  * expect(await kit.query("SELECT count(*)::int AS n FROM billing.payments")).toEqual([{ n: 1 }]);
- * await expect(await kit.schema()).toMatchFileSnapshot("schema.txt");
+ * // relative to the test file: the consumer's own functions/<name>/schema.txt, from test/consumers/
+ * await expect(await kit.schema()).toMatchFileSnapshot("../../functions/record-payment/schema.txt");
  * await kit.close();
  * ```
  */

@@ -126,7 +126,9 @@ export interface ConsumerTestKit<S extends z.ZodType> {
   query<R extends object = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<R[]>;
   /**
    * The description of the consumer's own schema(s) in the test database, as committed text: for
-   * a drift check, `expect(await kit.schema()).toMatchFileSnapshot("schema.txt")`.
+   * a drift check against the consumer's `functions/<name>/schema.txt` (the path is relative to
+   * the test file), `expect(await kit.schema()).toMatchFileSnapshot("../../functions/<name>/schema.txt")`
+   * from test/consumers/.
    */
   schema(): Promise<string>;
 

@@ -21,7 +21,7 @@ import { App } from "aws-cdk-lib";
 import { Template } from "aws-cdk-lib/assertions";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { CONSUMERS, type ConsumerDeployment } from "../../functions/consumers.ts";
+import { CONSUMERS, type ConsumerDeployment, EXAMPLE_TENANT } from "../../functions/consumers.ts";
 import { deploymentMigrationSets } from "../../functions/migrate/sets.ts";
 import {
   consumerMigrationSet,
@@ -29,6 +29,8 @@ import {
   consumerRegistryProblems,
   entryPointSource,
   REPOSITORY_ROOT,
+  registryImportProblem,
+  unregisteredFolderProblems,
   verifyConsumerRegistry,
 } from "../../functions/registry.ts";
 import { JobfenceStack } from "../../infra/reference-stack.ts";
@@ -122,11 +124,12 @@ describe("the synthesized bundles", () => {
       const queueName = `conformance-${name}${deployment.fifo ? ".fifo" : ""}`;
       const queue = await bed.queue(queueName, deployment.fifo ? { FifoQueue: "true" } : {});
       const jobId = `conformance-${randomUUID()}`;
+      if (deployment.exampleSeed) await bed.db.withClient((c) => c.query(deployment.exampleSeed as string));
       await sendMessage(
         bed.sqs,
         queue.url,
-        { job_id: jobId, tenant_id: "t_conformance", payload: deployment.example },
-        deployment.fifo ? { groupId: "t_conformance", dedupId: jobId } : {},
+        { job_id: jobId, tenant_id: EXAMPLE_TENANT, payload: deployment.example },
+        deployment.fifo ? { groupId: EXAMPLE_TENANT, dedupId: jobId } : {},
       );
       const records = await receiveRecords({
         sqs: bed.sqs,
@@ -150,6 +153,8 @@ describe("the synthesized bundles", () => {
         env: {
           PATH: process.env.PATH,
           DATABASE_URL: bed.db.url,
+          // The consumer's own role, set on each connection: the migration's grants must suffice.
+          JOBFENCE_DB_ROLE: consumerRoleName(name),
           JOBFENCE_OPS_BUS_NAME: OPS_BUS,
           JOBFENCE_QUEUE_URL: queue.url,
           AWS_REGION: LOCAL_REGION,
@@ -169,15 +174,27 @@ describe("the synthesized bundles", () => {
         response: { batchItemFailures: unknown[] };
       };
       expect(result.consumer).toBe(name);
-      expect(result.response).toEqual({ batchItemFailures: [] });
+      const attempts = await bed.db.withClient((c) =>
+        c.query("SELECT history FROM core.message_attempts WHERE job_id = $1", [jobId]),
+      );
+      expect(
+        result.response,
+        `the bundle of ${name} left its example in the queue to retry (a grant its migration lacks, say): ${JSON.stringify(attempts.rows[0]?.history ?? null)}`,
+      ).toEqual({ batchItemFailures: [] });
       const { rows } = await bed.db.withClient((c) =>
         c.query(
           `SELECT (SELECT count(*)::int FROM core.processed_jobs WHERE job_id = $1 AND consumer = $2) AS fences,
-                  (SELECT count(*)::int FROM core.dead_letters WHERE job_id = $1) AS "deadLetters"`,
+                  (SELECT count(*)::int FROM core.dead_letters WHERE job_id = $1) AS "deadLetters",
+                  (SELECT error_kind || ': ' || (last_error->>'class') || ': ' || (last_error->>'message')
+                     FROM core.dead_letters WHERE job_id = $1 LIMIT 1) AS error`,
           [jobId, name],
         ),
       );
-      expect(rows[0]).toEqual({ fences: 1, deadLetters: 0 });
+      const { error, ...counts } = rows[0] as { fences: number; deadLetters: number; error: string | null };
+      expect(
+        counts,
+        `the example of ${name} must apply on a migrated database (its exampleSeed runs first): ${error ?? "no dead letter"}`,
+      ).toEqual({ fences: 1, deadLetters: 0 });
 
       // Delete what the bundle acked, as the event source mapping would; the queue is then empty.
       await deliver(
@@ -313,6 +330,34 @@ describe("misregistration is refused, saying what to do", () => {
       ),
       expect.stringMatching(/^consumer name "create" is reserved: .*createConsumer/),
     ]);
+  });
+
+  it("refuses a copied definition that kept its original's name, saying which name to change", () => {
+    const copy = { ...recordPayment, definition: { ...recordPayment.definition } };
+    expect(consumerRegistryProblems([recordPayment, copy], { root })).toEqual([
+      expect.stringMatching(
+        /^two registered definitions are both named record-payment: .*give the copy its own folder's name/,
+      ),
+    ]);
+  });
+
+  it("before the local stack or the app starts: refuses a consumer folder that nothing registers", () => {
+    expect(unregisteredFolderProblems([], { root })).toEqual([
+      'functions/record-payment/ holds a consumer that functions/consumers.ts does not register: add its entry to CONSUMERS (import recordPaymentConsumer from "./record-payment/consumer.ts"), or remove the folder',
+    ]);
+    expect(unregisteredFolderProblems([recordPayment], { root })).toEqual([]);
+  });
+
+  it("explains a registry that imports a consumer's module that is not there (a folder renamed)", async () => {
+    writeFileSync(join(root, "functions/consumers.ts"), 'import "./record-payments/consumer.ts";\n');
+    const error = await import(join(root, "functions/consumers.ts")).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(registryImportProblem(error)).toMatch(
+      /^functions\/consumers\.ts imports .*functions\/record-payments\/consumer\.ts, which does not exist: .*restore .*record-payments\/ or correct the registry's import and entry$/,
+    );
+    expect(registryImportProblem(new Error("something else"))).toBeUndefined();
   });
 
   it("at synth: the reference stack refuses a consumer whose files are not there", () => {

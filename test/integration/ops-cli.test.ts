@@ -984,6 +984,23 @@ describe("connection", () => {
     expect(elsewhere.err).toContain("no token");
   });
 
+  it("finds the local stack in JOBFENCE_LOCAL_DIR, where npm start writes it", async () => {
+    const localDir = await mkdtemp(join(tmp, "local-dir-"));
+    const stackFile = join(localDir, "stack.json");
+    await writeFile(stackFile, JSON.stringify({ apiUrl: bed.apiUrl, tokens: { admin: bed.tokens.admin } }));
+    const out: string[] = [];
+    const err: string[] = [];
+    // No io.stackFile: the CLI resolves it from the environment, as scripts/ops.ts runs it.
+    const code = await runOps(["dead-letters", "stats", "--json"], {
+      out: (line) => out.push(line),
+      err: (line) => err.push(line),
+      env: { JOBFENCE_LOCAL_DIR: localDir },
+    });
+    expect(err).toEqual([`using the local stack's admin token from ${stackFile}`]);
+    expect(code).toBe(0);
+    expect(JSON.parse(out.join("\n"))).toHaveProperty("counts");
+  });
+
   it("explains a missing API URL: no stack file, or one without apiUrl (exit 2)", async () => {
     const absent = await ops(["dead-letters", "stats"], { connection: false });
     expect(absent.code).toBe(2);
@@ -1051,10 +1068,13 @@ describe("connection", () => {
 });
 
 describe("scripts/ops.ts", () => {
-  async function spawnOps(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  async function spawnOps(
+    args: string[],
+    env: Record<string, string> = {},
+  ): Promise<{ code: number | null; stdout: string; stderr: string }> {
     const child = spawn(process.execPath, ["scripts/ops.ts", ...args], {
       cwd: ROOT,
-      env: { PATH: process.env.PATH ?? "" },
+      env: { PATH: process.env.PATH ?? "", ...env },
       stdio: ["ignore", "pipe", "pipe"],
     });
     let stdout = "";
@@ -1083,6 +1103,16 @@ describe("scripts/ops.ts", () => {
       "--json",
     ]);
     expect(run.stderr).toBe("");
+    expect(run.code).toBe(0);
+    expect(JSON.parse(run.stdout)).toMatchObject({ counts: expect.any(Array) });
+  });
+
+  it("reads the local stack of JOBFENCE_LOCAL_DIR, as npm start, send, demo and doctor do", async () => {
+    const localDir = await mkdtemp(join(tmp, "spawn-local-dir-"));
+    const stackFile = join(localDir, "stack.json");
+    await writeFile(stackFile, JSON.stringify({ apiUrl: bed.apiUrl, tokens: { admin: bed.tokens.admin } }));
+    const run = await spawnOps(["dead-letters", "stats", "--json"], { JOBFENCE_LOCAL_DIR: localDir });
+    expect(run.stderr).toBe(`using the local stack's admin token from ${stackFile}\n`);
     expect(run.code).toBe(0);
     expect(JSON.parse(run.stdout)).toMatchObject({ counts: expect.any(Array) });
   });
