@@ -109,8 +109,10 @@ export function consumerNameProblem(name: unknown): string | undefined {
   ) {
     return `consumer name ${JSON.stringify(name)} must be words of lowercase letters and digits joined by single dashes, starting with a letter, at most 63 characters (e.g. record-payment)`;
   }
-  const reserved = RESERVED_NAMES[name];
-  return reserved === undefined ? undefined : `consumer name "${name}" is reserved: ${reserved}`;
+  // Own keys only: `constructor` is a fine name, not Object.prototype's.
+  return Object.hasOwn(RESERVED_NAMES, name)
+    ? `consumer name "${name}" is reserved: ${RESERVED_NAMES[name]}`
+    : undefined;
 }
 
 /**

@@ -29,6 +29,11 @@ describe("the scaffold refuses", () => {
     },
   );
 
+  it("takes a name that is a property of every object for what it is: a name", () => {
+    expect(consumerNameProblem("constructor")).toBeUndefined();
+    expect(consumerNameProblem("to-string")).toBeUndefined();
+  });
+
   it("core and create: reserved, the registry would clash with the library", () => {
     expect(refusal("core")).toMatch(/reserved: its migration set would be the library's own/);
     expect(refusal("create")).toMatch(/reserved: .*createConsumer/);
