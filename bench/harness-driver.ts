@@ -76,7 +76,27 @@ export function recordOf(
 export interface BenchConsumerOptions {
   /** Jobs whose work throws (a transient failure), to measure a batch that has to isolate one. */
   readonly failWhen?: (job: BenchJob) => boolean;
+  /**
+   * Whether each job also sends its notify-user follow-up through the outbox, as the reference
+   * consumer does. @default false: the effect alone, a job that sends nothing
+   */
+  readonly followUps?: boolean;
 }
+
+/** Where the benchmark's follow-ups "go": the stand-in SQS takes every message without a call. */
+const BENCH_TARGET_QUEUE = "https://sqs.eu-west-1.amazonaws.com/000000000000/notify-user";
+
+/**
+ * An SQS and EventBridge stand-in that answers at once: SendMessageBatch takes every entry (so the
+ * relay after COMMIT deletes its rows as it would), anything else answers nothing.
+ */
+const answerAtOnce = {
+  send: async (command: { input?: { Entries?: { Id?: string }[] } }) => {
+    const entries = command.input?.Entries;
+    if (!entries || command.constructor.name !== "SendMessageBatchCommand") return {};
+    return { Successful: entries.map((e, i) => ({ Id: e.Id, MessageId: `bench-${i}` })), Failed: [] };
+  },
+};
 
 // EMF metrics are printed to stdout once per invocation; in Lambda that line is handed to an
 // asynchronous log pipeline, here it would be a terminal write timed with the database work.
@@ -93,28 +113,30 @@ export function benchConsumer(
   databaseUrl: string,
   options: BenchConsumerOptions = {},
 ): ConsumerHandler {
-  const answerAtOnce = { send: async () => ({}) };
-  const { failWhen } = options;
-  const definition: ConsumerDefinition<typeof awardPointsPayload> = {
-    ...awardPointsConsumer,
+  const { failWhen, followUps = false } = options;
+  const definition: ConsumerDefinition<typeof awardPointsPayload, typeof awardPointsConsumer.sends> = {
+    name: awardPointsConsumer.name,
+    payload: awardPointsConsumer.payload,
     commitMode,
-    ...(failWhen
-      ? {
-          work: async (job, tx) => {
-            const award = {
-              jobId: job.jobId,
-              tenantId: job.tenantId,
-              userId: job.payload.user_id,
-              points: job.payload.points,
-            };
-            if (failWhen(award)) throw new Error("benchmark: this job fails");
-            await awardPoints(tx, award);
-          },
-        }
-      : {}),
+    ...(followUps ? { sends: awardPointsConsumer.sends } : {}),
+    work: async (job, tx) => {
+      const award = {
+        jobId: job.jobId,
+        tenantId: job.tenantId,
+        userId: job.payload.user_id,
+        points: job.payload.points,
+      };
+      if (failWhen?.(award)) throw new Error("benchmark: this job fails");
+      if (followUps) await awardPointsConsumer.work(job, tx);
+      else await awardPoints(tx, award);
+    },
   };
   return createConsumer(definition, {
-    config: { databaseUrl, opsBusName: "jobfence-ops-bench" },
+    config: {
+      databaseUrl,
+      opsBusName: "jobfence-ops-bench",
+      ...(followUps ? { outboxQueues: { "notify-user": BENCH_TARGET_QUEUE } } : {}),
+    },
     pool,
     sqs: answerAtOnce as unknown as SQSClient,
     eventBridge: answerAtOnce as unknown as EventBridgeClient,
@@ -252,11 +274,19 @@ export function harnessVariant(
   label: string,
   pool: pg.Pool,
   databaseUrl: string,
-  options: { commitMode: CommitMode; batchSize: number; concurrency: number; failEvery?: number },
+  options: {
+    commitMode: CommitMode;
+    batchSize: number;
+    concurrency: number;
+    failEvery?: number;
+    /** Each job also sends one follow-up (benchConsumer's `followUps`). @default false */
+    followUps?: boolean;
+  },
 ): Variant {
   const failing = new Set<string>();
   const handler = benchConsumer(pool, options.commitMode, databaseUrl, {
     failWhen: (job) => failing.has(job.jobId),
+    followUps: options.followUps ?? false,
   });
   return {
     label,

@@ -9,7 +9,9 @@
  * - The stack's parts, in this process, wired as local/stack.ts wires them: the fauxqs emulator on a
  *   free port (its messages in SQLite in a temporary directory, as the stack keeps them;
  *   `--sqs-memory` for none), the award-points source queue and its backstop (the same attributes
- *   and redrive policy), the consumer from functions/consumers.ts (its batch size and concurrency)
+ *   and redrive policy), the queue of each consumer it sends follow-ups to (award-points tells
+ *   notify-user; the relay after COMMIT's sends are SQS calls of the split), the consumer from
+ *   functions/consumers.ts (its batch size and concurrency)
  *   built by createConsumer with a pool in award-points's role of maxConcurrency + 1 and the local
  *   retry policy, the ops bus sink, and startPoller with the stack's 1 s long poll. Not
  *   startLocalStack itself: it builds its SQS client and pools inside (nothing to time them by) and
@@ -482,6 +484,11 @@ async function main(): Promise<void> {
       maxReceiveCount,
     }),
   });
+  // Its follow-ups' targets' queues, as the stack gives it (award-points tells notify-user).
+  const outboxQueues: Record<string, string> = {};
+  for (const target of Object.keys(DEPLOYMENT.definition.sends ?? {})) {
+    outboxQueues[target] = (await ensureQueue(setup, emulator.endpoint, target, {})).url;
+  }
   const sink = await startEventBridgeSink();
   cleanups.push(() => sink.stop());
 
@@ -507,6 +514,7 @@ async function main(): Promise<void> {
       lockTimeoutMs: LOCK_TIMEOUT_MS,
       functionTimeoutSeconds: DEPLOYMENT.functionTimeoutSeconds,
       queueRetentionSeconds: DEPLOYMENT.queueRetentionSeconds,
+      outboxQueues,
     },
     pool,
     sqs,

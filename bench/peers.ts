@@ -14,6 +14,9 @@
  *   records, `--concurrency` invocations at a time, its pool max = concurrency; once per-record
  *   (BEGIN + fence, effect, COMMIT for each record) and once in batch-commit mode (one transaction
  *   per batch). No SQS call is made (nothing fails), so SQS's own receive/delete cost is not here.
+ *   The effect sends no follow-up, as the peers' effect does not, and a job that sends nothing pays
+ *   nothing for the outbox (its statements are counted by bench/round-trips.ts, which also reports
+ *   what a follow-up adds).
  * - pg-boss (its own fetch/complete cycle): `work()` with `localConcurrency` = concurrency,
  *   `batchSize` 10 (`--pgboss-batch`; the same batch as SQS's), `transactional: true` (the handler's
  *   writes commit with the jobs' completion, pg-boss's way to apply an effect once, like the fence),
@@ -66,8 +69,9 @@ import {
 import pg from "pg";
 import { PgBoss, type Db as PgBossDb, type Job as PgBossJob } from "pg-boss";
 import { awardPoints } from "../functions/award-points/award.ts";
-import type { CommitMode, Transaction } from "../shared/consumer.ts";
+import type { CommitMode } from "../shared/consumer.ts";
 import { createPool } from "../shared/db/pool.ts";
+import type { WorkQueries } from "../shared/fence/work-transaction.ts";
 import {
   type BenchJob,
   batchesOf,
@@ -212,10 +216,10 @@ function jobfence(url: string, commitMode: CommitMode): System {
 }
 
 /** pg-boss's transaction, as the Queryable the effect takes. */
-function pgBossTransaction(tx: PgBossDb): Transaction {
+function pgBossTransaction(tx: PgBossDb): WorkQueries {
   return {
     query: (text: string, values?: unknown[]) => tx.executeSql(text, values),
-  } as unknown as Transaction;
+  } as unknown as WorkQueries;
 }
 
 function pgBoss(url: string): System {

@@ -1,8 +1,11 @@
 /**
  * `node bench/round-trips.ts`: what each job costs the database, by mode: round trips, statements,
  * transactions, rows written and WAL bytes per job, for the bare effect (BEGIN; effect; COMMIT,
- * no fence), the harness per-record, and batch-commit at 10 and 50. Target: the fence adds no
- * round trip of its own in either mode (per-record = bare; batch < bare), measured, not assumed.
+ * no fence), the harness per-record, and batch-commit at 10 and 50, each of the harness's modes also
+ * with one follow-up per job sent through the outbox. Targets: the fence adds no round trip of its
+ * own in either mode (per-record = bare; batch < bare), and a job that sends nothing pays nothing
+ * for the outbox (its rows are the plain modes'), measured, not assumed; the cost of a follow-up
+ * (round trips, statements, rows written and WAL per job beyond the plain mode's) is reported.
  *
  * Method, per mode and repetition: a fresh pool (award-points's role, max = concurrency) whose
  * connections count every query call they make (one call = one round trip: pg sends a query and
@@ -65,27 +68,25 @@ function countingPool(url: string): { pool: pg.Pool; counts: { roundTrips: numbe
   return { pool, counts };
 }
 
+/** A harness mode: its commit mode and batch size, with or without one follow-up per job. */
+const harness = (
+  label: string,
+  commitMode: "per-record" | "batch",
+  batchSize: number,
+  followUps = false,
+): { label: string; make: (pool: pg.Pool, url: string) => Variant } => ({
+  label,
+  make: (pool, url) =>
+    harnessVariant(label, pool, url, { commitMode, batchSize, concurrency: CONCURRENCY, followUps }),
+});
+
 const MODES: ReadonlyArray<{ label: string; make: (pool: pg.Pool, url: string) => Variant }> = [
   { label: "bare", make: (pool) => bareVariant("bare", pool, CONCURRENCY) },
-  {
-    label: "per-record",
-    make: (pool, url) =>
-      harnessVariant("per-record", pool, url, {
-        commitMode: "per-record",
-        batchSize: 10,
-        concurrency: CONCURRENCY,
-      }),
-  },
-  {
-    label: "batch 10",
-    make: (pool, url) =>
-      harnessVariant("batch 10", pool, url, { commitMode: "batch", batchSize: 10, concurrency: CONCURRENCY }),
-  },
-  {
-    label: "batch 50",
-    make: (pool, url) =>
-      harnessVariant("batch 50", pool, url, { commitMode: "batch", batchSize: 50, concurrency: CONCURRENCY }),
-  },
+  harness("per-record", "per-record", 10),
+  harness("batch 10", "batch", 10),
+  harness("batch 50", "batch", 50),
+  harness("per-record + follow-up", "per-record", 10, true),
+  harness("batch 10 + follow-up", "batch", 10, true),
 ];
 
 type PerJob = {
@@ -152,14 +153,47 @@ await runBenchmark(async () => {
       ]),
     )}`,
   );
-  const rt = (label: string) => summary[label]?.roundTrips.median ?? Number.NaN;
+  const median = (label: string, key: keyof PerJob) => summary[label]?.[key].median ?? Number.NaN;
+  const rt = (label: string) => median(label, "roundTrips");
+  // What one follow-up per job adds to each mode, per job (= per follow-up).
+  const followUpCost = Object.fromEntries(
+    (["per-record", "batch 10"] as const).map((mode) => [
+      mode,
+      Object.fromEntries(
+        (["roundTrips", "statements", "xacts", "rowsWritten", "walBytes"] as const).map((k) => [
+          k,
+          median(`${mode} + follow-up`, k) - median(mode, k),
+        ]),
+      ),
+    ]),
+  ) as Record<"per-record" | "batch 10", Record<keyof PerJob, number>>;
+  console.log(
+    `\n${table(
+      ["per follow-up", "round trips", "statements", "transactions", "rows written", "WAL bytes"],
+      Object.entries(followUpCost).map(([mode, c]) => [
+        mode,
+        fmt(2)(c.roundTrips),
+        fmt(2)(c.statements),
+        fmt(2)(c.xacts),
+        fmt(2)(c.rowsWritten),
+        fmt(0)(c.walBytes),
+      ]),
+    )}`,
+  );
   const met = {
     perRecord: rt("per-record") <= rt("bare"),
     batch: rt("batch 10") < rt("bare") && rt("batch 50") < rt("bare"),
+    // The plain modes send nothing: what they cost is the fence's own protocol exactly (two more
+    // statements in the same round trips, one more row: the fence), with nothing for the outbox.
+    nothingSentPaysNothing:
+      median("per-record", "statements") === median("bare", "statements") + 2 &&
+      median("per-record", "rowsWritten") === median("bare", "rowsWritten") + 1,
   };
   const verdict =
     `round trips per job: bare ${rt("bare").toFixed(2)}, per-record ${rt("per-record").toFixed(2)}, batch 10 ${rt("batch 10").toFixed(2)}, batch 50 ${rt("batch 50").toFixed(2)}; ` +
-    `the fence adds no round trip: ${met.perRecord && met.batch ? "met" : "MISSED"}`;
+    `the fence adds no round trip: ${met.perRecord && met.batch ? "met" : "MISSED"}; ` +
+    `a job that sends nothing pays nothing for the outbox: ${met.nothingSentPaysNothing ? "met" : "MISSED"}; ` +
+    `a follow-up costs per-record +${followUpCost["per-record"].roundTrips.toFixed(2)} round trips and +${followUpCost["per-record"].walBytes.toFixed(0)} WAL bytes, batch 10 +${followUpCost["batch 10"].roundTrips.toFixed(2)} and +${followUpCost["batch 10"].walBytes.toFixed(0)}`;
   console.log(`\nVERDICT: ${verdict}`);
   const path = await writeResult("round-trips", {
     benchmark: "round trips, statements, transactions and WAL per job by commit mode",
@@ -175,6 +209,7 @@ await runBenchmark(async () => {
     environment,
     samples,
     summary,
+    followUpCost,
     met,
     verdict,
   });

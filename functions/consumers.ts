@@ -19,11 +19,12 @@ import {
 } from "../shared/retry/delivery-timings.ts";
 import { DEFAULT_RETRY_POLICY, type RetryPolicy, resolveRetryPolicy } from "../shared/retry/policy.ts";
 import { awardPointsConsumer } from "./award-points/consumer.ts";
+import { notifyUserConsumer } from "./notify-user/consumer.ts";
 
 /** How a consumer is deployed. */
 export interface ConsumerDeployment {
-  // biome-ignore lint/suspicious/noExplicitAny: a list of consumers with different payload schemas
-  readonly definition: ConsumerDefinition<z.ZodType<any>>;
+  // biome-ignore lint/suspicious/noExplicitAny: a list of consumers with different payload schemas and targets
+  readonly definition: ConsumerDefinition<z.ZodType<any>, any>;
   /**
    * A payload the consumer accepts and applies: the conformance test sends it through the bundled
    * entry point, for tenant {@link EXAMPLE_TENANT}. Checked against the definition's schema.
@@ -118,6 +119,15 @@ export const CONSUMERS: readonly ConsumerDeployment[] = [
     queueRetentionSeconds: TTL_DEFAULTS.queueRetentionSeconds,
     batchSize: 10,
     maxConcurrency: 4,
+  },
+  {
+    definition: notifyUserConsumer,
+    example: { user_id: "u-1", kind: "points-awarded", points: 10 },
+    fifo: false,
+    functionTimeoutSeconds: 30,
+    queueRetentionSeconds: TTL_DEFAULTS.queueRetentionSeconds,
+    batchSize: 10,
+    maxConcurrency: 2,
   },
 ];
 

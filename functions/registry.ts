@@ -152,6 +152,40 @@ export function consumerRegistryProblems(
     problems.push(...filesProblems(root, name));
     problems.push(...exampleProblems(deployment));
   }
+  problems.push(...followUpTargetProblems(consumers));
+  return problems;
+}
+
+/**
+ * Every follow-up target a definition declares (`sends`) is a registered consumer, named by its
+ * definition or its payload schema (the very object, so the follow-up is checked by the schema it
+ * will be parsed with), and no consumer feeds the ops bus: targets are consumers' queues only.
+ */
+function followUpTargetProblems(consumers: readonly ConsumerDeployment[]): string[] {
+  const problems: string[] = [];
+  const byName = new Map(consumers.map((d) => [d.definition?.name, d.definition]));
+  for (const deployment of consumers) {
+    const { name, sends } = deployment.definition ?? {};
+    if (sends === undefined || sends === null) continue;
+    for (const [target, declared] of Object.entries(sends as Record<string, unknown>)) {
+      const definition = byName.get(target);
+      if (definition === undefined) {
+        problems.push(
+          `consumer ${name} sends follow-ups to ${target}, which is not a registered consumer: register it in functions/consumers.ts (${SCAFFOLD_HINT}), or remove it from ${name}'s sends`,
+        );
+      } else if (declared !== definition && declared !== definition.payload) {
+        problems.push(
+          `consumer ${name}'s sends names ${target} with something other than ${target}'s definition or payload schema: import ${definitionExportName(target)} from ${consumerPaths(target).definition}`,
+        );
+      } else if (declared !== definition && definition.fingerprint !== undefined) {
+        // Its fingerprint narrows what defines the job: a follow-up's must be taken the same way, or
+        // its undelivered dead letter would not match the fence of the follow-up that did arrive.
+        problems.push(
+          `consumer ${name}'s sends names ${target} by its payload schema, but ${target} narrows its fingerprint: name it by its definition, ${definitionExportName(target)}`,
+        );
+      }
+    }
+  }
   return problems;
 }
 

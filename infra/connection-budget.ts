@@ -2,9 +2,10 @@
  * The database connections a deployment's consumers can hold at once, checked at synth against the
  * budget the deployment declares. Every consumer and backstop-drain instance (one concurrent
  * invocation) opens its own pool, so the worst case is each function's concurrency bound times its
- * pool's size. These are the functions whose instances scale with their queues; the API, the
- * bulk-operations worker, cleanup, escalation and the migrations connect besides (docs/scaling.md),
- * so the budget leaves room for them.
+ * pool's size. These are the functions whose instances scale with their queues, and a sending
+ * consumer's outbox relay, which logs in as the consumer (one run at a time, one connection); the
+ * API, the bulk-operations worker, cleanup, escalation and the migrations connect besides
+ * (docs/scaling.md), so the budget leaves room for them.
  *
  * Provisioned mode scales a consumer fastest and furthest (up to 10 invocations a poller), so the
  * reference stack refuses it unless a budget is declared.
@@ -12,9 +13,9 @@
 import type { ConsumerDeployment } from "../functions/consumers.ts";
 import { CONSUMER_DEFAULTS as CONSUMER_CONFIG_DEFAULTS } from "../shared/config/consumer-config.ts";
 import { POOL_DEFAULTS } from "../shared/db/pool.ts";
-import { BACKSTOP_DRAIN_DEFAULTS } from "./defaults.ts";
+import { BACKSTOP_DRAIN_DEFAULTS, OUTBOX_RELAY_DEFAULTS } from "./defaults.ts";
 
-/** One consumer's worst case: its function's and its backstop drain's. */
+/** One consumer's worst case: its function's, its backstop drain's and its outbox relay's. */
 export interface ConsumerConnections {
   readonly consumer: string;
   /** Its maxConcurrency: with provisioned pollers, validated to cover their reach. */
@@ -24,7 +25,11 @@ export interface ConsumerConnections {
   readonly drainConcurrency: number;
   /** The drain's pool: it passes no size, so the pool's default. */
   readonly drainPoolMax: number;
-  /** concurrency × poolMax + drainConcurrency × drainPoolMax. */
+  /** Runs of its scheduled outbox relay at once: 1 when its definition sends follow-ups, else 0. */
+  readonly relayConcurrency: number;
+  /** The relay's pool: one connection. */
+  readonly relayPoolMax: number;
+  /** concurrency × poolMax + drainConcurrency × drainPoolMax + relayConcurrency × relayPoolMax. */
   readonly total: number;
   /** Whether its event source runs in provisioned mode. */
   readonly provisioned: boolean;
@@ -36,13 +41,19 @@ export function consumerConnections(deployment: ConsumerDeployment): ConsumerCon
   const poolMax = CONSUMER_CONFIG_DEFAULTS.poolMax;
   const drainConcurrency = BACKSTOP_DRAIN_DEFAULTS.maxConcurrency;
   const drainPoolMax = POOL_DEFAULTS.max;
+  // Only a consumer that sends follow-ups has a relay (JobConsumer deploys none otherwise).
+  const sends = Object.keys(deployment.definition.sends ?? {}).length > 0;
+  const relayConcurrency = sends ? OUTBOX_RELAY_DEFAULTS.concurrency : 0;
+  const relayPoolMax = OUTBOX_RELAY_DEFAULTS.poolMax;
   return Object.freeze({
     consumer: deployment.definition.name,
     concurrency,
     poolMax,
     drainConcurrency,
     drainPoolMax,
-    total: concurrency * poolMax + drainConcurrency * drainPoolMax,
+    relayConcurrency,
+    relayPoolMax,
+    total: concurrency * poolMax + drainConcurrency * drainPoolMax + relayConcurrency * relayPoolMax,
     provisioned: deployment.provisionedPollers !== undefined,
   });
 }
@@ -62,7 +73,7 @@ export function validateConnectionBudget(
         (c) =>
           `consumer "${c.consumer}" uses provisioned pollers, which can run up to maxConcurrency ${c.concurrency} ` +
           `invocations at once, each holding ${c.poolMax} database connections: declare connectionBudget (the ` +
-          "connections the database accepts from the consumers and their backstop drains) so the worst case is " +
+          "connections the database accepts from the consumers, their backstop drains and outbox relays) so the worst case is " +
           "checked against it",
       );
   }
@@ -73,10 +84,11 @@ export function validateConnectionBudget(
   if (total <= budget) return [];
   const terms = consumers.map(
     (c) =>
-      `${c.concurrency} × ${c.poolMax} (${c.consumer}) + ${c.drainConcurrency} × ${c.drainPoolMax} (its backstop drain)`,
+      `${c.concurrency} × ${c.poolMax} (${c.consumer}) + ${c.drainConcurrency} × ${c.drainPoolMax} (its backstop drain)` +
+      (c.relayConcurrency > 0 ? ` + ${c.relayConcurrency} × ${c.relayPoolMax} (its outbox relay)` : ""),
   );
   return [
-    `the consumers and their backstop drains can hold ${terms.join(" + ")} = ${total} database connections at ` +
+    `the consumers, their backstop drains and outbox relays can hold ${terms.join(" + ")} = ${total} database connections at ` +
       `once (invocations × connections per pool), over connectionBudget ${budget}: with every instance busy ` +
       "the database would refuse connections and the records would fail unrecorded; lower maxConcurrency " +
       "(with provisioned pollers, maximumPollers first), or raise connectionBudget together with what the " +

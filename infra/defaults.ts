@@ -69,6 +69,30 @@ export const BACKSTOP_DRAIN_DEFAULTS = Object.freeze({
   maxConcurrency: 2,
 });
 
+/**
+ * A sending consumer's scheduled outbox relay: it sends the follow-ups the relay after COMMIT left
+ * behind (a crash, a failed send), one run a minute.
+ */
+export const OUTBOX_RELAY_DEFAULTS = Object.freeze({
+  /** How often the schedule starts it: a follow-up left behind waits about a minute. */
+  rate: Duration.minutes(1),
+  /**
+   * Below the schedule's minute, and no run is retried, so runs do not overlap and the relay holds
+   * its one connection at a time (an overlap would still be safe: rows are claimed with SKIP LOCKED).
+   */
+  timeout: Duration.seconds(50),
+  /** Runs at once, as the connection budget counts them (see {@link timeout}). */
+  concurrency: 1,
+  /** Its handler's pool holds one connection. */
+  poolMax: 1,
+  /**
+   * Alarm when a row has waited this long: the relay after COMMIT sends within milliseconds and the
+   * scheduled one within a minute or two, so a quarter of an hour means its sends keep failing (it
+   * retries a row for about 45 minutes before dead-lettering it `undelivered`).
+   */
+  oldestRowAlarmSeconds: 15 * 60,
+});
+
 /** TTL cleanup and escalation (docs/design.md §7, §8.2). */
 export const SCHEDULE_DEFAULTS = Object.freeze({
   /** Cleanup every 15 minutes. */

@@ -83,8 +83,9 @@ export interface JobfenceStackProps extends StackProps {
    */
   readonly alarmEmails?: readonly string[];
   /**
-   * Database connections the consumers and their backstop drains may hold at once, together
-   * (each invocation holds its pool's); the synth refuses consumers whose worst case exceeds it.
+   * Database connections the consumers, their backstop drains and outbox relays may hold at once,
+   * together (each invocation holds its pool's); the synth refuses consumers whose worst case
+   * exceeds it.
    * Required when a consumer uses provisioned pollers.
    * @default not checked
    */
@@ -155,14 +156,28 @@ export class JobfenceStack extends Stack {
       ),
       ...(props.alarmEmails ? { alarmEmails: props.alarmEmails } : {}),
     });
-    this.consumers = deployments.map(
-      (deployment) =>
-        new JobConsumer(this, `Consumer-${deployment.definition.name}`, {
-          deployment,
-          database: this.database,
-          opsBus: this.alerting.bus,
-        }),
-    );
+    // A sending consumer is given its follow-up targets' queues, so each target is created before
+    // the consumers that send to it; the list keeps the registry's order.
+    const created = new Map<string, JobConsumer>();
+    for (const deployment of targetsFirst(deployments)) {
+      const name = deployment.definition.name;
+      // The registry check made every target a deployed consumer; a consumer's own queue is its own.
+      const targets = Object.keys(deployment.definition.sends ?? {}).filter((target) => target !== name);
+      const consumer = new JobConsumer(this, `Consumer-${name}`, {
+        deployment,
+        database: this.database,
+        opsBus: this.alerting.bus,
+        ...(targets.length > 0
+          ? {
+              followUpTargets: Object.fromEntries(
+                targets.map((target) => [target, (created.get(target) as JobConsumer).queue]),
+              ),
+            }
+          : {}),
+      });
+      created.set(name, consumer);
+    }
+    this.consumers = deployments.map((deployment) => created.get(deployment.definition.name) as JobConsumer);
     this.api = new DeadLetterApi(this, "DeadLetterApi", {
       database: this.database,
       jwtIssuer: props.jwtIssuer,
@@ -188,7 +203,7 @@ export class JobfenceStack extends Stack {
     // Every alarm is a failure path: BetterStack gets them all, and so does the alarm topic, since
     // BetterStack may be the broken thing (the alarm on undelivered alerts goes to the topic only).
     const alarms = [
-      ...this.consumers.flatMap((c) => Object.values(c.alarms)),
+      ...this.consumers.flatMap((c) => c.allAlarms),
       ...Object.values(this.bulkOperations.alarms),
       ...Object.values(this.cleanup.alarms),
       ...Object.values(this.doctor.alarms),
@@ -213,6 +228,7 @@ export class JobfenceStack extends Stack {
         ...[...this.consumers.flatMap((c) => [c.consumerFunction, c.drainFunction])].flatMap((fn) =>
           fn.function.node.children.filter((c) => c instanceof lambda.EventSourceMapping),
         ),
+        ...this.consumers.flatMap((c) => (c.outbox ? [c.outbox.schedule] : [])),
         this.cleanup.cleanupSchedule,
         this.cleanup.escalationSchedule,
         this.bulkOperations.schedule,
@@ -245,7 +261,11 @@ export class JobfenceStack extends Stack {
   /** Every function this stack deploys. */
   get functions(): JobfenceFunction[] {
     return [
-      ...this.consumers.flatMap((c) => [c.consumerFunction, c.drainFunction]),
+      ...this.consumers.flatMap((c) => [
+        c.consumerFunction,
+        c.drainFunction,
+        ...(c.outbox ? [c.outbox.relayFunction] : []),
+      ]),
       this.api.handler,
       this.bulkOperations.workerFunction,
       this.cleanup.cleanupFunction,
@@ -298,6 +318,41 @@ export class JobfenceStack extends Stack {
       "This queue is itself the dead-letter queue of the alert rule's target.",
     );
   }
+}
+
+/**
+ * The deployments ordered so that every follow-up target comes before the consumers that send to
+ * it, the registry's order otherwise. Consumers that send to one another in a cycle are refused,
+ * each cycle named: each would need the other's queue first.
+ */
+function targetsFirst(deployments: readonly ConsumerDeployment[]): ConsumerDeployment[] {
+  const byName = new Map(deployments.map((deployment) => [deployment.definition.name, deployment]));
+  const state = new Map<string, "visiting" | "done">();
+  const ordered: ConsumerDeployment[] = [];
+  const problems: string[] = [];
+  const visit = (deployment: ConsumerDeployment, path: readonly string[]): void => {
+    const name = deployment.definition.name;
+    if (state.get(name) === "done") return;
+    if (state.get(name) === "visiting") {
+      const cycle = [...path.slice(path.indexOf(name)), name];
+      problems.push(
+        `consumers ${cycle.join(" → ")} send follow-ups to one another in a cycle: a consumer is given its ` +
+          "targets' queues when it is created, so every target is created before its senders; break the " +
+          "cycle (a consumer may send to itself)",
+      );
+      return;
+    }
+    state.set(name, "visiting");
+    for (const target of Object.keys(deployment.definition.sends ?? {})) {
+      const sent = byName.get(target);
+      if (sent && target !== name) visit(sent, [...path, name]);
+    }
+    state.set(name, "done");
+    ordered.push(deployment);
+  };
+  for (const deployment of deployments) visit(deployment, []);
+  if (problems.length > 0) throw new ConfigurationError("JobfenceStack", problems);
+  return ordered;
 }
 
 /** Acknowledges one cdk-nag finding on one construct. */

@@ -32,6 +32,8 @@ export interface DemoSummary {
   readonly deadLetters: Record<string, number>;
   readonly replayed: { id: string; status: string };
   readonly discarded: { id: string; status: string };
+  /** notify-user's notifications of the run's awards: each award's follow-up, applied once. */
+  readonly notifications: number;
 }
 
 const CONSUMER = "award-points";
@@ -147,6 +149,12 @@ export async function runDemo(options: DemoOptions): Promise<DemoSummary> {
       `effects: ${effects.rows[0]?.n} ledger entries for 22 distinct jobs (the 5 duplicates applied nothing)`,
     );
     say(`duplicates skipped: ${delta("duplicate")}, retries scheduled: ${delta("retry")}`);
+    // Each applied award told notify-user through the outbox: one notification per award, under
+    // the award's correlation id, however often its follow-up was sent.
+    const notifications = await waitForNotifications(db, run, 22, deadline);
+    say(
+      `follow-ups: ${notifications} notifications in notify-user for the 22 applied awards (sent through award-points' outbox after each COMMIT, each applied once)`,
+    );
     say(
       `dead letters: ${Object.entries(byKind)
         .map(([k, n]) => `${n} ${k}`)
@@ -189,6 +197,8 @@ export async function runDemo(options: DemoOptions): Promise<DemoSummary> {
       [`${run}-exhaust`],
     );
     say(`the replayed job applied exactly once: ${replayEffect.rows[0]?.n} ledger entry`);
+    const chained = await waitForNotifications(db, run, 23, deadline);
+    say(`and told notify-user once more: ${chained} notifications in all`);
 
     return {
       sent: bodies.length,
@@ -198,9 +208,29 @@ export async function runDemo(options: DemoOptions): Promise<DemoSummary> {
       deadLetters: byKind,
       replayed,
       discarded,
+      notifications: chained,
     };
   } finally {
     await db.end();
+  }
+}
+
+/** notify-user's notifications of the run's chains, once there are `expected` of them (never more). */
+async function waitForNotifications(
+  db: pg.Client,
+  run: string,
+  expected: number,
+  deadline: number,
+): Promise<number> {
+  for (;;) {
+    const { rows } = await db.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM notify_user.notifications WHERE starts_with(correlation_id, $1)",
+      [`${run}-corr-`],
+    );
+    const n = rows[0]?.n ?? 0;
+    if (n >= expected) return n;
+    if (Date.now() > deadline) throw new Error(`notify-user applied ${n} of ${expected} follow-ups in time`);
+    await new Promise((r) => setTimeout(r, 500));
   }
 }
 

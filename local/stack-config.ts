@@ -34,6 +34,8 @@ const schema = z.object({
   JOBFENCE_LOCK_TIMEOUT_MS: z.coerce.number().int().min(1).max(600_000).default(2000),
   JOBFENCE_CLEANUP_INTERVAL_SECONDS: z.coerce.number().int().min(1).default(60),
   JOBFENCE_ESCALATION_INTERVAL_SECONDS: z.coerce.number().int().min(1).default(3600),
+  /** How often each sending consumer's outbox relay runs (deployed: every minute). */
+  JOBFENCE_OUTBOX_INTERVAL_SECONDS: z.coerce.number().int().min(1).default(5),
   JOBFENCE_POLL_WAIT_SECONDS: z.coerce.number().int().min(0).max(20).default(1),
   /** Bulk operations over more dead letters than this need their plan's token (as the API's JOBFENCE_BULK_CONFIRM_ABOVE). */
   JOBFENCE_BULK_CONFIRM_ABOVE: z.coerce.number().int().min(0).max(1_000_000).default(100),
@@ -53,6 +55,7 @@ export interface LocalStackConfig {
   readonly lockTimeoutMs: number;
   readonly cleanupIntervalMs: number;
   readonly escalationIntervalMs: number;
+  readonly outboxIntervalMs: number;
   readonly pollWaitSeconds: number;
   readonly bulkConfirmAbove: number;
   readonly bulkWorkerIdleMs: number;
@@ -83,6 +86,7 @@ export function localStackConfigFromEnv(env: NodeJS.ProcessEnv, repoRoot: string
     lockTimeoutMs: e.JOBFENCE_LOCK_TIMEOUT_MS,
     cleanupIntervalMs: e.JOBFENCE_CLEANUP_INTERVAL_SECONDS * 1000,
     escalationIntervalMs: e.JOBFENCE_ESCALATION_INTERVAL_SECONDS * 1000,
+    outboxIntervalMs: e.JOBFENCE_OUTBOX_INTERVAL_SECONDS * 1000,
     pollWaitSeconds: e.JOBFENCE_POLL_WAIT_SECONDS,
     bulkConfirmAbove: e.JOBFENCE_BULK_CONFIRM_ABOVE,
     bulkWorkerIdleMs: e.JOBFENCE_BULK_WORKER_IDLE_MS,

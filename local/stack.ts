@@ -10,6 +10,7 @@ import { randomBytes } from "node:crypto";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { Logger } from "@aws-lambda-powertools/logger";
+import { Metrics } from "@aws-lambda-powertools/metrics";
 import {
   CreateQueueCommand,
   GetQueueAttributesCommand,
@@ -20,6 +21,7 @@ import pg from "pg";
 import { CONSUMERS, type ConsumerDeployment, expectedQueues } from "../functions/consumers.ts";
 import { createDeadLetterApi } from "../functions/dead-letters-api/api.ts";
 import { deploymentMigrationSets } from "../functions/migrate/sets.ts";
+import { outboxRelayInvocation, outboxRelayService } from "../functions/outbox-relay/relay.ts";
 import { verifyConsumerRegistry } from "../functions/registry.ts";
 import { createBackstopDrain } from "../shared/backstop/drain.ts";
 import { createConsumer } from "../shared/consumer.ts";
@@ -32,6 +34,7 @@ import { describeError } from "../shared/dead-letters/last-error.ts";
 import { sealKey } from "../shared/dead-letters/seal.ts";
 import { runFenceCleanup } from "../shared/fence/cleanup.ts";
 import { createTokenVerifier } from "../shared/http/auth.ts";
+import { METRICS_NAMESPACE } from "../shared/metrics/names.ts";
 import { type OutcomeObserver, recordLogKeys } from "../shared/record/protocol.ts";
 import type { DeliveryTimings } from "../shared/retry/delivery-timings.ts";
 import { LOCAL_ACCOUNT, LOCAL_REGION, localEventBridgeClient, localSqsClient } from "./aws-clients.ts";
@@ -187,14 +190,33 @@ async function start(
   cleanups.push(async () => {
     await Promise.all(pollers.map((p) => p.stop()));
   });
+  // Every queue first: a consumer's follow-ups need its targets' queues.
+  const createdQueues = new Map<string, Awaited<ReturnType<typeof createQueues>>>();
+  for (const deployment of CONSUMERS) {
+    const name = deployment.definition.name;
+    const created = await createQueues(
+      sqs,
+      sqsEndpoint,
+      deployment,
+      localDeliveryTimings(config, deployment),
+    );
+    createdQueues.set(name, created);
+    queues[name] = { url: created.source.url, backstopUrl: created.backstop.url };
+    // A replay sends this consumer's dead letters to its own queue only (migration 0014).
+    await registerQueues(databaseUrl, name, [created.source.url]);
+  }
+  const relays: { consumer: string; pool: pg.Pool; queues: Record<string, string> }[] = [];
   for (const deployment of CONSUMERS) {
     const name = deployment.definition.name;
     const timings = localDeliveryTimings(config, deployment);
     const { maxReceiveCount } = timings;
-    const created = await createQueues(sqs, sqsEndpoint, deployment, timings);
-    queues[name] = { url: created.source.url, backstopUrl: created.backstop.url };
-    // A replay sends this consumer's dead letters to its own queue only (migration 0014).
-    await registerQueues(databaseUrl, name, [created.source.url]);
+    const created = createdQueues.get(name) as Awaited<ReturnType<typeof createQueues>>;
+    const outboxQueues = Object.fromEntries(
+      Object.keys(deployment.definition.sends ?? {}).map((target) => [target, queues[target]?.url as string]),
+    );
+    if (Object.keys(outboxQueues).length > 0) {
+      relays.push({ consumer: name, pool: pool(consumerRoleName(name), 1), queues: outboxQueues });
+    }
 
     const consumer = createConsumer(deployment.definition, {
       config: {
@@ -213,6 +235,7 @@ async function start(
         maxInterruptions: timings.maxInterruptions,
         recordBudgetMs: timings.recordBudgetMs,
         returnReserveMs: timings.returnReserveMs,
+        outboxQueues,
       },
       pool: pool(consumerRoleName(name), deployment.maxConcurrency + 1),
       sqs,
@@ -273,7 +296,7 @@ async function start(
       }),
     );
     say(
-      `consumer   ${name}: ${created.source.url} (backstop after ${maxReceiveCount} receives: ${created.backstop.url})`,
+      `consumer   ${name}: ${created.source.url} (backstop after ${maxReceiveCount} receives: ${created.backstop.url})${Object.keys(outboxQueues).length > 0 ? `; sends follow-ups to ${Object.keys(outboxQueues).join(", ")}` : ""}`,
     );
   }
 
@@ -309,6 +332,39 @@ async function start(
         .then(() => escalateStaleDeadLetters({ db: opsPool, eventBridge, opsBusName: LOCAL_OPS_BUS }))
         .catch((error) => say(`escalate   failed: ${describeError(error).message}`));
     }, config.escalationIntervalMs),
+    // Each sending consumer's scheduled outbox relay, as its EventBridge schedule runs it.
+    ...relays.map((relay) => {
+      const metrics = new Metrics({
+        namespace: METRICS_NAMESPACE,
+        serviceName: outboxRelayService(relay.consumer),
+      });
+      let running = false;
+      return setInterval(() => {
+        if (running) return; // a run still going (a slow SQS): the schedule skips a beat
+        running = true;
+        outboxRelayInvocation({
+          config: { consumer: relay.consumer, opsBusName: LOCAL_OPS_BUS, outboxQueues: relay.queues },
+          pool: relay.pool,
+          sqs,
+          eventBridge,
+          metrics,
+          logger,
+        })
+          .then((r) => {
+            metrics.publishStoredMetrics();
+            if (!r) say(`outbox     ${relay.consumer}: relay failed; its follow-ups wait for the next run`);
+            else if (r.sent > 0)
+              say(`outbox     ${relay.consumer}: relayed ${r.sent} follow-up(s) left behind`);
+            for (const u of r?.undelivered ?? [])
+              say(
+                `UNDELIVERED ${relay.consumer} → ${u.key.target} job ${u.key.jobId}: dead letter ${u.deadLetterId}`,
+              );
+          })
+          .finally(() => {
+            running = false;
+          });
+      }, config.outboxIntervalMs);
+    }),
   ];
   cleanups.push(async () => {
     for (const timer of timers) clearInterval(timer);

@@ -33,12 +33,13 @@ import { describeError } from "./dead-letters/last-error.ts";
 import { ConfigurationError } from "./errors.ts";
 import { type BatchRecord, settleBatch } from "./fence/batch-transaction.ts";
 import { validateFenceTtl } from "./fence/ttl.ts";
-import type { Transaction } from "./fence/work-transaction.ts";
+import type { Transaction, WorkQueries } from "./fence/work-transaction.ts";
 import { METRIC, METRICS_NAMESPACE } from "./metrics/names.ts";
 import { fenceTransaction } from "./middleware/fence-transaction.ts";
 import { observeOutcome } from "./middleware/observe-outcome.ts";
 import { parseEnvelope } from "./middleware/parse-envelope.ts";
 import { recordDeadLetter } from "./middleware/record-dead-letter.ts";
+import type { FollowUpSchemas } from "./outbox/follow-up.ts";
 import { type OutcomeObserver, RecordProtocol, type WorkJob, workJob } from "./record/protocol.ts";
 import type { PreparedRecord, ReadMessage, RecordContext, RecordOutcome } from "./record/record-context.ts";
 import { returnToQueue } from "./record/return-to-queue.ts";
@@ -62,8 +63,9 @@ import {
   resolveRetryPolicy,
 } from "./retry/policy.ts";
 import { queueUrlFromArn } from "./sqs/queue-url.ts";
+import { inSpan, RecordSpans, traceparentOf } from "./tracing/spans.ts";
 
-export type { OutcomeObserver, Transaction, WorkJob };
+export type { OutcomeObserver, Transaction, WorkJob, WorkQueries };
 
 /**
  * How the records of one SQS batch commit: `per-record` (the default) gives each record its own
@@ -73,16 +75,24 @@ export type { OutcomeObserver, Transaction, WorkJob };
 export type CommitMode = "per-record" | "batch";
 
 /** What a consumer author writes. */
-export interface ConsumerDefinition<S extends z.ZodType> {
+export interface ConsumerDefinition<S extends z.ZodType, F extends FollowUpSchemas = Record<never, never>> {
   /** The consumer's name: half of the fence key and the `consumer` of its dead letters. Lowercase, digits, dashes. */
   readonly name: string;
   /** The payload schema; a payload it refuses is poison. */
   readonly payload: S;
   /**
    * The effect. Runs inside the fence transaction on `tx`; throw `PermanentJobError` for a failure
-   * that retrying cannot fix, anything else to retry.
+   * that retrying cannot fix, anything else to retry. `tx.send(target, { payload, key? })` writes a
+   * follow-up to the outbox in the same transaction: sent only if it commits, and then at least once.
    */
-  readonly work: (job: WorkJob<z.output<S>>, tx: Transaction) => Promise<void>;
+  readonly work: (job: WorkJob<z.output<S>>, tx: Transaction<F>) => Promise<void>;
+  /**
+   * The consumers this one's work may send follow-ups to, by name, each with what it parses them
+   * with: its definition (`{ "notify-user": notifyUserConsumer }`) or its payload schema. The
+   * deployment gives each its queue (`JOBFENCE_OUTBOX_QUEUES`), checked at start-up; the registry
+   * checks at synth that each is a registered consumer. @default none
+   */
+  readonly sends?: F;
   /**
    * The payload fields that define the effect, when not all of them do: the job's fingerprint is
    * taken over `tenant_id` and what this returns instead of the whole payload (docs/design.md §2.2). A
@@ -146,8 +156,8 @@ export type ConsumerHandler = MiddyfiedHandler<SQSEvent, SQSBatchResponse, Error
  * misconfigured consumer never receives a message: every problem is reported in one
  * {@link ConfigurationError}.
  */
-export function createConsumer<S extends z.ZodType>(
-  definition: ConsumerDefinition<S>,
+export function createConsumer<S extends z.ZodType, F extends FollowUpSchemas = Record<never, never>>(
+  definition: ConsumerDefinition<S, F>,
   runtime: ConsumerRuntime = {},
 ): ConsumerHandler {
   const problems: string[] = [];
@@ -180,6 +190,8 @@ export function createConsumer<S extends z.ZodType>(
     returnReserveMs: config.returnReserveMs ?? defaultReturnReserveMs(config.functionTimeoutSeconds),
   };
   if (config && retryPolicy && timings) problems.push(...timingProblems(config, retryPolicy, timings));
+  if (config)
+    problems.push(...followUpProblems(definition.name, definition.sends ?? {}, config.outboxQueues));
   if (problems.length > 0 || !config || !retryPolicy || !timings)
     throw new ConfigurationError(`consumer "${definition.name}"`, problems);
   const { queueUrl } = config;
@@ -202,11 +214,15 @@ export function createConsumer<S extends z.ZodType>(
   const eventBridge = runtime.eventBridge ?? createEventBridgeClient();
 
   const commitMode = definition.commitMode ?? "per-record";
+  const spans = new RecordSpans(definition.name);
   const protocol = new RecordProtocol<S>({
     consumer: definition.name,
     payload: definition.payload,
     work: definition.work,
     ...(definition.fingerprint ? { fingerprint: definition.fingerprint } : {}),
+    ...(definition.sends && Object.keys(definition.sends).length > 0
+      ? { followUps: { consumer: definition.name, sends: definition.sends, queues: config.outboxQueues } }
+      : {}),
     pool,
     ttlSeconds: config.fenceTtlSeconds,
     sqs,
@@ -221,6 +237,7 @@ export function createConsumer<S extends z.ZodType>(
     metrics,
     logger,
     ...(runtime.onOutcome ? { onOutcome: runtime.onOutcome } : {}),
+    spans,
   });
 
   // Middy is an onion: `before` runs outside-in, `after` and `onError` inside-out. Declared from
@@ -255,7 +272,12 @@ export function createConsumer<S extends z.ZodType>(
           read,
           message,
           group: orderedGroupOf(record),
-          work: (tx) => definition.work(workJob(record, (message as NonNullable<typeof message>).job, 1), tx),
+          work: (transaction) => {
+            const { job } = message as NonNullable<typeof message>;
+            const span = spans.of(record);
+            const tx = protocol.workTransaction(transaction, job, traceparentOf(span)) as Transaction<F>;
+            return inSpan(span, () => definition.work(workJob(record, job, 1), tx));
+          },
         };
       },
     );
@@ -290,6 +312,8 @@ export function createConsumer<S extends z.ZodType>(
           },
         );
       }
+      // The batch committed: its follow-ups go now, before any record is reported.
+      await protocol.relay(report.followUps, { records: records.length });
       if (report.redos > 0) metrics.addMetric(METRIC.batchRedone, MetricUnit.Count, report.redos);
       if (report.redos > 0 || report.deferred > 0) {
         logger.info("batch transaction: records taken out, redone or left to transactions of their own", {
@@ -322,6 +346,7 @@ export function createConsumer<S extends z.ZodType>(
       claimed: false,
       signal,
       queueUrl: queueUrl ?? queueUrlFromArn(record.eventSourceARN),
+      span: spans.of(record),
       ...(prepared?.settlement ? { settlement: prepared.settlement } : {}),
       ...(prepared ? { read: prepared.read } : {}),
       state: { step: "received" },
@@ -343,7 +368,15 @@ export function createConsumer<S extends z.ZodType>(
     logger,
   });
 
-  const handler = middy<SQSEvent, SQSBatchResponse, Error, Context>(processBatch)
+  // A record the invocation did not report (left unstarted, returned, interrupted) ends its span here.
+  const processTraced = async (event: SQSEvent, context: Context): Promise<SQSBatchResponse> => {
+    try {
+      return await processBatch(event, context);
+    } finally {
+      spans.endRest(event.Records ?? []);
+    }
+  };
+  const handler = middy<SQSEvent, SQSBatchResponse, Error, Context>(processTraced)
     .use(injectLambdaContext(logger))
     .use(logMetrics(metrics));
   return Object.assign(handler, { consumer: definition.name, retryPolicy, commitMode, config, pool });
@@ -376,6 +409,42 @@ function timingProblems(
     queueRetentionSeconds: config.queueRetentionSeconds,
     fifo: config.fifo ?? false,
   });
+}
+
+/**
+ * The follow-up targets against the deployment's queues: every target a consumer name with a
+ * queue URL, and no queue for a target the definition does not declare (a deployment wired for
+ * another version of the consumer).
+ */
+function followUpProblems(
+  consumer: string,
+  sends: FollowUpSchemas,
+  queues: Readonly<Record<string, string>>,
+): string[] {
+  const problems: string[] = [];
+  for (const [target, declared] of Object.entries(sends)) {
+    if (!CONSUMER_NAME.test(target)) {
+      problems.push(`sends: "${target}" is not a consumer name`);
+      continue;
+    }
+    const schema = (declared as { safeParse?: unknown; payload?: { safeParse?: unknown } } | null) ?? {};
+    if (typeof schema.safeParse !== "function" && typeof schema.payload?.safeParse !== "function") {
+      problems.push(`sends: "${target}" must be the target's definition or its payload schema`);
+    }
+    if (!Object.hasOwn(queues, target)) {
+      problems.push(
+        `sends: "${target}" has no queue URL: the deployment gives each target's (outboxQueues, JOBFENCE_OUTBOX_QUEUES)`,
+      );
+    }
+  }
+  for (const target of Object.keys(queues)) {
+    if (!Object.hasOwn(sends, target)) {
+      problems.push(
+        `outboxQueues: "${target}" is not a target of consumer "${consumer}" (its definition's sends)`,
+      );
+    }
+  }
+  return problems;
 }
 
 function collect<T>(problems: string[], build: () => T): T | undefined {

@@ -387,6 +387,23 @@ export class SendRefusedError extends JobfenceError {
   }
 }
 
+/**
+ * The work sent a follow-up its consumer cannot send: a target it does not declare in `sends`, a
+ * payload the target's schema refuses, a message too large for SQS, two follow-ups under one key.
+ * The same work would send it again on every retry, so it is permanent: the job is dead-lettered
+ * `hard` and nothing of its transaction (effect or other follow-ups) commits.
+ */
+export class FollowUpRefusedError extends PermanentJobError {
+  override name = "FollowUpRefusedError";
+  readonly target: string;
+  readonly issues: readonly string[];
+  constructor(target: string, issues: readonly string[], options?: ErrorOptions) {
+    super(`follow-up to ${JSON.stringify(target)} refused: ${issues.join("; ")}`, options);
+    this.target = target;
+    this.issues = issues;
+  }
+}
+
 /** deriveJobId was given a namespace or keys it cannot make a stable, unambiguous job id from. */
 export class JobIdDerivationError extends JobfenceError {
   override name = "JobIdDerivationError";

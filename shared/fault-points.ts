@@ -15,6 +15,10 @@ export const FAULT_POINTS = [
   "fence:after-work",
   /** COMMIT answered; the record not yet reported to Lambda (not acked). */
   "fence:after-commit",
+  /** The follow-ups of a committed transaction sent to SQS; their outbox rows not yet deleted. */
+  "outbox:after-send",
+  /** The scheduled relay sent what it claimed; its DELETE and COMMIT not yet sent. */
+  "outbox:sweep-after-send",
   /** The dead-letter INSERT sent, its answer not yet read. */
   "dead-letter:in-flight",
   /** The dead letter committed; the alert not sent, the record not acked. */

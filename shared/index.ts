@@ -32,6 +32,7 @@ export {
   type OutcomeObserver,
   type Transaction,
   type WorkJob,
+  type WorkQueries,
 } from "./consumer.ts";
 export { ERROR_KIND, ERROR_KINDS, type ErrorKind } from "./dead-letters/error-kind.ts";
 export { DEAD_LETTER_STATUS, DEAD_LETTER_STATUSES, type DeadLetterStatus } from "./dead-letters/status.ts";
@@ -44,6 +45,12 @@ export { FINGERPRINT_BYTES, fingerprintHex, jobFingerprint } from "./envelope/fi
 // Every error jobfence throws on purpose, under JobfenceError.
 export * from "./errors.ts";
 export { TTL_DEFAULTS, validateFenceTtl } from "./fence/ttl.ts";
+export type {
+  FollowUp,
+  FollowUpSchemas,
+  FollowUpTarget,
+  SendFollowUp,
+} from "./outbox/follow-up.ts";
 // The producer side: typed envelopes, deterministic job ids, and sending jobs to a consumer's queue.
 export { deduplicationId, messageGroupId } from "./producer/fifo-ids.ts";
 export {

@@ -3,7 +3,7 @@
  * balance, in one statement (one round trip) on the fence's transaction. The ledger insert returns
  * nothing, so the consumer role needs no SELECT on the ledger: it can only append.
  */
-import type { Transaction } from "../../shared/index.ts";
+import type { WorkQueries } from "../../shared/index.ts";
 
 const SQL = `
   WITH entry AS (
@@ -23,6 +23,6 @@ export interface Award {
 }
 
 /** Appends the ledger entry and increments the balance. */
-export async function awardPoints(tx: Transaction, award: Award): Promise<void> {
+export async function awardPoints(tx: WorkQueries, award: Award): Promise<void> {
   await tx.query(SQL, [award.jobId, award.tenantId, award.userId, award.points]);
 }

@@ -2,17 +2,19 @@
  * One CloudWatch dashboard per deployment, built from the other constructs' public properties so
  * every metric is the one the code emits: the alarms by state; per consumer its outcomes (applied,
  * duplicate, conflict, retried), its dead letters by kind, fence latency, the harness's and the
- * drain's failure metrics, and the depth and age of its source and backstop queues; TTL cleanup's
+ * drain's failure metrics, and the depth and age of its source and backstop queues, and for one that
+ * sends follow-ups its outbox (sent, retried, undelivered, failed runs; rows waiting); TTL cleanup's
  * rows and backlog; the dead-letter API's requests, 4xx, 5xx and latency.
  */
 import { Duration, Stack } from "aws-cdk-lib";
 import * as cloudwatch from "aws-cdk-lib/aws-cloudwatch";
 import { Construct } from "constructs";
 import { CLEANUP_METRIC } from "../../functions/fence-cleanup/cleanup.ts";
+import { outboxRelayService } from "../../functions/outbox-relay/relay.ts";
 import { backstopDrainService } from "../../shared/backstop/drain.ts";
 import { ERROR_KIND, ERROR_KINDS } from "../../shared/dead-letters/error-kind.ts";
 import { deadLetteredMetric, METRIC, METRICS_NAMESPACE } from "../../shared/metrics/names.ts";
-import { SCHEDULE_DEFAULTS } from "../defaults.ts";
+import { OUTBOX_RELAY_DEFAULTS, SCHEDULE_DEFAULTS } from "../defaults.ts";
 import type { DeadLetterApi } from "./dead-letter-api.ts";
 import type { FenceCleanup } from "./fence-cleanup.ts";
 import type { JobConsumer } from "./job-consumer.ts";
@@ -105,9 +107,11 @@ function consumerRows(consumer: JobConsumer): cloudwatch.IWidget[][] {
         rightYAxis: { min: 0, label: "seconds", showUnits: false },
       },
     );
-  // The consumer writes every kind but `unrecorded`, which only its backstop drain writes.
+  // The consumer writes every kind but `unrecorded`, which only its backstop drain writes, and
+  // `undelivered`, which a sender's outbox relay writes (its OutboxUndelivered, on the sender's row).
+  const notTheConsumers: readonly string[] = [ERROR_KIND.unrecorded, ERROR_KIND.undelivered];
   const deadLettered = [
-    ...ERROR_KINDS.filter((kind) => kind !== ERROR_KIND.unrecorded).map((kind) =>
+    ...ERROR_KINDS.filter((kind) => !notTheConsumers.includes(kind)).map((kind) =>
       count(deadLetteredMetric(kind), kind),
     ),
     drainCount(deadLetteredMetric(ERROR_KIND.unrecorded), `${ERROR_KIND.unrecorded} (backstop drain)`),
@@ -117,7 +121,8 @@ function consumerRows(consumer: JobConsumer): cloudwatch.IWidget[][] {
       new cloudwatch.TextWidget({
         markdown:
           `## ${name}\nThe harness's metrics: namespace \`${METRICS_NAMESPACE}\`, dimension \`service\` = ` +
-          `\`${name}\` (the backstop drain's: \`${backstopDrainService(name)}\`).`,
+          `\`${name}\` (the backstop drain's: \`${backstopDrainService(name)}\`` +
+          `${consumer.outbox ? `; the outbox relay's: \`${outboxRelayService(name)}\`` : ""}).`,
         width: 24,
         height: 2,
       }),
@@ -152,6 +157,57 @@ function consumerRows(consumer: JobConsumer): cloudwatch.IWidget[][] {
         drainCount(METRIC.alertFailed, "backstop drain: alert failed"),
       ]),
     ],
+    ...(consumer.outbox ? [outboxRow(consumer)] : []),
+  ];
+}
+
+/**
+ * A sending consumer's outbox: what the relay after COMMIT (the consumer's own metrics) and the
+ * scheduled relay sent and could not, and what waits. A follow-up the relay after COMMIT left
+ * behind is expected now and then; the scheduled relay sends it.
+ */
+function outboxRow(consumer: JobConsumer): cloudwatch.IWidget[] {
+  const name = consumer.consumerName;
+  const period = DASHBOARD_DEFAULTS.period;
+  const count = (metricName: string, label: string) =>
+    consumer.metric(metricName, { period, statistic: "Sum", label });
+  const relayCount = (metricName: string, label: string) =>
+    consumer.outboxMetric(metricName, { period, statistic: "Sum", label });
+  // The relay reports what waits once a run: a period of the schedule's rate shows each run.
+  const run = OUTBOX_RELAY_DEFAULTS.rate;
+  return [
+    graph(`${name}: follow-ups sent`, [
+      count(METRIC.followUpsSent, "after COMMIT"),
+      relayCount(METRIC.outboxSent, "by the outbox relay"),
+    ]),
+    graph(`${name}: follow-ups not sent`, [
+      count(METRIC.followUpRelayFailed, "left by the relay after COMMIT"),
+      relayCount(METRIC.outboxRetried, "outbox relay: retried"),
+      relayCount(METRIC.outboxUndelivered, "outbox relay: undelivered"),
+      relayCount(METRIC.outboxRelayFailed, "outbox relay: run failed"),
+      relayCount(METRIC.alertFailed, "outbox relay: alert failed"),
+    ]),
+    graph(
+      `${name}: outbox`,
+      [
+        consumer.outboxMetric(METRIC.outboxRows, {
+          period: run,
+          statistic: "Maximum",
+          label: "rows waiting",
+        }),
+      ],
+      {
+        right: [
+          consumer.outboxMetric(METRIC.outboxOldestAge, {
+            period: run,
+            statistic: "Maximum",
+            label: "oldest (s)",
+          }),
+        ],
+        leftYAxis: { min: 0, label: "rows", showUnits: false },
+        rightYAxis: { min: 0, label: "seconds", showUnits: false },
+      },
+    ),
   ];
 }
 

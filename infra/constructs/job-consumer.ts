@@ -13,10 +13,16 @@
  * Every failure path has an alarm: the queues (the backstop's depth, in-flight messages and age;
  * the source's age), both functions' errors, and the harness's failure metrics, which count what a
  * record that stays in its queue or an alert that was lost never shows as a Lambda error.
+ *
+ * A consumer whose definition sends follow-ups (`sends`) is given each target's queue: its function
+ * and its scheduled outbox relay, which sends what the relay after COMMIT left behind, get the
+ * queues' URLs and may send to those queues only; the relay has its own alarms (its outbox's oldest
+ * row, undelivered rows, failed runs). A consumer that sends nothing gets none of it.
  */
-import { Duration } from "aws-cdk-lib";
+import { Duration, Stack } from "aws-cdk-lib";
 import * as cloudwatch from "aws-cdk-lib/aws-cloudwatch";
-import type * as events from "aws-cdk-lib/aws-events";
+import * as events from "aws-cdk-lib/aws-events";
+import * as eventsTargets from "aws-cdk-lib/aws-events-targets";
 import * as iam from "aws-cdk-lib/aws-iam";
 import * as lambda from "aws-cdk-lib/aws-lambda";
 import * as lambdaEventSources from "aws-cdk-lib/aws-lambda-event-sources";
@@ -29,6 +35,7 @@ import {
   resolveDeliveryTimings,
   VISIBILITY_TO_TIMEOUT_RATIO,
 } from "../../functions/consumers.ts";
+import { OUTBOX_RELAY_ENV, outboxRelayService } from "../../functions/outbox-relay/relay.ts";
 import { backstopDrainService, DRAIN_ENV } from "../../shared/backstop/drain.ts";
 import { CONSUMER_ENV } from "../../shared/config/consumer-config.ts";
 import { ConfigurationError } from "../../shared/errors.ts";
@@ -37,10 +44,11 @@ import { METRIC, METRICS_NAMESPACE } from "../../shared/metrics/names.ts";
 import { type DeliveryTimings, validateDeliveryTimings } from "../../shared/retry/delivery-timings.ts";
 import { DEFAULT_RETRY_POLICY, type RetryPolicy, resolveRetryPolicy } from "../../shared/retry/policy.ts";
 import { type ConsumerConnections, consumerConnections } from "../connection-budget.ts";
-import { BACKSTOP_DRAIN_DEFAULTS, CONSUMER_DEFAULTS } from "../defaults.ts";
+import { BACKSTOP_DRAIN_DEFAULTS, CONSUMER_DEFAULTS, OUTBOX_RELAY_DEFAULTS } from "../defaults.ts";
 import type { DatabaseAccess } from "./database.ts";
 import { JobfenceFunction } from "./jobfence-function.ts";
 import { alarmNameOf } from "./ops-alerting.ts";
+import { grantReplaySend } from "./replay-send.ts";
 
 /** Props of {@link JobConsumer}. */
 export interface JobConsumerProps {
@@ -49,7 +57,7 @@ export interface JobConsumerProps {
    * `retry` override, if any, is the policy both the function and the queues use.
    */
   readonly deployment: ConsumerDeployment;
-  /** The database the consumer and its drain log in to, both as the consumer's own login. */
+  /** The database the consumer, its drain and its outbox relay log in to, all as the consumer's own login. */
   readonly database: DatabaseAccess;
   /** The ops bus that receives DeadLetterRecorded. */
   readonly opsBus: events.IEventBus;
@@ -81,6 +89,13 @@ export interface JobConsumerProps {
   readonly backstopOldestMessageAlarmSeconds?: number;
   /** Where the alarms notify. @default none (the alarms are still created) */
   readonly alarmActions?: readonly cloudwatch.IAlarmAction[];
+  /**
+   * The queue of each consumer the definition sends follow-ups to (its `sends`), by the target's
+   * name: exactly those targets, checked at synth. A target named after this consumer itself is its
+   * own queue and need not be given.
+   * @default none: right only for a consumer that sends nothing
+   */
+  readonly followUpTargets?: Readonly<Record<string, sqs.IQueue>>;
 }
 
 /** SQS event sources: FIFO batches hold at most 10 records; standard ones up to 10,000. */
@@ -95,8 +110,18 @@ const PROVISIONED_POLLERS = { minimum: { min: 2, max: 200 }, maximum: { min: 2, 
 const EVENT_SOURCE_METRICS: lambda.MetricsConfig = { metrics: [lambda.MetricType.EVENT_COUNT] };
 const CONSUMER_NAME = /^[a-z][a-z0-9-]{0,62}$/;
 
+/** How the construct makes an alarm: named by alarmNameOf, notifying the alarm actions. */
+type AlarmFactory = (
+  alarmId: string,
+  metric: cloudwatch.IMetric,
+  threshold: number,
+  description: string,
+) => cloudwatch.Alarm;
+
 /** A consumer's resolved settings, after validation. */
 interface ConsumerSettings {
+  /** The targets its definition sends follow-ups to, by name; empty when it sends nothing. */
+  readonly followUpTargets: readonly string[];
   readonly retryPolicy: RetryPolicy;
   readonly visibilityTimeoutSeconds: number;
   readonly fenceTtlSeconds: number;
@@ -169,16 +194,48 @@ export function resolveConsumerSettings(props: JobConsumerProps): ConsumerSettin
     }),
   );
 
+  const followUpTargets = Object.keys(deployment.definition.sends ?? {}).sort();
+  problems.push(...followUpTargetProblems(name, followUpTargets, props.followUpTargets ?? {}));
+
   // validateDeliveryTimings and validateFenceTtl word the function-timeout and retention bounds
   // alike; report such a line once.
   if (problems.length > 0) throw new ConfigurationError(`JobConsumer "${name}"`, [...new Set(problems)]);
   return {
+    followUpTargets,
     retryPolicy,
     visibilityTimeoutSeconds: timings.visibilityTimeoutSeconds,
     fenceTtlSeconds,
     maxReceiveCount: timings.maxReceiveCount,
     timings,
   };
+}
+
+/**
+ * The queues given for the follow-up targets against the definition's `sends`, as the consumer's
+ * start-up checks its `JOBFENCE_OUTBOX_QUEUES`: a queue for every target (but itself, whose queue is
+ * its own), and none for a consumer it does not send to (a deployment wired for another version).
+ */
+function followUpTargetProblems(
+  consumer: string,
+  declared: readonly string[],
+  given: Readonly<Record<string, sqs.IQueue>>,
+): string[] {
+  const problems: string[] = [];
+  for (const target of declared) {
+    if (target !== consumer && !Object.hasOwn(given, target)) {
+      problems.push(
+        `sends: "${target}" has no queue: give followUpTargets["${target}"], the target consumer's source queue`,
+      );
+    }
+  }
+  for (const target of Object.keys(given)) {
+    if (!declared.includes(target)) {
+      problems.push(
+        `followUpTargets: "${target}" is not a target of consumer "${consumer}" (its definition's sends): remove it`,
+      );
+    }
+  }
+  return problems;
 }
 
 /**
@@ -218,11 +275,34 @@ function validateProvisionedPollers(
   return problems;
 }
 
+/** What a consumer that sends follow-ups has besides: its targets and its scheduled outbox relay. */
+export interface ConsumerOutbox {
+  /** The queue of each target, by name: what the consumer and the relay may send to, and only that. */
+  readonly targets: Readonly<Record<string, sqs.IQueue>>;
+  /** The relay: logs in as the consumer, whose outbox rows are the only ones it sees. */
+  readonly relayFunction: JobfenceFunction;
+  /** `rate(1 minute)`. */
+  readonly schedule: events.Rule;
+  /** The relay's failure paths, each > 0 (or the age above its bound) in 5 minutes. */
+  readonly alarms: {
+    /** A row waiting longer than 15 minutes: its sends keep failing, or the relay is not running. */
+    readonly oldestRowAge: cloudwatch.Alarm;
+    /** Rows the relay gave up on, now dead letters of their target (`undelivered`). */
+    readonly undelivered: cloudwatch.Alarm;
+    /** Runs that could not reach the database or SQS. */
+    readonly relayFailed: cloudwatch.Alarm;
+    /** Runs that failed as Lambda invocations (a bad configuration, a timeout): they emit no metric. */
+    readonly relayErrors: cloudwatch.Alarm;
+    /** DeadLetterRecorded alerts of undelivered rows that could not be published. */
+    readonly alertFailed: cloudwatch.Alarm;
+  };
+}
+
 /** A consumer's queues, function, backstop drain and alarms. */
 export class JobConsumer extends Construct {
   /** The consumer's name: its metrics' `service` dimension. */
   readonly consumerName: string;
-  /** The database connections its function and drain can hold at once, at most. */
+  /** The database connections its function, drain and outbox relay can hold at once, at most. */
   readonly connections: ConsumerConnections;
   /** The queue producers send jobs to. */
   readonly queue: sqs.Queue;
@@ -241,6 +321,8 @@ export class JobConsumer extends Construct {
   readonly drainEventSource: lambdaEventSources.SqsEventSource;
   /** The effective retry policy (the definition's override applied to the default). */
   readonly retryPolicy: RetryPolicy;
+  /** Its follow-up targets and outbox relay, when its definition sends follow-ups. */
+  readonly outbox?: ConsumerOutbox;
   /**
    * One alarm per failure path (docs/operations.md says what each means): the queues, the
    * functions' errors, and every failure metric of the harness and the drain.
@@ -299,6 +381,25 @@ export class JobConsumer extends Construct {
       deadLetterQueue: { queue: this.backstopQueue, maxReceiveCount: settings.maxReceiveCount },
     });
 
+    // Only a consumer that sends follow-ups is given queues to send to: the rest get no variable, no
+    // grant and no relay.
+    const given = props.followUpTargets ?? {};
+    const targets =
+      settings.followUpTargets.length > 0
+        ? Object.fromEntries(
+            settings.followUpTargets.map((target) => [
+              target,
+              // Validated: every target but the consumer itself was given.
+              (Object.hasOwn(given, target) ? given[target] : this.queue) as sqs.IQueue,
+            ]),
+          )
+        : undefined;
+    const outboxQueues =
+      targets &&
+      Stack.of(this).toJsonString(
+        Object.fromEntries(Object.entries(targets).map(([target, queue]) => [target, queue.queueUrl])),
+      );
+
     this.consumerFunction = new JobfenceFunction(this, "Consumer", {
       entry: props.entry ?? `functions/${name}/handler.ts`,
       description: `jobfence consumer ${name}`,
@@ -322,6 +423,7 @@ export class JobConsumer extends Construct {
         [CONSUMER_ENV.fifo]: timings.fifo ? "true" : "false",
         // The pool size the connection budget counted, deployed rather than left to the default.
         [CONSUMER_ENV.poolMax]: String(this.connections.poolMax),
+        ...(outboxQueues ? { [CONSUMER_ENV.outboxQueues]: outboxQueues } : {}),
       },
     });
     const pollers = deployment.provisionedPollers;
@@ -350,6 +452,8 @@ export class JobConsumer extends Construct {
       new iam.PolicyStatement({ actions: ["sqs:ChangeMessageVisibility"], resources: [this.queue.queueArn] }),
     );
     props.opsBus.grantPutEventsTo(this.consumerFunction.function);
+    // The relay after COMMIT sends each follow-up to its target's queue.
+    if (targets) grantReplaySend(this.consumerFunction.function, Object.values(targets));
 
     this.drainFunction = new JobfenceFunction(this, "BackstopDrain", {
       entry: "functions/backstop-drain/handler.ts",
@@ -375,7 +479,7 @@ export class JobConsumer extends Construct {
 
     // Every alarm treats missing data as not breaching: the failure metrics are only emitted when
     // something fails, and SQS stops reporting an idle queue's metrics.
-    const alarm = (alarmId: string, metric: cloudwatch.IMetric, threshold: number, description: string) => {
+    const alarm: AlarmFactory = (alarmId, metric, threshold, description) => {
       const created = new cloudwatch.Alarm(this, alarmId, {
         alarmName: alarmNameOf(this, alarmId),
         metric,
@@ -482,6 +586,92 @@ export class JobConsumer extends Construct {
         `${name}: the backstop drain could not publish a DeadLetterRecorded alert (the unrecorded dead letter is recorded)`,
       ),
     };
+    if (targets && outboxQueues) this.outbox = this.createOutbox(props, targets, outboxQueues, alarm);
+  }
+
+  /** Every alarm of the consumer, its outbox relay's included: what the deployment routes to the operator. */
+  get allAlarms(): cloudwatch.Alarm[] {
+    return [...Object.values(this.alarms), ...Object.values(this.outbox?.alarms ?? {})];
+  }
+
+  /**
+   * The scheduled outbox relay of a sending consumer: the same login, VPC and security group as the
+   * consumer function (it reads and deletes the consumer's outbox rows), the same target queues,
+   * the ops bus for the alerts of undelivered rows, and its alarms.
+   */
+  private createOutbox(
+    props: JobConsumerProps,
+    targets: Readonly<Record<string, sqs.IQueue>>,
+    outboxQueues: string,
+    alarm: AlarmFactory,
+  ): ConsumerOutbox {
+    const name = this.consumerName;
+    const relayFunction = new JobfenceFunction(this, "OutboxRelay", {
+      entry: "functions/outbox-relay/handler.ts",
+      description: `jobfence outbox relay of ${name}`,
+      timeout: OUTBOX_RELAY_DEFAULTS.timeout,
+      database: props.database,
+      login: { consumer: name },
+      environment: {
+        [OUTBOX_RELAY_ENV.consumer]: name,
+        [OUTBOX_RELAY_ENV.opsBusName]: props.opsBus.eventBusName,
+        [OUTBOX_RELAY_ENV.outboxQueues]: outboxQueues,
+      },
+    });
+    grantReplaySend(relayFunction.function, Object.values(targets));
+    props.opsBus.grantPutEventsTo(relayFunction.function);
+    // A failed run is not retried: the next one starts within a minute and finds the same rows, so
+    // a retry would only add an overlapping run (and a connection the budget does not count).
+    const rate = OUTBOX_RELAY_DEFAULTS.rate;
+    relayFunction.function.configureAsyncInvoke({ retryAttempts: 0, maxEventAge: rate });
+    const schedule = new events.Rule(this, "OutboxRelaySchedule", {
+      description: `jobfence outbox relay of ${name}, every minute`,
+      schedule: events.Schedule.rate(rate),
+      targets: [
+        new eventsTargets.LambdaFunction(relayFunction.function, { retryAttempts: 0, maxEventAge: rate }),
+      ],
+    });
+
+    const period = CONSUMER_DEFAULTS.failureAlarmPeriod;
+    const failures = (metricName: string) => this.outboxMetric(metricName, { period, statistic: "Sum" });
+    const oldest = OUTBOX_RELAY_DEFAULTS.oldestRowAlarmSeconds;
+    return {
+      targets,
+      relayFunction,
+      schedule,
+      alarms: {
+        oldestRowAge: alarm(
+          "OutboxOldestRowAlarm",
+          this.outboxMetric(METRIC.outboxOldestAge, { period, statistic: "Maximum" }),
+          oldest,
+          `${name}: a follow-up has waited more than ${oldest} s in the outbox (its sends keep failing; the relay retries, then dead-letters it undelivered)`,
+        ),
+        undelivered: alarm(
+          "OutboxUndeliveredAlarm",
+          failures(METRIC.outboxUndelivered),
+          0,
+          `${name}: the outbox relay gave up on follow-ups and recorded them as undelivered dead letters of their target (the parent's effect stands; replay them)`,
+        ),
+        relayFailed: alarm(
+          "OutboxRelayFailedAlarm",
+          failures(METRIC.outboxRelayFailed),
+          0,
+          `${name}: an outbox relay run could not reach the database or SQS (the follow-ups wait for the next run)`,
+        ),
+        relayErrors: alarm(
+          "OutboxRelayErrorsAlarm",
+          relayFunction.function.metricErrors({ period, statistic: "Sum" }),
+          0,
+          `${name}: the outbox relay failed an invocation (its configuration, or a timeout): such a run reports no outbox metric`,
+        ),
+        alertFailed: alarm(
+          "OutboxAlertFailedAlarm",
+          failures(METRIC.alertFailed),
+          0,
+          `${name}: the outbox relay could not publish a DeadLetterRecorded alert (the undelivered dead letter is recorded)`,
+        ),
+      },
+    };
   }
 
   /** A metric the consumer's harness emits (namespace `jobfence`, dimension `service` = the consumer). */
@@ -490,6 +680,16 @@ export class JobConsumer extends Construct {
       namespace: METRICS_NAMESPACE,
       metricName,
       dimensionsMap: { service: this.consumerName },
+      ...options,
+    });
+  }
+
+  /** A metric its outbox relay emits (dimension `service` = `<consumer>-outbox`). */
+  outboxMetric(metricName: string, options: cloudwatch.MetricOptions = {}): cloudwatch.Metric {
+    return new cloudwatch.Metric({
+      namespace: METRICS_NAMESPACE,
+      metricName,
+      dimensionsMap: { service: outboxRelayService(this.consumerName) },
       ...options,
     });
   }

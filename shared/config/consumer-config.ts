@@ -5,7 +5,14 @@
  */
 import { z } from "zod";
 import { TTL_DEFAULTS } from "../fence/ttl.ts";
-import { DATABASE_ENV, databaseFields, dbRoleField, opsBusNameField, withDatabaseCheck } from "./fields.ts";
+import {
+  DATABASE_ENV,
+  databaseFields,
+  dbRoleField,
+  opsBusNameField,
+  targetQueuesField,
+  withDatabaseCheck,
+} from "./fields.ts";
 import { configFromEnv, parseConfig } from "./parse.ts";
 
 /** Named defaults of {@link ConsumerConfig}. */
@@ -66,6 +73,11 @@ const configSchema = withDatabaseCheck(
       recordBudgetMs: positiveInt.optional(),
       /** The harness returns this long before the function timeout. @default a tenth of the timeout, at most 2 s */
       returnReserveMs: positiveInt.optional(),
+      /**
+       * The queue URL of each consumer this one sends follow-ups to, by name; in the environment
+       * a JSON object. @default none
+       */
+      outboxQueues: targetQueuesField.default({}),
     })
     .strict(),
 );
@@ -93,6 +105,7 @@ export const CONSUMER_ENV = Object.freeze({
   maxInterruptions: "JOBFENCE_MAX_INTERRUPTIONS",
   recordBudgetMs: "JOBFENCE_RECORD_BUDGET_MS",
   returnReserveMs: "JOBFENCE_RETURN_RESERVE_MS",
+  outboxQueues: "JOBFENCE_OUTBOX_QUEUES",
 } satisfies Record<keyof ConsumerConfig, string>);
 
 /** Validates a configuration object; unknown keys are refused. */

@@ -42,6 +42,17 @@ export function jsonField<S extends z.ZodType>(schema: S, notJson = "must be JSO
 /** A consumer's name: lowercase letters, digits and dashes, starting with a letter, at most 63. */
 export const CONSUMER_NAME = /^[a-z][a-z0-9-]{0,62}$/;
 
+const targetQueues = z.record(z.string().regex(CONSUMER_NAME, "must be a consumer name"), z.url());
+
+/**
+ * The queue URL of each consumer a consumer sends follow-ups to, by name: an object, or in the
+ * environment JSON of one.
+ */
+export const targetQueuesField = z.union([
+  targetQueues,
+  jsonField(targetQueues, "must be a JSON object of consumer names to queue URLs"),
+]);
+
 /** A Secrets Manager secret's ARN. */
 export const secretArnField = z
   .string()

@@ -26,6 +26,7 @@ import { fenceKey, fencesOf, type Resolution, resolveDeadLetters } from "../db/q
 import { inTransaction } from "../db/transaction.ts";
 import { TransientSendError } from "../errors.ts";
 import { faultHook } from "../fault-points.ts";
+import { replayTraceparent } from "../tracing/spans.ts";
 import { describeError } from "./last-error.ts";
 import { replayDecision } from "./replay.ts";
 import { replayMessage } from "./replay-message.ts";
@@ -156,7 +157,7 @@ async function runClaimedChunk(deps: BulkWorkerDeps, tx: pg.PoolClient, op: Oper
         id: row.id,
         queue: row.queue,
         message: {
-          ...replayMessage(row),
+          ...replayMessage(row, replayTraceparent(row.message_attributes, row.queue, row.id)),
           ...(op.delay_seconds > 0 ? { DelaySeconds: op.delay_seconds } : {}),
         },
       })),

@@ -12,6 +12,11 @@ export const ERROR_KIND = {
   conflict: "conflict",
   /** Its deliveries kept ending without an outcome while its work was in flight (timeout, crash, OOM). */
   interrupted: "interrupted",
+  /**
+   * A follow-up message a committed job wrote to its outbox that the relay could not send: the
+   * parent's effect stands, this job of the target consumer waits for review (and replay).
+   */
+  undelivered: "undelivered",
 } as const;
 
 /** One of {@link ERROR_KIND}. */

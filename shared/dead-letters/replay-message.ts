@@ -3,7 +3,9 @@
  * payload, byte for byte), its message attributes, and on a FIFO queue its message group. Pure.
  */
 import type { MessageAttributeValue, SendMessageBatchRequestEntry } from "@aws-sdk/client-sqs";
+import { messageSize, SQS_SEND_LIMITS } from "../sqs/batches.ts";
 import { isFifoQueue } from "../sqs/queue-url.ts";
+import { TRACEPARENT_ATTRIBUTE } from "../tracing/trace-context.ts";
 import { bodyOf, type StoredBodyColumns } from "./stored-body.ts";
 
 /** What a replay needs of a dead letter. */
@@ -40,13 +42,22 @@ export function replayAttributes(stored: Record<string, unknown>): Record<string
 }
 
 /**
- * The full message. On a FIFO queue it keeps its message group (ordering) and gets a
+ * The full message, with `traceparent` (the replay's trace context) when given. On a FIFO queue it keeps its message group (ordering) and gets a
  * deduplication id derived from the dead letter, so a replay repeated within SQS's 5-minute
  * deduplication window (after a crash between send and commit) is dropped by SQS itself; the fence
  * absorbs any later one.
  */
-export function replayMessage(source: ReplaySource): ReplayMessage {
-  const attributes = replayAttributes(source.message_attributes);
+export function replayMessage(source: ReplaySource, traceparent: string | null = null): ReplayMessage {
+  const received = replayAttributes(source.message_attributes);
+  // The replay's own trace context, continuing the dead letter's trace, replaces the one it came
+  // with, unless the attribute would make a message SQS took too large to be taken again.
+  const traced =
+    traceparent === null
+      ? received
+      : { ...received, [TRACEPARENT_ATTRIBUTE]: { DataType: "String", StringValue: traceparent } };
+  const fits =
+    messageSize({ MessageBody: bodyOf(source), MessageAttributes: traced }) <= SQS_SEND_LIMITS.messageBytes;
+  const attributes = fits ? traced : received;
   const message: ReplayMessage = { MessageBody: bodyOf(source) };
   if (Object.keys(attributes).length > 0) message.MessageAttributes = attributes;
   if (isFifoQueue(source.queue)) {

@@ -27,6 +27,7 @@ import {
   ReplaySendError,
 } from "../errors.ts";
 import { faultHook } from "../fault-points.ts";
+import { replayTraceparent } from "../tracing/spans.ts";
 import { replayMessage } from "./replay-message.ts";
 import { replayNote, unreadableReason } from "./replay-note.ts";
 import { sendFailureReason } from "./send-replays.ts";
@@ -82,7 +83,7 @@ export async function replayDeadLetter(
       await resolveDeadLetters(tx, [{ id, status: "superseded" }], actor);
       return { id, status: "superseded" as const, message_id: null };
     }
-    const message = replayMessage(row);
+    const message = replayMessage(row, replayTraceparent(row.message_attributes, row.queue, row.id));
     const delaySeconds = options.delaySeconds ?? 0;
     if (delaySeconds > 0) {
       if (message.MessageGroupId !== undefined) {

@@ -27,6 +27,7 @@ import { type MessageIdentity, messageIdStandIn } from "../envelope/envelope.ts"
 import { fingerprintHex } from "../envelope/fingerprint.ts";
 import { EXHAUSTED_REASON, RetriesExhaustedError } from "../errors.ts";
 import { faultHook } from "../fault-points.ts";
+import { creationContext, formatTraceparent } from "../tracing/trace-context.ts";
 import type { ErrorKind } from "./error-kind.ts";
 import { describeError, type LastError, withNote } from "./last-error.ts";
 import { BODY_FORM, jsonbCandidate, storableJson, storedBody } from "./stored-body.ts";
@@ -59,6 +60,11 @@ export interface FailedMessage {
   readonly fenceFingerprint: Buffer | null;
   /** Let the job's fence decide: applied after all, or a conflict (insert-dead-letter.ts). */
   readonly checkFence: boolean;
+  /**
+   * The trace context of the span that dead-lettered it: a replay continues its trace.
+   * @default the context the message arrived with
+   */
+  readonly traceparent?: string | null;
   /**
    * Aborted when the record's invocation has returned: no write or alert starts after that (the
    * record is back in the queue and its next delivery records it). @default never
@@ -166,7 +172,7 @@ function draftOf(
   form: StoredForm,
 ): DeadLetterDraft {
   const text = failed.record.body ?? "";
-  const attributes = messageAttributesOf(failed.record);
+  const attributes = messageAttributesOf(failed.record, failed.traceparent);
   const standIn = messageIdStandIn(failed.record.messageId);
   const identity = form < 3 ? failed.identity : { jobId: standIn, tenantId: null, correlationId: standIn };
   return {
@@ -201,9 +207,10 @@ function refusedForContent(error: unknown): boolean {
 /**
  * What the row keeps of the SQS message besides its body: everything a replay needs to send it
  * again as it was (message attributes, FIFO group and deduplication ids) and what an operator needs
- * to trace it.
+ * to trace it (its X-Ray header, and the trace context a replay continues: the span that
+ * dead-lettered it, else the context it arrived with).
  */
-export function messageAttributesOf(record: SQSRecord): Record<string, unknown> {
+export function messageAttributesOf(record: SQSRecord, traceparent?: string | null): Record<string, unknown> {
   const attributes: Record<string, unknown> = {
     message_id: record.messageId,
     sent_timestamp: record.attributes.SentTimestamp,
@@ -215,5 +222,10 @@ export function messageAttributesOf(record: SQSRecord): Record<string, unknown> 
   if (record.attributes.MessageDeduplicationId !== undefined) {
     attributes.message_deduplication_id = record.attributes.MessageDeduplicationId;
   }
+  const header = (record.attributes as { AWSTraceHeader?: unknown }).AWSTraceHeader;
+  if (typeof header === "string") attributes.aws_trace_header = header;
+  const created = creationContext(record);
+  const context = traceparent ?? (created ? formatTraceparent(created) : null);
+  if (context !== null) attributes.trace_context = context;
   return attributes;
 }

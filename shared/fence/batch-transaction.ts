@@ -3,6 +3,7 @@
  *
  *   BEGIN; INSERT every fence … RETURNING job_id      -- one round trip for the whole batch
  *   work(job, tx) for each record whose fence is new  -- in batch order
+ *   (INSERT every follow-up the works sent)           -- only when they sent some: one statement
  *   COMMIT                                            -- one commit (one WAL flush) for all
  *
  * Isolation is paid for only when a record fails: its work threw, so the transaction rolls back
@@ -26,10 +27,10 @@
  */
 import type pg from "pg";
 import { TransactionRolledBackError, WorkLeftStatementsError } from "../errors.ts";
+import type { StagedFollowUp } from "../outbox/follow-up.ts";
 import type { BatchSettlement, JobMessage } from "../record/record-context.ts";
 import { DEADLINE, type InvocationClock, untilDeadline } from "../record/sqs-batch.ts";
 import { FenceTransaction, settlementOfExisting } from "./fence-transaction.ts";
-import type { Transaction } from "./work-transaction.ts";
 
 /** Work failures one batch absorbs by redoing itself before leaving the rest to per-record transactions. */
 export const MAX_BATCH_REDOS = 2;
@@ -40,8 +41,8 @@ export interface BatchRecord<P> {
   readonly message: JobMessage<P> | undefined;
   /** FIFO: the record's message group (undefined on a standard queue). */
   readonly group: string | undefined;
-  /** Runs the record's work on the batch's transaction. */
-  readonly work: (tx: Transaction) => Promise<void>;
+  /** Runs the record's work on the batch's transaction (its queries, and `send` staging into it). */
+  readonly work: (transaction: FenceTransaction) => Promise<void>;
 }
 
 /** Options of {@link settleBatch}. */
@@ -72,6 +73,8 @@ export interface BatchReport<P> {
   readonly committed: boolean;
   /** The record whose work was running when the invocation's time ran out. */
   readonly interrupted?: BatchRecord<P>;
+  /** The follow-ups the committed transaction wrote to the outbox: the relay's to send. */
+  readonly followUps: readonly StagedFollowUp[];
 }
 
 /**
@@ -94,12 +97,18 @@ export async function settleBatch<P>(
     else if (r.group !== undefined) blockedGroups.add(r.group);
   }
 
-  const report = (redos: number, committed: boolean, interrupted?: BatchRecord<P>): BatchReport<P> => ({
+  const report = (
+    redos: number,
+    committed: boolean,
+    interrupted?: BatchRecord<P>,
+    followUps: readonly StagedFollowUp[] = [],
+  ): BatchReport<P> => ({
     settlements,
     deferred: records.filter((r) => r.message && !settlements.has(r)).length,
     redos,
     committed,
     ...(interrupted ? { interrupted } : {}),
+    followUps,
   });
 
   let redos = 0;
@@ -110,7 +119,9 @@ export async function settleBatch<P>(
     if (attempt.kind === "unsettled") return report(redos, false);
     if (attempt.kind !== "taken-out") {
       for (const [r, settlement] of attempt.settlements) settlements.set(r, settlement);
-      return report(redos, attempt.kind === "committed");
+      return attempt.kind === "committed"
+        ? report(redos, true, undefined, attempt.followUps)
+        : report(redos, false);
     }
     // One record cannot go with the batch (its work failed, or on FIFO it is a conflict that its
     // group's later records must wait behind): it is settled when that is known, and the batch
@@ -128,7 +139,11 @@ export async function settleBatch<P>(
 }
 
 type Attempt<P> =
-  | { kind: "committed"; settlements: Map<BatchRecord<P>, BatchSettlement> }
+  | {
+      kind: "committed";
+      settlements: Map<BatchRecord<P>, BatchSettlement>;
+      followUps: readonly StagedFollowUp[];
+    }
   /** The work ended the fence's transaction: every record of the attempt failed with its error. */
   | { kind: "aborted"; settlements: Map<BatchRecord<P>, BatchSettlement> }
   /** The batch failed and no record can be blamed: nothing settled, each record redone alone. */
@@ -214,13 +229,13 @@ async function runOnce<P>(options: BatchTransactionOptions, pending: BatchRecord
     let failure: unknown;
     try {
       if (options.clock) {
-        const raced = await untilDeadline(r.work(transaction.tx), options.clock.signal);
+        const raced = await untilDeadline(r.work(transaction), options.clock.signal);
         if (raced === DEADLINE) {
           transaction.interrupt();
           return { kind: "interrupted", record: r };
         }
       } else {
-        await r.work(transaction.tx);
+        await r.work(transaction);
       }
       // Work that caught its own failed statement and returned left the transaction failed, and
       // work that returned without awaiting its statements left them running: either is the one
@@ -228,6 +243,8 @@ async function runOnce<P>(options: BatchTransactionOptions, pending: BatchRecord
       const left = transaction.leftStatements;
       if (left > 0) failure = new WorkLeftStatementsError(left);
       else if (transaction.failed) failure = new TransactionRolledBackError("ROLLBACK");
+      // A follow-up it tried to send was refused (and the work caught it): this record fails.
+      else if (transaction.refusal) failure = transaction.refusal;
     } catch (error) {
       failure = error;
     }
@@ -269,7 +286,7 @@ async function runOnce<P>(options: BatchTransactionOptions, pending: BatchRecord
     return { kind: "unsettled" };
   }
   for (const r of applied) settlements.set(r, { status: "applied", fenceMs });
-  return { kind: "committed", settlements };
+  return { kind: "committed", settlements, followUps: transaction.followUps };
 }
 
 /** Whether the error is PostgreSQL refusing a statement in a transaction that had already failed. */

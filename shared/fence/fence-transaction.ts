@@ -4,6 +4,7 @@
  *   BEGIN; INSERT fence(s) … ON CONFLICT DO NOTHING   -- one round trip; returns the fresh ones
  *   (SELECT the fingerprints of fences that existed)  -- only when some did: a duplicate pays this
  *   work(job, tx) …                                   -- on the guarded connection (work-transaction.ts)
+ *   (INSERT the follow-ups the work sent)             -- only when it sent some: one round trip for all
  *   SELECT core.assert_fence_transaction(xid); COMMIT -- one round trip: the COMMIT runs only if the
  *                                                        open transaction is still the fence's
  *
@@ -14,17 +15,21 @@
 import { performance } from "node:perf_hooks";
 import pg from "pg";
 import { beginWithFences, type FenceSet, fenceFingerprints } from "../db/queries/begin-with-fences.ts";
+import { insertFollowUps } from "../db/queries/insert-follow-ups.ts";
 import {
   FenceLockTimeoutError,
   FOREIGN_TRANSACTION_SQLSTATE,
+  type FollowUpRefusedError,
   ForeignTransactionError,
   InvocationDeadlineError,
+  TransactionControlError,
   TransactionRolledBackError,
   UnexpectedDatabaseAnswerError,
 } from "../errors.ts";
 import { faultHook } from "../fault-points.ts";
+import type { StagedFollowUp } from "../outbox/follow-up.ts";
 import type { BatchSettlement } from "../record/record-context.ts";
-import { guardTransaction, type Transaction } from "./work-transaction.ts";
+import { guardTransaction, TRANSACTION_ENDED, type WorkQueries } from "./work-transaction.ts";
 
 /** Whether a fence of these jobs was committed by the given transaction (its xmin). */
 const FENCES_COMMITTED_BY = `
@@ -49,7 +54,7 @@ export interface OpenedFences {
 /** One open fence transaction on a pooled connection. */
 export class FenceTransaction {
   /** The connection as the work may use it: queries only (see work-transaction.ts). */
-  readonly tx: Transaction;
+  readonly tx: WorkQueries;
   readonly #client: pg.PoolClient;
   readonly #closeGuard: () => void;
   readonly #pending: () => number;
@@ -58,6 +63,8 @@ export class FenceTransaction {
   readonly #jobIds: string[];
   readonly #consumer: string;
   readonly #startedAt: number;
+  readonly #followUps: StagedFollowUp[] = [];
+  #refusal: FollowUpRefusedError | undefined;
   #ended = false;
 
   private constructor(
@@ -122,6 +129,9 @@ export class FenceTransaction {
     if (faultHook) await faultHook("fence:after-work", { jobIds: this.#jobIds });
     let results: pg.QueryResult[];
     try {
+      // The work's follow-ups go in just before the COMMIT, all in one statement; a work that sent
+      // none costs nothing here.
+      if (this.#followUps.length > 0) await insertFollowUps(this.#client, this.#followUps);
       // With no fence inserted no work ran, and there is nothing to check: COMMIT alone.
       results = (await this.#client.query(
         this.#xid === null
@@ -143,6 +153,33 @@ export class FenceTransaction {
     const elapsedMs = performance.now() - this.#startedAt;
     if (faultHook) await faultHook("fence:after-commit", { jobIds: this.#jobIds });
     return elapsedMs;
+  }
+
+  /**
+   * Stages a follow-up the work sent: written to the outbox with the COMMIT, so it exists exactly
+   * when the work's effect does. Refused once the transaction has ended.
+   */
+  stage(followUp: StagedFollowUp): void {
+    if (this.#ended) throw new TransactionControlError("send", TRANSACTION_ENDED);
+    this.#followUps.push(followUp);
+  }
+
+  /**
+   * Records a follow-up the work tried to send and was refused: the job fails with it even if its
+   * work caught it (a follow-up silently dropped would commit the effect without it).
+   */
+  refuse(error: FollowUpRefusedError): void {
+    this.#refusal ??= error;
+  }
+
+  /** The first follow-up refused in this transaction, if any. */
+  get refusal(): FollowUpRefusedError | undefined {
+    return this.#refusal;
+  }
+
+  /** The follow-ups staged so far: after a successful commit, what the relay sends. */
+  get followUps(): readonly StagedFollowUp[] {
+    return this.#followUps;
   }
 
   /**

@@ -18,9 +18,19 @@
  */
 import type pg from "pg";
 import { TransactionControlError } from "../errors.ts";
+import type { FollowUpSchemas, SendFollowUp } from "../outbox/follow-up.ts";
 
-/** What the work gets: the fence transaction's `query`, and nothing else of the client. */
-export type Transaction = Pick<pg.ClientBase, "query">;
+/** The fence transaction's `query`, and nothing else of the client. */
+export type WorkQueries = Pick<pg.ClientBase, "query">;
+
+/**
+ * What the work gets: the fence transaction's `query`, and `send` for the follow-ups its consumer
+ * declares (`sends`): each is written to the outbox in this transaction and sent once it commits
+ * (shared/outbox/). Returns the follow-up's job id.
+ */
+export type Transaction<F extends FollowUpSchemas = Record<never, never>> = WorkQueries & {
+  readonly send: SendFollowUp<F>;
+};
 
 /** A statement `refusedStatement` refuses and why, in a few words. */
 export interface Refusal {
@@ -70,7 +80,7 @@ export function refusedStatement(sql: string): Refusal | undefined {
  * `close()` ends the guard: every later call is refused.
  */
 export function guardTransaction(client: pg.ClientBase): {
-  readonly tx: Transaction;
+  readonly tx: WorkQueries;
   close(): void;
   /** Statements the work sent that have not been answered yet. */
   pending(): number;
@@ -102,7 +112,7 @@ export function guardTransaction(client: pg.ClientBase): {
     if (submittable || callbackForm) throw refusal;
     return Promise.reject(refusal);
   };
-  const tx = Object.freeze({ query }) as unknown as Transaction;
+  const tx = Object.freeze({ query }) as unknown as WorkQueries;
   return {
     tx,
     close() {

@@ -40,6 +40,25 @@ export const METRIC = {
    * left in the backstop queue. A reported record is no Lambda error, so only this metric shows them.
    */
   backstopRecordFailed: "BackstopRecordFailed",
+  /** Follow-ups sent right after their transaction's COMMIT. */
+  followUpsSent: "FollowUpsSent",
+  /**
+   * Follow-ups the relay after COMMIT could not send (or whose rows it could not delete): left to
+   * the scheduled relay. Their effect committed; nothing is lost.
+   */
+  followUpRelayFailed: "FollowUpRelayFailed",
+  /** Outbox relay (dimension `service` = `<consumer>-outbox`): rows it sent. */
+  outboxSent: "OutboxSent",
+  /** Outbox relay: sends that failed and were rescheduled. */
+  outboxRetried: "OutboxRetried",
+  /** Outbox relay: rows moved to the dead letters as `undelivered` (each also alerts). */
+  outboxUndelivered: "OutboxUndelivered",
+  /** Outbox relay: rows waiting, after its run. */
+  outboxRows: "OutboxRows",
+  /** Outbox relay: age of the oldest waiting row, seconds, after its run. */
+  outboxOldestAge: "OutboxOldestAgeSeconds",
+  /** Outbox relay: a run that failed (database or SQS unreachable); the rows wait for the next. */
+  outboxRelayFailed: "OutboxRelayFailed",
 } as const;
 
 /** `DeadLetteredPoison`, `DeadLetteredHard`, …: one metric per kind, each alarmable on its own. */

@@ -55,8 +55,16 @@ export function jobEnvelope<S extends z.ZodType>(
     ...(fields.correlationId !== undefined ? { correlation_id: fields.correlationId } : {}),
     payload: fields.payload,
   };
-  const wire = wireForm(envelope);
+  checkWire(source, wireForm(envelope));
+  return envelope;
+}
 
+/**
+ * Checks an envelope as it will arrive (`wire`: its JSON parsed back) the way the consumer will:
+ * against envelopeSchema, then its payload against the consumer's schema. Throws
+ * {@link InvalidJobError} naming every problem; returns the payload as the schema parses it.
+ */
+export function checkWire<S extends z.ZodType>(source: PayloadSource<S>, wire: unknown): z.output<S> {
   const checked = envelopeSchema.safeParse(wire);
   if (!checked.success) {
     throw new InvalidJobError(INVALID_JOB_REASON.invalidEnvelope, issuesOf(checked.error));
@@ -76,7 +84,7 @@ export function jobEnvelope<S extends z.ZodType>(
   if (!parsed.success) {
     throw new InvalidJobError(INVALID_JOB_REASON.invalidPayload, issuesOf(parsed.error, "payload"));
   }
-  return envelope;
+  return parsed.data as z.output<S>;
 }
 
 /**

@@ -5,6 +5,7 @@
 import type { MessageAttributeValue, SendMessageBatchRequestEntry } from "@aws-sdk/client-sqs";
 import { envelopeSchema } from "../envelope/envelope.ts";
 import { InvalidJobError, SendRefusedError } from "../errors.ts";
+import { sqsJson } from "../sqs/message-text.ts";
 import { deduplicationId, messageGroupId } from "./fifo-ids.ts";
 import { issuesOf, type JobEnvelope, wireForm } from "./job-envelope.ts";
 
@@ -71,7 +72,7 @@ export function jobMessages(jobs: readonly JobToSend[], fifo: boolean): JobMessa
       problems.push(`${where}: groupId must be a non-empty string`);
       return undefined;
     }
-    const message: JobMessage = { MessageBody: JSON.stringify(job.envelope) };
+    const message: JobMessage = { MessageBody: sqsJson(job.envelope) as string };
     if (job.attributes && Object.keys(job.attributes).length > 0) message.MessageAttributes = job.attributes;
     if (fifo) {
       message.MessageGroupId = messageGroupId(checked.data.tenant_id, job.groupId);

@@ -64,7 +64,16 @@ import {
 import { FenceTransaction, settlementOfExisting } from "../fence/fence-transaction.ts";
 import type { Transaction } from "../fence/work-transaction.ts";
 import { deadLetteredMetric, METRIC } from "../metrics/names.ts";
+import {
+  type FollowUpSchemas,
+  followUpSender,
+  refuseFollowUps,
+  type SenderSpec,
+  type StagedFollowUp,
+} from "../outbox/follow-up.ts";
+import { relayAfterCommit, type TargetQueues } from "../outbox/relay.ts";
 import { isLastAttempt, type RetryPolicy, retryDelaySeconds } from "../retry/policy.ts";
+import { inSpan, type RecordSpans, traceparentOf } from "../tracing/spans.ts";
 import type {
   BatchSettlement,
   JobMessage,
@@ -89,7 +98,13 @@ export type OutcomeObserver = (outcome: RecordOutcome, rc: RecordContext) => voi
 export interface RecordProtocolOptions<S extends z.ZodType> {
   readonly consumer: string;
   readonly payload: S;
-  readonly work: (job: WorkJob<z.output<S>>, tx: Transaction) => Promise<void>;
+  // biome-ignore lint/suspicious/noExplicitAny: the definition's own follow-up targets
+  readonly work: (job: WorkJob<z.output<S>>, tx: Transaction<any>) => Promise<void>;
+  /**
+   * The follow-ups the consumer may send (its definition's `sends`) and each target's queue.
+   * @default none: `tx.send` refuses every follow-up
+   */
+  readonly followUps?: SenderSpec & { readonly queues: TargetQueues };
   /** Narrows the fingerprint to the payload fields that define the effect. @default the whole payload */
   readonly fingerprint?: (payload: z.output<S>) => unknown;
   readonly pool: pg.Pool;
@@ -112,6 +127,8 @@ export interface RecordProtocolOptions<S extends z.ZodType> {
   readonly metrics: Metrics;
   readonly logger: Logger;
   readonly onOutcome?: OutcomeObserver;
+  /** The records' spans, ended with their outcomes. @default none */
+  readonly spans?: RecordSpans;
 }
 
 /** The steps of one record; one instance per consumer, no state of its own between records. */
@@ -232,16 +249,42 @@ export class RecordProtocol<S extends z.ZodType> {
     throwIfAborted(rc);
     rc.working = true;
     try {
-      await this.#o.work(workJob(rc.record, state.message.job, currentAttempt(rc)), state.fence.tx);
+      const { job } = state.message;
+      const tx = this.workTransaction(state.fence, job, traceparentOf(rc.span));
+      await inSpan(rc.span, () => this.#o.work(workJob(rc.record, job, currentAttempt(rc)), tx));
     } finally {
       rc.working = false;
     }
     const left = state.fence.leftStatements;
     if (left > 0) throw new WorkLeftStatementsError(left);
+    // A follow-up refused and caught by the work: the job is not done as written.
+    if (state.fence.refusal) throw state.fence.refusal;
     return { status: "applied" };
   }
 
-  /** Step 4: COMMIT (the record's own fence transaction only). */
+  /**
+   * What the work of `job` is given on `fence`: its queries, and `send`, which stages each
+   * follow-up in the fence transaction (written with the COMMIT), carrying `traceparent`.
+   */
+  workTransaction(
+    fence: FenceTransaction,
+    job: Job<unknown>,
+    traceparent: string | null,
+  ): Transaction<FollowUpSchemas> {
+    const { followUps } = this.#o;
+    const send = followUps
+      ? followUpSender(
+          followUps,
+          job,
+          traceparent,
+          (f) => fence.stage(f),
+          (refused) => fence.refuse(refused),
+        )
+      : refuseFollowUps(this.#o.consumer);
+    return Object.freeze({ query: fence.tx.query, send }) as Transaction<FollowUpSchemas>;
+  }
+
+  /** Step 4: COMMIT (the record's own fence transaction only), then the relay of its follow-ups. */
   async commit(rc: RecordContext<z.output<S>>): Promise<void> {
     const { state } = rc;
     if (state.step !== "open") return;
@@ -249,6 +292,39 @@ export class RecordProtocol<S extends z.ZodType> {
     throwIfAborted(rc);
     const fenceMs = await state.fence.commit();
     rc.state = { step: "applied", message: state.message, fenceMs };
+    await this.relay(state.fence.followUps, recordLogKeys(rc));
+  }
+
+  /**
+   * Sends what a committed transaction wrote to the outbox (per-record: its record's; batch mode:
+   * the batch's). Never throws: what it cannot send waits for the scheduled relay.
+   */
+  async relay(
+    followUps: readonly StagedFollowUp[],
+    logKeys: Readonly<Record<string, unknown>> = {},
+  ): Promise<void> {
+    const target = this.#o.followUps;
+    if (followUps.length === 0 || !target) return;
+    try {
+      await relayAfterCommit(
+        {
+          pool: this.#o.pool,
+          sqs: this.#o.sqs,
+          consumer: this.#o.consumer,
+          queues: target.queues,
+          metrics: this.#o.metrics,
+          logger: this.#o.logger,
+        },
+        followUps,
+        logKeys,
+      );
+    } catch (error) {
+      // The effect committed and its rows are in the outbox: the scheduled relay sends them.
+      this.#o.logger.error("relay after COMMIT failed; the scheduled relay sends the follow-ups", {
+        ...logKeys,
+        error: describeError(error),
+      });
+    }
   }
 
   /**
@@ -397,6 +473,7 @@ export class RecordProtocol<S extends z.ZodType> {
       identity,
       jobFingerprint: fingerprint,
       fenceFingerprint: error instanceof JobConflictError ? error.fenceFingerprint : null,
+      traceparent: traceparentOf(rc.span),
       // The job's fence speaks for a job that failed; not for poison (its id may not be a job's),
       // a conflict (the fence is the other job's) or work that ended the fence's transaction itself.
       checkFence:
@@ -424,9 +501,15 @@ export class RecordProtocol<S extends z.ZodType> {
     }
   }
 
-  /** Step 6: one metric and, for anything but success or a duplicate, one log line. Never throws. */
+  /** Step 6: one metric and, for anything but success or a duplicate, one log line; the span ends. Never throws. */
   observe(rc: RecordContext<z.output<S>>, outcome: RecordOutcome): void {
     observeRecord(this.#o, rc, outcome);
+    try {
+      const { identity } = whoFailed(rc);
+      this.#o.spans?.end(rc.record, outcome, identity);
+    } catch {
+      // Tracing is for watching: an SDK's failure must never change what happens to the record.
+    }
   }
 }
 

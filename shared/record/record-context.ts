@@ -2,6 +2,7 @@
  * The state of one SQS record on its path (protocol.ts) and the outcome that decides whether it is
  * acked. One context per record per invocation: never shared, never kept.
  */
+import type { Span } from "@opentelemetry/api";
 import type { SQSRecord } from "aws-lambda";
 import type { AttemptLedger } from "../db/queries/message-attempts.ts";
 import type { ErrorKind } from "../dead-letters/error-kind.ts";
@@ -31,6 +32,8 @@ export interface RecordContext<P = unknown> {
   readonly settlement?: BatchSettlement;
   /** Batch-commit mode: the record as the batch already read it (step 1 is then not run twice). */
   readonly read?: ReadMessage<P>;
+  /** The record's `process` span (shared/tracing/spans.ts). @default none: the backstop drain's records */
+  readonly span?: Span;
   /** Each step of the protocol moves this on. */
   state: RecordState<P>;
 }

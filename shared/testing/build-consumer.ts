@@ -16,6 +16,7 @@ import {
 } from "../consumer.ts";
 import { createPool } from "../db/pool.ts";
 import { consumerRoleName } from "../db/queries/provision-login.ts";
+import type { FollowUpSchemas } from "../outbox/follow-up.ts";
 import { TEST_OPS_BUS, type TestServices } from "./services.ts";
 
 /** Where a consumer under test connects to. */
@@ -54,8 +55,8 @@ export interface TestConsumer {
 }
 
 /** Builds `definition` with the real factory against `target`. */
-export function buildTestConsumer<S extends z.ZodType>(
-  definition: ConsumerDefinition<S>,
+export function buildTestConsumer<S extends z.ZodType, F extends FollowUpSchemas = Record<never, never>>(
+  definition: ConsumerDefinition<S, F>,
   target: TestConsumerTarget,
   options: TestConsumerOptions = {},
 ): TestConsumer {

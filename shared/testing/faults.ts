@@ -6,6 +6,7 @@
  */
 import type { z } from "zod";
 import type { ConsumerDefinition } from "../consumer.ts";
+import type { FollowUpSchemas } from "../outbox/follow-up.ts";
 
 interface Planned {
   readonly error: unknown;
@@ -26,7 +27,9 @@ export class WorkFaults {
   }
 
   /** `definition` with its work preceded by the planned failures; everything else is unchanged. */
-  wrap<S extends z.ZodType>(definition: ConsumerDefinition<S>): ConsumerDefinition<S> {
+  wrap<S extends z.ZodType, F extends FollowUpSchemas>(
+    definition: ConsumerDefinition<S, F>,
+  ): ConsumerDefinition<S, F> {
     return {
       ...definition,
       work: async (job, tx) => {

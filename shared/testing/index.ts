@@ -35,6 +35,7 @@ export { coreMigrationSet, loadMigrations, type MigrationSet } from "../db/migra
 // What a delivery reports.
 export type { Delivery, MessageResult, MessageStatus, TestMessage } from "./delivery.ts";
 export { DEFAULT_TEST_TENANT, type JobIdentity, type TestEnvelope } from "./envelope.ts";
+export type { ReceivedFollowUp } from "./follow-ups.ts";
 // The kit.
 export { type ConsumerTestKit, type ConsumerTestKitOptions, consumerTestKit } from "./kit.ts";
 export type { TestQueue } from "./queue.ts";

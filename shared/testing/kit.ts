@@ -15,11 +15,13 @@ import { consumerSchemaText } from "../db/consumer-catalog.ts";
 import { runMigrations } from "../db/migrate.ts";
 import type { MigrationSet } from "../db/migrations.ts";
 import { ensureConsumerRole } from "../db/queries/provision-login.ts";
+import type { FollowUpSchemas } from "../outbox/follow-up.ts";
 import type { RetryPolicy } from "../retry/policy.ts";
 import { buildTestConsumer } from "./build-consumer.ts";
 import { type Delivery, OutcomeRecorder, QueueDriver, type TestMessage } from "./delivery.ts";
 import { type JobIdentity, type TestEnvelope, testEnvelope } from "./envelope.ts";
 import { WorkFaults } from "./faults.ts";
+import { FollowUpInbox, type ReceivedFollowUp } from "./follow-ups.ts";
 import { createTestQueue, type TestQueue } from "./queue.ts";
 import { ConsumerReaders, type DeadLetterFilter, type DeadLetterRow, type FenceRow } from "./readers.ts";
 import { startTestServices, type TestServices } from "./services.ts";
@@ -118,6 +120,12 @@ export interface ConsumerTestKit<S extends z.ZodType> {
    */
   redeliver(): Promise<Delivery>;
 
+  /**
+   * The follow-ups the consumer's work sent to `target` (one of its definition's `sends`) that
+   * have arrived in the target's queue (a queue of the kit's), in arrival order.
+   */
+  followUps(target: string): Promise<ReceivedFollowUp[]>;
+
   /** The consumer's fence of a job, or undefined when it was never applied. */
   fence(jobId: string): Promise<FenceRow | undefined>;
   /** The consumer's dead letters, oldest first. */
@@ -141,8 +149,8 @@ export interface ConsumerTestKit<S extends z.ZodType> {
  * (the emulator and the sink) and, when asked, the retry policy and configuration: its work runs
  * in its own group role, so a missing grant fails the test as it would fail in production.
  */
-export async function consumerTestKit<S extends z.ZodType>(
-  definition: ConsumerDefinition<S>,
+export async function consumerTestKit<S extends z.ZodType, F extends FollowUpSchemas = Record<never, never>>(
+  definition: ConsumerDefinition<S, F>,
   options: ConsumerTestKitOptions,
 ): Promise<ConsumerTestKit<S>> {
   const migrator = new pg.Pool({ connectionString: options.databaseUrl, max: 2 });
@@ -158,6 +166,9 @@ export async function consumerTestKit<S extends z.ZodType>(
     // The consumer's set ensures its role when it is migrated; a consumer with no tables of its
     // own has no set, and its role is made here the same way.
     const role = await ensureConsumerRole(migrator, definition.name);
+    // Its follow-ups' targets are consumers of the database too (an outbox row names a registered
+    // consumer), as they are wherever the deployment migrated them, even when only this set is given.
+    for (const target of Object.keys(definition.sends ?? {})) await ensureConsumerRole(migrator, target);
 
     const services = await startTestServices();
     cleanup.push(() => services.stop());
@@ -176,6 +187,12 @@ export async function consumerTestKit<S extends z.ZodType>(
       },
     );
 
+    // A queue per target the consumer sends follow-ups to, as the deployment gives it one.
+    const inbox = await FollowUpInbox.create(
+      services.sqs,
+      services.emulator.endpoint,
+      Object.keys(definition.sends ?? {}),
+    );
     const faults = new WorkFaults();
     const recorder = new OutcomeRecorder();
     // The consumer's SQS client is its own, watched: a record the harness hands back unrun is
@@ -188,7 +205,7 @@ export async function consumerTestKit<S extends z.ZodType>(
       faults.wrap(definition),
       { databaseUrl: options.databaseUrl, services: { sqs: consumerSqs, eventBridge: services.eventBridge } },
       {
-        configure: { ...configure, queueUrl: queue.url, fifo },
+        configure: { outboxQueues: inbox.queueUrls, ...configure, queueUrl: queue.url, fifo },
         runtime: {
           ...options.runtime,
           ...(options.retryPolicy ? { retryPolicy: options.retryPolicy } : {}),
@@ -229,6 +246,7 @@ export async function consumerTestKit<S extends z.ZodType>(
       },
       deliver: (...messages) => driver.deliver(messages),
       redeliver: () => driver.redeliver(),
+      followUps: (target) => inbox.of(target),
       fence: (jobId) => readers.fence(jobId),
       deadLetters: (filter) => readers.deadLetters(filter),
       query: (sql, params) => readers.query(sql, params),

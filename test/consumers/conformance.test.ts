@@ -61,6 +61,40 @@ describe("the registry", () => {
   });
 });
 
+describe("follow-up targets", () => {
+  const deployment = (name: string) =>
+    CONSUMERS.find((c) => c.definition.name === name) as ConsumerDeployment;
+  const award = deployment("award-points");
+  const notify = deployment("notify-user");
+  const sending = (sends: Record<string, unknown>, target = notify) => [
+    { ...award, definition: { ...award.definition, sends } },
+    target,
+  ];
+
+  it("refuses a target that is not registered, and one named by anything but its definition or payload schema", () => {
+    expect(consumerRegistryProblems(sending({ "record-payment": z.object({}) }))).toEqual([
+      expect.stringMatching(/sends follow-ups to record-payment, which is not a registered consumer/),
+    ]);
+    expect(consumerRegistryProblems(sending({ "notify-user": z.object({ user_id: z.string() }) }))).toEqual([
+      expect.stringMatching(
+        /names notify-user with something other than notify-user's definition or payload schema/,
+      ),
+    ]);
+    expect(consumerRegistryProblems(sending({ "notify-user": notify.definition.payload }))).toEqual([]);
+  });
+
+  it("requires the definition of a target that narrows its fingerprint, whose follow-ups its schema alone would fingerprint otherwise", () => {
+    const narrowing = {
+      ...notify,
+      definition: { ...notify.definition, fingerprint: (p: { user_id: string }) => p.user_id },
+    };
+    expect(
+      consumerRegistryProblems(sending({ "notify-user": narrowing.definition.payload }, narrowing)),
+    ).toEqual([expect.stringMatching(/by its payload schema, but notify-user narrows its fingerprint/)]);
+    expect(consumerRegistryProblems(sending({ "notify-user": narrowing.definition }, narrowing))).toEqual([]);
+  });
+});
+
 describe.each(NAMES)("consumer %s", (name) => {
   it("has its migration set apply on its own after the core set, creating its role", async () => {
     const db = await createTestDatabase({ empty: true });
@@ -121,6 +155,7 @@ describe("the synthesized bundles", () => {
         "index.mjs",
       );
 
+      const targets = Object.keys(deployment.definition.sends ?? {});
       const queueName = `conformance-${name}${deployment.fifo ? ".fifo" : ""}`;
       const queue = await bed.queue(queueName, deployment.fifo ? { FifoQueue: "true" } : {});
       const jobId = `conformance-${randomUUID()}`;
@@ -157,6 +192,14 @@ describe("the synthesized bundles", () => {
           JOBFENCE_DB_ROLE: consumerRoleName(name),
           JOBFENCE_OPS_BUS_NAME: OPS_BUS,
           JOBFENCE_QUEUE_URL: queue.url,
+          // Each target's queue, as the deployment gives it (a consumer that sends nothing gets none).
+          ...(targets.length > 0
+            ? {
+                JOBFENCE_OUTBOX_QUEUES: JSON.stringify(
+                  Object.fromEntries(targets.map((t) => [t, bed.followUpQueues[t]])),
+                ),
+              }
+            : {}),
           AWS_REGION: LOCAL_REGION,
           AWS_ACCESS_KEY_ID: "local",
           AWS_SECRET_ACCESS_KEY: "local",
@@ -195,6 +238,12 @@ describe("the synthesized bundles", () => {
         counts,
         `the example of ${name} must apply on a migrated database (its exampleSeed runs first): ${error ?? "no dead letter"}`,
       ).toEqual({ fences: 1, deadLetters: 0 });
+      // What its example sent was relayed right after the COMMIT: nothing waits in the outbox.
+      const waiting = await bed.db.withClient(
+        async (c) =>
+          (await c.query("SELECT target, job_id FROM core.outbox WHERE parent_job_id = $1", [jobId])).rows,
+      );
+      expect(waiting, `the follow-ups of ${name}'s example that the bundle could not send`).toEqual([]);
 
       // Delete what the bundle acked, as the event source mapping would; the queue is then empty.
       await deliver(

@@ -13,6 +13,7 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { localSqsClient } from "../../local/aws-clients.ts";
 import { type SqsEmulator, startSqsEmulator } from "../../local/sqs-emulator.ts";
+import { deriveJobId } from "../../shared/producer/job-id.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 import { queueCounts, sendBatch, sendMessage, waitForEmptyQueue } from "../support/sqs.ts";
 import {
@@ -84,6 +85,15 @@ afterAll(async () => {
   await localDir?.remove();
 }, LONG);
 
+/** notify-user's notifications of the follow-ups award-points sent for `jobIds`. */
+async function notificationsOf(jobIds: readonly string[]): Promise<number> {
+  const { rows } = await sql.query<{ n: number }>(
+    "SELECT count(*)::int AS n FROM notify_user.notifications WHERE job_id = ANY($1)",
+    [jobIds.map((id) => deriveJobId("notify-user", "award-points", id, 0))],
+  );
+  return rows[0]?.n ?? 0;
+}
+
 describe("the local stack, started with npm start", () => {
   it("comes up on the test's PostgreSQL and SQS emulator and says where everything is", async () => {
     const { info, stdout, waitForLine } = running();
@@ -122,6 +132,14 @@ describe("the local stack, started with npm start", () => {
       "SELECT balance FROM award_points.balances WHERE tenant_id = 't_e2e' AND user_id = 'dup-user'",
     );
     expect(balance.rows.map((r) => Number(r.balance))).toEqual([7]);
+    // The award told notify-user through its outbox: one notification, the outbox empty again.
+    await waitFor(
+      "its notification in notify-user",
+      () => notificationsOf([job]),
+      (n) => n === 1,
+    );
+    const outbox = await sql.query("SELECT 1 FROM core.outbox WHERE parent_job_id = $1", [job]);
+    expect(outbox.rowCount).toBe(0);
   });
 
   let poisonDeadLetterId = "";
@@ -429,9 +447,12 @@ describe("the local stack, started with npm start", () => {
     // In-flight messages of a killed stack come back after the queue's visibility timeout (180 s
     // as the stack sets it). Lower it for the receives of this first stack: each receive fixes its
     // message's deadline, so what this stack holds at the kill comes back within seconds.
-    await sqs.send(
-      new SetQueueAttributesCommand({ QueueUrl: queue.url, Attributes: { VisibilityTimeout: "3" } }),
-    );
+    // The same for notify-user's queue: the follow-ups its consumer holds at the kill come back too.
+    for (const url of [queue.url, first.info.queues["notify-user"]?.url as string]) {
+      await sqs.send(
+        new SetQueueAttributesCommand({ QueueUrl: url, Attributes: { VisibilityTimeout: "3" } }),
+      );
+    }
 
     const users = 40;
     const jobs = Array.from({ length: 300 }, (_, i) => ({
@@ -513,6 +534,18 @@ describe("the local stack, started with npm start", () => {
     expect(Object.fromEntries(balances.rows.map((r) => [r.user_id, Number(r.balance)]))).toEqual(
       Object.fromEntries([...expected.entries()].sort()),
     );
+
+    // And each job told notify-user once: what the kill left in the outbox (committed, not yet
+    // relayed) the stack's scheduled relay sends once it is due, 30 s after it was written.
+    await waitFor(
+      "every job's notification",
+      () => notificationsOf(jobs.map((j) => j.id)),
+      (n) => n === jobs.length,
+      60_000,
+      500,
+    );
+    const left = await sql.query("SELECT 1 FROM core.outbox WHERE parent_job_id LIKE 'load-%'");
+    expect(left.rowCount).toBe(0);
   });
 
   it("stops on SIGINT to its node process, promptly and without leaving a process", {

@@ -11,19 +11,32 @@ import type { ConfigurationError } from "../../shared/errors.ts";
 import { type LocalSecretsManager, localSecretsManager } from "../support/secrets-manager.ts";
 
 const DATABASE_URL = "postgres://jobfence@127.0.0.1:5432/jobfence";
+/** The queue URL of each consumer in `targets`, as JOBFENCE_OUTBOX_QUEUES carries them. */
+const outboxQueues = (targets: readonly string[]) =>
+  JSON.stringify(
+    Object.fromEntries(targets.map((t) => [t, `https://sqs.eu-west-1.amazonaws.com/123456789012/${t}`])),
+  );
 const ENTRY_POINTS: Array<{
   module: string;
   env: Record<string, string>;
   required: string[];
   consumer?: string;
 }> = [
-  // Every registered consumer's generated entry point, which must build that consumer.
-  ...CONSUMERS.map(({ definition }) => ({
-    module: `../../functions/${definition.name}/handler.ts`,
-    env: { DATABASE_URL, JOBFENCE_OPS_BUS_NAME: "ops" },
-    required: ["DATABASE_URL", "JOBFENCE_OPS_BUS_NAME"],
-    consumer: definition.name,
-  })),
+  // Every registered consumer's generated entry point, which must build that consumer; one that
+  // sends follow-ups is given its targets' queues, as the deployment gives them.
+  ...CONSUMERS.map(({ definition }) => {
+    const targets = Object.keys(definition.sends ?? {});
+    return {
+      module: `../../functions/${definition.name}/handler.ts`,
+      env: {
+        DATABASE_URL,
+        JOBFENCE_OPS_BUS_NAME: "ops",
+        ...(targets.length > 0 ? { JOBFENCE_OUTBOX_QUEUES: outboxQueues(targets) } : {}),
+      },
+      required: ["DATABASE_URL", "JOBFENCE_OPS_BUS_NAME"],
+      consumer: definition.name,
+    };
+  }),
   {
     module: "../../functions/dead-letters-api/handler.ts",
     env: {
@@ -51,6 +64,16 @@ const ENTRY_POINTS: Array<{
       JOBFENCE_SOURCE_MAX_RECEIVE_COUNT: "8",
     },
     required: ["JOBFENCE_CONSUMER", "JOBFENCE_SOURCE_QUEUE_URL", "JOBFENCE_SOURCE_MAX_RECEIVE_COUNT"],
+  },
+  {
+    module: "../../functions/outbox-relay/handler.ts",
+    env: {
+      DATABASE_URL,
+      JOBFENCE_OPS_BUS_NAME: "ops",
+      JOBFENCE_CONSUMER: "award-points",
+      JOBFENCE_OUTBOX_QUEUES: outboxQueues(["notify-user"]),
+    },
+    required: ["DATABASE_URL", "JOBFENCE_OPS_BUS_NAME", "JOBFENCE_CONSUMER", "JOBFENCE_OUTBOX_QUEUES"],
   },
   { module: "../../functions/fence-cleanup/handler.ts", env: { DATABASE_URL }, required: ["DATABASE_URL"] },
   { module: "../../functions/bulk-operations/handler.ts", env: { DATABASE_URL }, required: ["DATABASE_URL"] },

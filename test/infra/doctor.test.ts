@@ -7,6 +7,7 @@
 import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { Template } from "aws-cdk-lib/assertions";
+import * as sqs from "aws-cdk-lib/aws-sqs";
 import type { IConstruct } from "constructs";
 import { beforeAll, describe, expect, it } from "vitest";
 import { awardPointsConsumer } from "../../functions/award-points/consumer.ts";
@@ -37,12 +38,15 @@ let template: Template;
 
 beforeAll(() => {
   env = testEnvironment();
+  // Both send follow-ups to notify-user, as award-points does: a queue stands in for its.
+  const followUpTargets = { "notify-user": new sqs.Queue(env.stack, "NotifyUserTarget") };
   for (const deployment of DEPLOYMENTS) {
     new JobConsumer(env.stack, `Consumer-${deployment.definition.name}`, {
       deployment,
       entry: "functions/award-points/handler.ts",
       database: env.database,
       opsBus: env.opsBus,
+      followUpTargets,
     });
   }
   doctor = new Doctor(env.stack, "Doctor", { database: env.database, consumers: DEPLOYMENTS });

@@ -31,7 +31,10 @@ const importedProps = (provisionLogins?: boolean): JobfenceStackProps =>
         migrator: SECRET("migrator"),
         ops: SECRET("ops"),
         cleanup: SECRET("cleanup"),
-        consumers: { "award-points": SECRET("consumer/award-points") },
+        consumers: {
+          "award-points": SECRET("consumer/award-points"),
+          "notify-user": SECRET("consumer/notify-user"),
+        },
       },
       ...(provisionLogins === undefined ? {} : { provisionLogins }),
     },
@@ -66,6 +69,8 @@ describe("reference stack on an existing database", () => {
     const expectations: Array<[string, string]> = [
       ["jobfence consumer award-points", "consumer/award-points"],
       ["jobfence backstop drain of award-points", "consumer/award-points"],
+      ["jobfence outbox relay of award-points", "consumer/award-points"],
+      ["jobfence consumer notify-user", "consumer/notify-user"],
       ["jobfence dead-letter API", "ops"],
       ["jobfence bulk-operations worker (bulk replays and discards, in chunks)", "ops"],
       ["jobfence daily escalation of stale pending dead letters", "ops"],
@@ -108,6 +113,7 @@ describe("reference stack on an existing database", () => {
       )[0]?.Properties.Environment.Variables;
     expect(JSON.parse(variables(template).JOBFENCE_LOGIN_SECRETS)).toEqual([
       { secretArn: SECRET("consumer/award-points"), consumer: "award-points" },
+      { secretArn: SECRET("consumer/notify-user"), consumer: "notify-user" },
       { secretArn: SECRET("ops"), memberOf: "jobfence_ops" },
       { secretArn: SECRET("cleanup"), memberOf: "jobfence_cleanup" },
     ]);
@@ -137,18 +143,23 @@ describe("reference stack on an existing database", () => {
     const shared = { migrator: SECRET("migrator"), ops: SECRET("ops"), cleanup: SECRET("cleanup") };
     expect(problemsOf({ ...shared, consumers: {} })).toEqual([
       'secrets.consumers["award-points"] is missing: add the name or ARN of the secret of consumer award-points\'s login (username and password)',
+      'secrets.consumers["notify-user"] is missing: add the name or ARN of the secret of consumer notify-user\'s login (username and password)',
     ]);
     // The single shared consumer login of earlier versions is named as such.
     expect(problemsOf({ ...shared, consumer: SECRET("consumer") })).toEqual([
       'secrets.consumer is no longer used: each consumer logs in as its own user; give secrets.consumers instead, e.g. { "award-points": "<secret name or ARN>" }',
       'secrets.consumers["award-points"] is missing: add the name or ARN of the secret of consumer award-points\'s login (username and password)',
+      'secrets.consumers["notify-user"] is missing: add the name or ARN of the secret of consumer notify-user\'s login (username and password)',
     ]);
     expect(
-      problemsOf({ migrator: SECRET("migrator"), consumers: { "award-points": "a", award_points: "b" } }),
+      problemsOf({
+        migrator: SECRET("migrator"),
+        consumers: { "award-points": "a", "notify-user": "n", award_points: "b" },
+      }),
     ).toEqual([
       "secrets.ops is required: the name or ARN of the ops login's secret",
       "secrets.cleanup is required: the name or ARN of the cleanup login's secret",
-      'secrets.consumers["award_points"] names no consumer this stack deploys (award-points): remove it or correct the name',
+      'secrets.consumers["award_points"] names no consumer this stack deploys (award-points, notify-user): remove it or correct the name',
     ]);
   });
 });

@@ -3,6 +3,7 @@
  * (docs/design.md §4, §5), and invalid props refused at synth with every problem listed.
  */
 import { Match, Template } from "aws-cdk-lib/assertions";
+import * as sqs from "aws-cdk-lib/aws-sqs";
 import type { IConstruct } from "constructs";
 import { beforeAll, describe, expect, it } from "vitest";
 import { awardPointsConsumer } from "../../functions/award-points/consumer.ts";
@@ -13,8 +14,15 @@ import type { RetryOverride } from "../../shared/retry/policy.ts";
 import { databaseVariables, logicalId, type TestEnvironment, testEnvironment } from "./support.ts";
 
 const awardPoints = CONSUMERS.find((c) => c.definition.name === "award-points") as ConsumerDeployment;
+const notifyUser = CONSUMERS.find((c) => c.definition.name === "notify-user") as ConsumerDeployment;
+
+/** A queue standing in for notify-user's, award-points' one follow-up target, in `local`'s stack. */
+function notifyUserTarget(local: TestEnvironment): { "notify-user": sqs.IQueue } {
+  return { "notify-user": new sqs.Queue(local.stack, "NotifyUserTarget") };
+}
 
 let env: TestEnvironment;
+let notifyUserConsumer: JobConsumer;
 let consumer: JobConsumer;
 let fifoConsumer: JobConsumer;
 let fifoDefaultConsumer: JobConsumer;
@@ -22,10 +30,18 @@ let template: Template;
 
 beforeAll(() => {
   env = testEnvironment();
+  notifyUserConsumer = new JobConsumer(env.stack, "NotifyUser", {
+    deployment: notifyUser,
+    database: env.database,
+    opsBus: env.opsBus,
+  });
+  // award-points sends follow-ups to notify-user; so do its copies below.
+  const followUpTargets = { "notify-user": notifyUserConsumer.queue };
   consumer = new JobConsumer(env.stack, "AwardPoints", {
     deployment: awardPoints,
     database: env.database,
     opsBus: env.opsBus,
+    followUpTargets,
   });
   fifoConsumer = new JobConsumer(env.stack, "Ordered", {
     deployment: {
@@ -41,6 +57,7 @@ beforeAll(() => {
     entry: "functions/award-points/handler.ts",
     database: env.database,
     opsBus: env.opsBus,
+    followUpTargets,
   });
   fifoDefaultConsumer = new JobConsumer(env.stack, "OrderedDefault", {
     deployment: {
@@ -51,6 +68,7 @@ beforeAll(() => {
     entry: "functions/award-points/handler.ts",
     database: env.database,
     opsBus: env.opsBus,
+    followUpTargets,
   });
   template = Template.fromStack(env.stack);
 });
@@ -62,6 +80,7 @@ function build(deployment: Partial<ConsumerDeployment>, extra: Record<string, un
       deployment: { ...awardPoints, ...deployment },
       database: local.database,
       opsBus: local.opsBus,
+      followUpTargets: notifyUserTarget(local),
       ...extra,
     });
 }
@@ -213,11 +232,12 @@ describe("JobConsumer function", () => {
           deployment: awardPoints,
           database: local.database,
           opsBus: local.opsBus,
+          followUpTargets: notifyUserTarget(local),
         }),
     ).toThrow(/no login secret for consumer "award-points": add secrets\.consumers\["award-points"\]/);
   });
 
-  it("may change visibility on its own queue, put events on the ops bus and read its own database secret, and nothing else", () => {
+  it("may change visibility on its own queue, send to its follow-up target's queue, put events on the ops bus and read its own database secret, and nothing else", () => {
     const role = consumer.consumerFunction.function.role as IConstruct;
     const policies = template.findResources("AWS::IAM::Policy", {
       Properties: { Roles: [{ Ref: logicalId(env.stack, role) }] },
@@ -227,6 +247,10 @@ describe("JobConsumer function", () => {
     expect(statements).toEqual(
       expect.arrayContaining([
         expect.objectContaining({ Action: "sqs:ChangeMessageVisibility", Resource: queueArn }),
+        expect.objectContaining({
+          Action: "sqs:SendMessage",
+          Resource: { "Fn::GetAtt": [logicalId(env.stack, notifyUserConsumer.queue), "Arn"] },
+        }),
         expect.objectContaining({
           Action: "events:PutEvents",
           Resource: { "Fn::GetAtt": [logicalId(env.stack, env.opsBus), "Arn"] },
@@ -365,6 +389,7 @@ describe("JobConsumer with a batching window", () => {
       deployment: { ...awardPoints, batchingWindowSeconds: 20 },
       database: local.database,
       opsBus: local.opsBus,
+      followUpTargets: notifyUserTarget(local),
     });
     const windowedTemplate = Template.fromStack(local.stack);
     windowedTemplate.hasResourceProperties("AWS::SQS::Queue", {
@@ -555,13 +580,20 @@ describe("JobConsumer event sources", () => {
       Description: "jobfence consumer award-points",
       Environment: { Variables: Match.objectLike({ JOBFENCE_POOL_MAX: "2" }) },
     });
+    // award-points sends follow-ups: its outbox relay's one run holds one connection.
     expect(consumer.connections).toMatchObject({
       concurrency: awardPoints.maxConcurrency,
       poolMax: 2,
       drainConcurrency: 2,
       drainPoolMax: 2,
-      total: awardPoints.maxConcurrency * 2 + 2 * 2,
+      relayConcurrency: 1,
+      relayPoolMax: 1,
+      total: awardPoints.maxConcurrency * 2 + 2 * 2 + 1 * 1,
       provisioned: false,
+    });
+    expect(notifyUserConsumer.connections).toMatchObject({
+      relayConcurrency: 0,
+      total: notifyUser.maxConcurrency * 2 + 2 * 2,
     });
   });
 
@@ -575,6 +607,7 @@ describe("JobConsumer event sources", () => {
       },
       database: local.database,
       opsBus: local.opsBus,
+      followUpTargets: notifyUserTarget(local),
     });
     Template.fromStack(local.stack).hasResourceProperties("AWS::Lambda::EventSourceMapping", {
       EventSourceArn: { "Fn::GetAtt": [logicalId(local.stack, provisioned.queue), "Arn"] },
@@ -584,7 +617,7 @@ describe("JobConsumer event sources", () => {
     });
     expect(provisioned.connections).toMatchObject({
       concurrency: 50,
-      total: 50 * 2 + 2 * 2,
+      total: 50 * 2 + 2 * 2 + 1,
       provisioned: true,
     });
   });
@@ -636,5 +669,213 @@ describe("JobConsumer refuses unsafe event-source settings at synth", () => {
       ),
     ]);
     expect(() => build({ batchingWindowSeconds: 300, maxReceiveCount: 221 })()).not.toThrow();
+  });
+});
+
+describe("JobConsumer that sends follow-ups", () => {
+  const relayDescription = "jobfence outbox relay of award-points";
+  const functionOf = (description: string) => {
+    const found = template.findResources("AWS::Lambda::Function", {
+      Properties: { Description: description },
+    });
+    expect(Object.keys(found), description).toHaveLength(1);
+    const [fn] = Object.values(found);
+    if (!fn) throw new Error(`no function "${description}"`);
+    return fn;
+  };
+  const statementsOf = (role: IConstruct) =>
+    Object.values(
+      template.findResources("AWS::IAM::Policy", {
+        Properties: { Roles: [{ Ref: logicalId(env.stack, role) }] },
+      }),
+    ).flatMap((p) => p.Properties.PolicyDocument.Statement as Array<Record<string, unknown>>);
+  const sendsOf = (role: IConstruct) =>
+    statementsOf(role).filter((s) => [s.Action].flat().some((a) => String(a).startsWith("sqs:Send")));
+  /** `{"notify-user":"<its queue URL>"}`, as Stack.toJsonString renders it. */
+  const outboxQueues = () => ({
+    "Fn::Join": ["", ['{"notify-user":"', { Ref: logicalId(env.stack, notifyUserConsumer.queue) }, '"}']],
+  });
+
+  it("gives the consumer function each target's queue URL, by name, in JOBFENCE_OUTBOX_QUEUES", () => {
+    expect(
+      functionOf("jobfence consumer award-points").Properties.Environment.Variables.JOBFENCE_OUTBOX_QUEUES,
+    ).toEqual(outboxQueues());
+  });
+
+  it("lets the consumer function and its relay send to the target queues, and to no other queue", () => {
+    const targetArn = { "Fn::GetAtt": [logicalId(env.stack, notifyUserConsumer.queue), "Arn"] };
+    const outbox = consumer.outbox;
+    expect(outbox).toBeDefined();
+    for (const fn of [consumer.consumerFunction, outbox?.relayFunction]) {
+      expect(sendsOf(fn?.function.role as IConstruct)).toEqual([
+        { Effect: "Allow", Action: "sqs:SendMessage", Resource: targetArn },
+      ]);
+    }
+    expect(Object.keys(outbox?.targets ?? {})).toEqual(["notify-user"]);
+  });
+
+  it("deploys the outbox relay as the consumer's own login, in its VPC, with its targets and the ops bus", () => {
+    const relay = functionOf(relayDescription).Properties;
+    const consumerFn = functionOf("jobfence consumer award-points").Properties;
+    expect(relay).toMatchObject({ Runtime: "nodejs24.x", Architectures: ["arm64"], Timeout: 50 });
+    expect(relay.Environment.Variables).toMatchObject({
+      ...databaseVariables(env.stack, env.secrets.consumers["award-points"] as IConstruct),
+      JOBFENCE_CONSUMER: "award-points",
+      JOBFENCE_OPS_BUS_NAME: { Ref: logicalId(env.stack, env.opsBus) },
+      JOBFENCE_OUTBOX_QUEUES: outboxQueues(),
+    });
+    expect(relay.Environment.Variables.DATABASE_URL).toBeUndefined();
+    expect(relay.VpcConfig.SubnetIds).toEqual(consumerFn.VpcConfig.SubnetIds);
+    const relayGroup = (consumer.outbox?.relayFunction.function.connections.securityGroups ?? [])[0];
+    template.hasResourceProperties("AWS::EC2::SecurityGroupIngress", {
+      GroupId: { "Fn::GetAtt": [logicalId(env.stack, env.databaseSecurityGroup), "GroupId"] },
+      SourceSecurityGroupId: { "Fn::GetAtt": [logicalId(env.stack, relayGroup as IConstruct), "GroupId"] },
+      FromPort: 5432,
+      ToPort: 5432,
+    });
+  });
+
+  it("lets the relay put events on the ops bus and read the consumer's secret; nothing is a wildcard but X-Ray", () => {
+    const statements = statementsOf(consumer.outbox?.relayFunction.function.role as IConstruct);
+    expect(statements).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({
+          Action: "events:PutEvents",
+          Resource: { "Fn::GetAtt": [logicalId(env.stack, env.opsBus), "Arn"] },
+        }),
+        expect.objectContaining({
+          Action: ["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
+          Resource: { Ref: logicalId(env.stack, env.secrets.consumers["award-points"] as IConstruct) },
+        }),
+      ]),
+    );
+    for (const statement of statements.filter((s) => !String(s.Action).startsWith("xray:"))) {
+      expect(JSON.stringify(statement.Resource), JSON.stringify(statement)).not.toContain('"*"');
+    }
+  });
+
+  it("runs the relay every minute, never retrying a run", () => {
+    const relay = consumer.outbox?.relayFunction.function as IConstruct;
+    const rule = template.toJSON().Resources[logicalId(env.stack, consumer.outbox?.schedule as IConstruct)];
+    expect(rule.Properties).toMatchObject({
+      ScheduleExpression: "rate(1 minute)",
+      State: "ENABLED",
+      Targets: [
+        expect.objectContaining({
+          Arn: { "Fn::GetAtt": [logicalId(env.stack, relay), "Arn"] },
+          RetryPolicy: { MaximumRetryAttempts: 0, MaximumEventAgeInSeconds: 60 },
+        }),
+      ],
+    });
+    template.hasResourceProperties("AWS::Lambda::EventInvokeConfig", {
+      FunctionName: { Ref: logicalId(env.stack, relay) },
+      MaximumRetryAttempts: 0,
+      MaximumEventAgeInSeconds: 60,
+    });
+  });
+
+  const relayAlarms = [
+    ["oldestRowAge", "OutboxOldestAgeSeconds", "Maximum", 900],
+    ["undelivered", "OutboxUndelivered", "Sum", 0],
+    ["relayFailed", "OutboxRelayFailed", "Sum", 0],
+    ["alertFailed", "AlertFailed", "Sum", 0],
+  ] as const;
+
+  it.each(relayAlarms)(
+    "alarms on %s: %s (%s over 5 minutes) of service award-points-outbox above %d",
+    (key, metricName, statistic, threshold) => {
+      const alarm = consumer.outbox?.alarms[key] as IConstruct;
+      expect(template.toJSON().Resources[logicalId(env.stack, alarm)].Properties).toMatchObject({
+        AlarmName: expect.stringMatching(/^Test\/AwardPoints\/Outbox[A-Za-z]+Alarm$/),
+        Namespace: "jobfence",
+        MetricName: metricName,
+        Dimensions: [{ Name: "service", Value: "award-points-outbox" }],
+        Statistic: statistic,
+        Period: 300,
+        EvaluationPeriods: 1,
+        Threshold: threshold,
+        ComparisonOperator: "GreaterThanThreshold",
+        TreatMissingData: "notBreaching",
+      });
+    },
+  );
+
+  it("alarms on the relay's invocation errors, and never on FollowUpRelayFailed (the relay covers those)", () => {
+    template.hasResourceProperties("AWS::CloudWatch::Alarm", {
+      AlarmName: "Test/AwardPoints/OutboxRelayErrorsAlarm",
+      Namespace: "AWS/Lambda",
+      MetricName: "Errors",
+      Dimensions: [
+        {
+          Name: "FunctionName",
+          Value: { Ref: logicalId(env.stack, consumer.outbox?.relayFunction.function as IConstruct) },
+        },
+      ],
+      Threshold: 0,
+    });
+    expect(
+      template.findResources("AWS::CloudWatch::Alarm", { Properties: { MetricName: "FollowUpRelayFailed" } }),
+    ).toEqual({});
+    expect(consumer.allAlarms).toEqual([
+      ...Object.values(consumer.alarms),
+      ...Object.values(consumer.outbox?.alarms ?? {}),
+    ]);
+    expect(consumer.allAlarms).toHaveLength(14 + 5);
+  });
+
+  it("gives a consumer that sends nothing no outbox: no variable, no send grant, no relay, no schedule, no alarm", () => {
+    expect(notifyUserConsumer.outbox).toBeUndefined();
+    expect(notifyUserConsumer.allAlarms).toEqual(Object.values(notifyUserConsumer.alarms));
+    const variables = functionOf("jobfence consumer notify-user").Properties.Environment.Variables;
+    expect(variables.JOBFENCE_OUTBOX_QUEUES).toBeUndefined();
+    expect(sendsOf(notifyUserConsumer.consumerFunction.function.role as IConstruct)).toEqual([]);
+    expect(
+      template.findResources("AWS::Lambda::Function", {
+        Properties: { Description: "jobfence outbox relay of notify-user" },
+      }),
+    ).toEqual({});
+    const own = (type: string) =>
+      Object.keys(template.findResources(type)).filter((id) => id.startsWith("NotifyUser"));
+    expect(own("AWS::Events::Rule")).toEqual([]);
+    expect(own("AWS::CloudWatch::Alarm")).toHaveLength(14);
+  });
+
+  it("refuses at synth a target without a queue and a queue for a consumer it does not send to, together", () => {
+    const local = testEnvironment();
+    const elsewhere = new sqs.Queue(local.stack, "Elsewhere");
+    expect(problemsOf(build({}, { followUpTargets: { "someone-else": elsewhere } }))).toEqual([
+      'sends: "notify-user" has no queue: give followUpTargets["notify-user"], the target consumer\'s source queue',
+      'followUpTargets: "someone-else" is not a target of consumer "award-points" (its definition\'s sends): remove it',
+    ]);
+    expect(problemsOf(build({}, { followUpTargets: undefined }))).toEqual([
+      expect.stringMatching(/^sends: "notify-user" has no queue/),
+    ]);
+    // A consumer that sends nothing takes no queue either.
+    expect(
+      problemsOf(build({ definition: notifyUser.definition }, { followUpTargets: { x: elsewhere } })),
+    ).toEqual([expect.stringMatching(/^followUpTargets: "x" is not a target of consumer "notify-user"/)]);
+  });
+
+  it("sends a consumer's follow-ups to itself on its own queue, which it need not be given", () => {
+    const local = testEnvironment();
+    const selfSending = new JobConsumer(local.stack, "SelfSending", {
+      deployment: {
+        ...notifyUser,
+        definition: { ...notifyUser.definition, sends: { "notify-user": notifyUser.definition.payload } },
+      },
+      database: local.database,
+      opsBus: local.opsBus,
+    });
+    expect(selfSending.outbox?.targets).toEqual({ "notify-user": selfSending.queue });
+    Template.fromStack(local.stack).hasResourceProperties("AWS::Lambda::Function", {
+      Description: "jobfence outbox relay of notify-user",
+      Environment: {
+        Variables: Match.objectLike({
+          JOBFENCE_OUTBOX_QUEUES: {
+            "Fn::Join": ["", ['{"notify-user":"', { Ref: logicalId(local.stack, selfSending.queue) }, '"}']],
+          },
+        }),
+      },
+    });
   });
 });

@@ -10,6 +10,7 @@ import { Template } from "aws-cdk-lib/assertions";
 import { AwsSolutionsChecks } from "cdk-nag";
 import type { IConstruct } from "constructs";
 import { beforeAll, describe, expect, it } from "vitest";
+import { CONSUMERS, type ConsumerDeployment } from "../../functions/consumers.ts";
 import { JobfenceStack, stackPropsFromContext } from "../../infra/reference-stack.ts";
 import { ConfigurationError } from "../../shared/errors.ts";
 import { logicalId, testApp } from "./support.ts";
@@ -165,7 +166,7 @@ describe("reference stack", () => {
 
 describe("alarms", () => {
   const forwardedAlarms = () => [
-    ...stack.consumers.flatMap((c) => Object.values(c.alarms)),
+    ...stack.consumers.flatMap((c) => [...Object.values(c.alarms), ...Object.values(c.outbox?.alarms ?? {})]),
     ...Object.values(stack.bulkOperations.alarms),
     ...Object.values(stack.cleanup.alarms),
     ...Object.values(stack.doctor.alarms),
@@ -176,7 +177,10 @@ describe("alarms", () => {
     const rule = template.toJSON().Resources[logicalId(stack, stack.alarmForwarding)].Properties;
     expect(rule.EventPattern.detail).toEqual({ alarmName: [{ prefix: "Jobfence/" }] });
     const alarms = forwardedAlarms();
-    expect(alarms.length).toBe(14 * stack.consumers.length + 2 + 2 + 2 + 1);
+    // 14 per consumer, 5 more per outbox relay (award-points' only), bulk operations, cleanup, doctor, API.
+    const relays = stack.consumers.filter((c) => c.outbox).length;
+    expect(relays).toBe(1);
+    expect(alarms.length).toBe(14 * stack.consumers.length + 5 * relays + 2 + 2 + 2 + 1);
     for (const alarm of alarms) {
       const name = template.toJSON().Resources[logicalId(stack, alarm)].Properties.AlarmName;
       expect(name, alarm.node.path).toBe(alarm.node.path);
@@ -267,6 +271,27 @@ describe("dashboard", () => {
     expect(dashboard).toContain('"stat":"p99"');
   });
 
+  it("graphs a sending consumer's follow-ups and outbox, as the consumer and its relay emit them, and no one else's", () => {
+    const graphed = graphedMetrics();
+    for (const name of ["FollowUpsSent", "FollowUpRelayFailed"]) {
+      expect(graphed, name).toContain(`jobfence ${name} service=award-points`);
+    }
+    for (const name of [
+      "OutboxSent",
+      "OutboxRetried",
+      "OutboxUndelivered",
+      "OutboxRelayFailed",
+      "AlertFailed",
+      "OutboxRows",
+      "OutboxOldestAgeSeconds",
+    ]) {
+      expect(graphed, name).toContain(`jobfence ${name} service=award-points-outbox`);
+    }
+    expect(graphed.filter((m) => m.includes("service=notify-user-outbox"))).toEqual([]);
+    // The relay writes undelivered dead letters, never the consumer: its row graphs none.
+    expect(graphed.filter((m) => m.includes("DeadLetteredUndelivered"))).toEqual([]);
+  });
+
   it("graphs each consumer's source queue and backstop: depth, in flight and age", () => {
     const graphed = graphedMetrics();
     const [consumer] = stack.consumers;
@@ -353,6 +378,91 @@ describe("dead-letter API signing key and bulk operations", () => {
   });
 });
 
+describe("follow-ups", () => {
+  const awardPoints = () => stack.consumers.find((c) => c.consumerName === "award-points");
+  const notifyUser = () => stack.consumers.find((c) => c.consumerName === "notify-user");
+
+  it("gives award-points notify-user's queue, and only award-points an outbox relay", () => {
+    expect(awardPoints()?.outbox?.targets).toEqual({ "notify-user": notifyUser()?.queue });
+    expect(notifyUser()?.outbox).toBeUndefined();
+    const relays = Object.values(template.findResources("AWS::Lambda::Function"))
+      .map((fn) => fn.Properties.Description as string)
+      .filter((description) => description?.startsWith("jobfence outbox relay"));
+    expect(relays).toEqual(["jobfence outbox relay of award-points"]);
+    const queues = (description: string) =>
+      Object.values(
+        template.findResources("AWS::Lambda::Function", { Properties: { Description: description } }),
+      )[0]?.Properties.Environment.Variables.JOBFENCE_OUTBOX_QUEUES;
+    const expected = {
+      "Fn::Join": [
+        "",
+        ['{"notify-user":"', { Ref: logicalId(stack, notifyUser()?.queue as IConstruct) }, '"}'],
+      ],
+    };
+    expect(queues("jobfence consumer award-points")).toEqual(expected);
+    expect(queues("jobfence outbox relay of award-points")).toEqual(expected);
+    expect(queues("jobfence consumer notify-user")).toBeUndefined();
+  });
+
+  it("runs the outbox relay every minute, after the migrations, as award-points' login", () => {
+    const outbox = awardPoints()?.outbox;
+    const rule = template.toJSON().Resources[logicalId(stack, outbox?.schedule as IConstruct)];
+    expect(rule.Properties.ScheduleExpression).toBe("rate(1 minute)");
+    const [triggerId] = Object.keys(template.findResources("Custom::Trigger"));
+    expect(rule.DependsOn).toContain(triggerId);
+    const variables =
+      template.toJSON().Resources[logicalId(stack, outbox?.relayFunction.function as IConstruct)].Properties
+        .Environment.Variables;
+    expect(variables.JOBFENCE_DB_SECRET_ARN).toEqual({
+      Ref: logicalId(stack, stack.referenceDatabase?.secrets.consumers["award-points"] as IConstruct),
+    });
+    expect(stack.functions).toContain(outbox?.relayFunction);
+  });
+
+  it("refuses consumers that send follow-ups to one another in a cycle, naming it; sending to itself is fine", () => {
+    const [award, notify] = ["award-points", "notify-user"].map(
+      (name) => CONSUMERS.find((c) => c.definition.name === name) as ConsumerDeployment,
+    );
+    // Named by payload schema: the copies are not the registered definitions.
+    const toNotify = {
+      ...(award as ConsumerDeployment),
+      definition: { ...award?.definition, sends: { "notify-user": notify?.definition.payload } },
+    } as ConsumerDeployment;
+    const backToAward = {
+      ...(notify as ConsumerDeployment),
+      definition: { ...notify?.definition, sends: { "award-points": award?.definition.payload } },
+    } as ConsumerDeployment;
+    const props = {
+      jwtIssuer: "https://auth.example.com",
+      jwtAudience: "jobfence-ops",
+      betterStackEndpoint: "https://in.logs.betterstack.com",
+      betterStackSecretName: "jobfence/betterstack",
+    };
+    let refused: unknown;
+    try {
+      new JobfenceStack(testApp(), "Cycle", { ...props, consumers: [toNotify, backToAward] });
+    } catch (error) {
+      refused = error;
+    }
+    expect(refused).toBeInstanceOf(ConfigurationError);
+    expect((refused as ConfigurationError).problems).toEqual([
+      expect.stringMatching(
+        /^consumers award-points → notify-user → award-points send follow-ups to one another in a cycle: .*break the cycle \(a consumer may send to itself\)$/,
+      ),
+    ]);
+    const toItself = {
+      ...(notify as ConsumerDeployment),
+      definition: { ...notify?.definition, sends: { "notify-user": notify?.definition.payload } },
+    } as ConsumerDeployment;
+    const selfSending = new JobfenceStack(testApp(), "SelfSending", {
+      ...props,
+      consumers: [toNotify, toItself],
+    });
+    const sender = selfSending.consumers.find((c) => c.consumerName === "notify-user");
+    expect(sender?.outbox?.targets).toEqual({ "notify-user": sender?.queue });
+  });
+});
+
 describe("bundles", () => {
   function assetOf(description: string): string {
     const fn = Object.values(
@@ -366,6 +476,7 @@ describe("bundles", () => {
     for (const description of [
       "jobfence consumer award-points",
       "jobfence backstop drain of award-points",
+      "jobfence outbox relay of award-points",
       "jobfence dead-letter API",
       "jobfence bulk-operations worker (bulk replays and discards, in chunks)",
       "jobfence TTL cleanup of expired fences",
@@ -421,7 +532,7 @@ describe("database logins", () => {
     }
   });
 
-  it("connects each consumer's function and drain with that consumer's login, every other function with its own", () => {
+  it("connects each consumer's function, drain and outbox relay with that consumer's login, every other function with its own", () => {
     const database = stack.referenceDatabase;
     if (!database) throw new Error("the reference stack creates its database");
     const secretOf = (fn: { function: IConstruct }) =>
@@ -433,6 +544,7 @@ describe("database logins", () => {
       const secret = database.secrets.consumers[name] as IConstruct;
       expect(secretOf(consumer.consumerFunction)).toEqual(ref(secret));
       expect(secretOf(consumer.drainFunction)).toEqual(ref(secret));
+      if (consumer.outbox) expect(secretOf(consumer.outbox.relayFunction)).toEqual(ref(secret));
     }
     expect(secretOf(stack.api.handler)).toEqual(ref(database.secrets.ops));
     expect(secretOf(stack.bulkOperations.workerFunction)).toEqual(ref(database.secrets.ops));

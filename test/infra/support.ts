@@ -22,7 +22,7 @@ export interface TestEnvironment {
 }
 
 /** The consumers the infra tests deploy; each has a login secret in {@link testEnvironment}. */
-export const TEST_CONSUMERS = ["award-points", "ordered-points", "ordered-default"] as const;
+export const TEST_CONSUMERS = ["award-points", "notify-user", "ordered-points", "ordered-default"] as const;
 
 /** A stack with a VPC, an ops bus and a database with a secret per shared login and per consumer. */
 export function testEnvironment(

@@ -5,12 +5,14 @@
  * trip of its own in either mode.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { awardPoints } from "../../functions/award-points/award.ts";
 import { awardPointsConsumer, type awardPointsPayload } from "../../functions/award-points/consumer.ts";
 import type { CommitMode, ConsumerDefinition } from "../../shared/consumer.ts";
 import { createPool } from "../../shared/db/pool.ts";
 import { consumerRoleName } from "../../shared/db/queries/provision-login.ts";
 import { PermanentJobError } from "../../shared/errors.ts";
 import { MAX_BATCH_REDOS } from "../../shared/fence/batch-transaction.ts";
+import type { WorkQueries } from "../../shared/fence/work-transaction.ts";
 import {
   award,
   type ConsumerTestBed,
@@ -194,7 +196,12 @@ describe("batch-commit mode", () => {
 
 describe("round trips", () => {
   /** Query calls (one round trip each) on the consumer's connections while `records` are handled. */
-  async function roundTrips(commitMode: CommitMode, prefix: string, count: number): Promise<number> {
+  async function roundTrips(
+    commitMode: CommitMode,
+    prefix: string,
+    count: number,
+    withFollowUp: boolean,
+  ): Promise<number> {
     const pool = createPool({ connectionString: bed.db.url, role: consumerRoleName("award-points"), max: 1 });
     let calls = 0;
     const wrapped = new WeakSet<object>();
@@ -207,18 +214,39 @@ describe("round trips", () => {
         return query(...args);
       };
     });
+    // The effect alone (one statement), or the reference work: the effect and its follow-up.
+    const definition = withFollowUp
+      ? { ...awardPointsConsumer, commitMode }
+      : {
+          name: awardPointsConsumer.name,
+          payload: awardPointsConsumer.payload,
+          commitMode,
+          work: async (job: Parameters<AwardDefinition["work"]>[0], tx: WorkQueries) =>
+            awardPoints(tx, {
+              jobId: job.jobId,
+              tenantId: job.tenantId,
+              userId: job.payload.user_id,
+              points: job.payload.points,
+            }),
+        };
     // The bed ends the pool with the others.
-    const handler = bed.consumer({ ...awardPointsConsumer, commitMode }, { pool });
+    const handler = bed.consumer(definition, { pool });
     expect(await invoke(handler, records(prefix, count))).toEqual([]);
     return calls;
   }
 
   it("the fence adds none: per-record = BEGIN+fence, the work's statement, COMMIT, as bare work would", async () => {
-    // The reference work is one statement, so a bare transaction is BEGIN, work, COMMIT: 3.
-    expect(await roundTrips("per-record", "rt-p", 10)).toBe(10 * 3);
+    // The effect is one statement, so a bare transaction is BEGIN, work, COMMIT: 3.
+    expect(await roundTrips("per-record", "rt-p", 10, false)).toBe(10 * 3);
   });
 
   it("batch: one BEGIN+fences, one statement per record, one COMMIT", async () => {
-    expect(await roundTrips("batch", "rt-b", 10)).toBe(1 + 10 + 1);
+    expect(await roundTrips("batch", "rt-b", 10, false)).toBe(1 + 10 + 1);
+  });
+
+  it("a follow-up costs one INSERT in the transaction and, after COMMIT, the relay's one DELETE", async () => {
+    expect(await roundTrips("per-record", "rt-pf", 10, true)).toBe(10 * (3 + 1 + 1));
+    // Batch mode writes the batch's follow-ups in one INSERT and deletes them in one statement.
+    expect(await roundTrips("batch", "rt-bf", 10, true)).toBe(1 + 10 + 1 + 1 + 1);
   });
 });

@@ -575,7 +575,12 @@ export function consumerSuite(commitMode: CommitMode): void {
       const { localEventBridgeClient } = await import("../../local/aws-clients.ts");
       // As jobfence_ops, the dead-letter insert is refused: proof the role, not the login, is in force.
       const handler = createConsumer(awardPointsConsumer, {
-        config: { databaseUrl: bed.db.url, opsBusName: OPS_BUS, dbRole: "jobfence_ops" },
+        config: {
+          databaseUrl: bed.db.url,
+          opsBusName: OPS_BUS,
+          dbRole: "jobfence_ops",
+          outboxQueues: bed.followUpQueues,
+        },
         sqs: bed.sqs,
         eventBridge: localEventBridgeClient(bed.sink.endpoint),
       });

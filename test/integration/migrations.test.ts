@@ -58,6 +58,7 @@ const CORE_TABLES = [
   "dead_letter_groups",
   "dead_letters",
   "message_attempts",
+  "outbox",
   "processed_jobs",
   "schema_migrations",
 ];

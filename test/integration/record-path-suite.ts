@@ -306,6 +306,7 @@ export function recordPathSuite(commitMode: CommitMode): void {
         {
           name: "award-points",
           payload: z.object({ user_id: z.string(), points: z.number(), meta: z.json().optional() }),
+          sends: awardPointsConsumer.sends,
           work: async (job, tx) =>
             awardPointsConsumer.work(
               { ...job, payload: { user_id: job.payload.user_id, points: job.payload.points } },

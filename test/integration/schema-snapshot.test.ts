@@ -54,10 +54,12 @@ describe.each(CONSUMERS.map((c) => c.definition.name))("consumer %s", (consumer)
         await c.query(`GRANT SELECT ON core.dead_letters TO ${consumerRoleName(consumer)}`);
         const drifted = (await consumerSchemaText(c, consumer)).split("\n");
         const before = new Set(clean.split("\n"));
-        expect(drifted.filter((line) => !before.has(line)).sort()).toEqual([
-          `${table}.drift_probe integer`,
-          `core.dead_letters SELECT TO ${consumerRoleName(consumer)}`,
-        ]);
+        expect(drifted.filter((line) => !before.has(line)).sort()).toEqual(
+          [
+            `${table}.drift_probe integer`,
+            `core.dead_letters SELECT TO ${consumerRoleName(consumer)}`,
+          ].sort(),
+        );
       } finally {
         await c.query("ROLLBACK");
       }

@@ -5,9 +5,11 @@
  * killed with SIGKILL when it gets there:
  *
  *   fence:before, fence:after-insert, fence:after-work, fence:after-commit   (both commit modes)
+ *   outbox:after-send                                                        (both commit modes)
  *   dead-letter:in-flight, dead-letter:after                                 (both commit modes)
  *   replay:after-send                                                        (single and bulk replay)
  *   cleanup:in-flight                                                        (TTL cleanup)
+ *   outbox:sweep-after-send                                                  (the scheduled relay)
  *
  * The consuming child gets one batch of award-points jobs built so that every consumer point is
  * reached (several times: the kill may land on a later hit, after earlier jobs committed): plain
@@ -17,6 +19,15 @@
  * what the dead child held; a crashed replay is retried by the operator, a crashed cleanup runs
  * again. For every job: at most one effect (award_points.ledger rows), and either applied once or
  * exactly one pending dead letter; the dead child leaves no session behind and the queue is empty.
+ *
+ * The chain downstream (the outbox, docs/design.md §11): every applied award sends notify-user one
+ * follow-up. A kill after COMMIT and before the relay (fence:after-commit) or between the relay's
+ * send and its DELETE (outbox:after-send) leaves the row for the scheduled relay; a kill of the
+ * scheduled relay between its send and its COMMIT (outbox:sweep-after-send) leaves the rows to be
+ * sent again. After each case every applied award's follow-up is applied downstream or waits in
+ * the outbox (never neither); at the end, after the scheduled relay has run, each is applied by
+ * notify-user exactly once and the outbox is empty, however often it was sent. Two interleavings
+ * without a kill join them: the relay after COMMIT racing the scheduled relay, both ways round.
  *
  * The points before COMMIT (fence:after-insert, fence:after-work: a crash between the work and the fence leaves neither)
  * are held to more: right after the kill, the jobs the child was working on have no effect, no fence
@@ -28,15 +39,20 @@ import { randomBytes } from "node:crypto";
 import { readdir, readFile } from "node:fs/promises";
 import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
+import { Logger } from "@aws-lambda-powertools/logger";
+import { Metrics } from "@aws-lambda-powertools/metrics";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, type ExpectStatic, expect, it } from "vitest";
+import { localEventBridgeClient } from "../../local/aws-clients.ts";
 import type { CommitMode } from "../../shared/consumer.ts";
 import { createPool } from "../../shared/db/pool.ts";
+import { consumerRoleName } from "../../shared/db/queries/provision-login.ts";
 import { planOperation, readOperation, startOperation } from "../../shared/dead-letters/bulk-operations.ts";
 import { runBulkOperations } from "../../shared/dead-letters/bulk-worker.ts";
 import { replayDeadLetter } from "../../shared/dead-letters/replay.ts";
-import { FAULT_POINTS, type FaultPoint } from "../../shared/fault-points.ts";
+import { FAULT_POINTS, type FaultPoint, installFaultHook } from "../../shared/fault-points.ts";
 import { runFenceCleanup } from "../../shared/fence/cleanup.ts";
+import { sweepOutbox } from "../../shared/outbox/sweep.ts";
 import { TEST_SEAL_KEY } from "../support/api-harness.ts";
 import { award, type ConsumerTestBed, consumerTestBed } from "../support/consumer-harness.ts";
 import { insertDeadLetter } from "../support/fixtures.ts";
@@ -52,8 +68,12 @@ import {
   crashFates,
   type DrainResult,
   drainQueue,
+  followUpAccountedFor,
+  followUpFates,
+  followUpSettled,
   holdsInvariant,
   idleInTransaction,
+  notificationJobId,
   runCrashChild,
   sessionsLeftBy,
 } from "./support/crash-support.ts";
@@ -63,7 +83,7 @@ import { FULL, reportFigures, sized } from "./support/figures.ts";
 const RUN = randomBytes(3).toString("hex");
 const TENANT = "t_crash";
 
-type Scenario = "consume" | "replay-single" | "replay-bulk" | "cleanup";
+type Scenario = "consume" | "replay-single" | "replay-bulk" | "cleanup" | "sweep";
 
 interface CrashCase {
   /** Short and unique: prefixes the case's job ids, queue and session names. */
@@ -85,6 +105,7 @@ const CONSUMER_POINTS = [
   "fence:after-insert",
   "fence:after-work",
   "fence:after-commit",
+  "outbox:after-send",
   "dead-letter:in-flight",
   "dead-letter:after",
 ] as const satisfies readonly FaultPoint[];
@@ -109,6 +130,7 @@ const REACH: Record<CommitMode, Record<ConsumerPoint, number>> = {
     "fence:after-insert": 5,
     "fence:after-work": 4,
     "fence:after-commit": 4,
+    "outbox:after-send": 4,
     "dead-letter:in-flight": 2,
     "dead-letter:after": 2,
   },
@@ -117,6 +139,7 @@ const REACH: Record<CommitMode, Record<ConsumerPoint, number>> = {
     "fence:after-insert": 2,
     "fence:after-work": 1,
     "fence:after-commit": 1,
+    "outbox:after-send": 1,
     "dead-letter:in-flight": 2,
     "dead-letter:after": 2,
   },
@@ -133,6 +156,7 @@ const BOUNDED_NTH: Record<CommitMode, Record<ConsumerPoint, number>> = {
     "fence:after-insert": 2,
     "fence:after-work": 2,
     "fence:after-commit": 2,
+    "outbox:after-send": 2,
     "dead-letter:in-flight": 1,
     "dead-letter:after": 2,
   },
@@ -141,10 +165,17 @@ const BOUNDED_NTH: Record<CommitMode, Record<ConsumerPoint, number>> = {
     "fence:after-insert": 2,
     "fence:after-work": 1,
     "fence:after-commit": 1,
+    "outbox:after-send": 1,
     "dead-letter:in-flight": 2,
     "dead-letter:after": 1,
   },
 };
+
+/**
+ * The scheduled relay's kill cases: follow-ups left in the outbox by a relay that could not send,
+ * sent in rounds of {@link SWEEP.batchSize}, so the kill can land after an earlier round committed.
+ */
+const SWEEP = { followUps: 12, batchSize: 5 } as const;
 
 /** Cleanup: expired and live fences seeded, deleted in batches of this size (so three batches). */
 const CLEANUP = { expired: 120, live: 40, batchSize: 50 } as const;
@@ -210,6 +241,16 @@ function buildCases(): CrashCase[] {
       restart: "drain-first",
     });
   }
+  for (const nth of sized([2], [1, 2, 3])) {
+    cases.push({
+      label: `outbox:sweep-after-send #${nth}, scheduled relay`,
+      scenario: "sweep",
+      point: "outbox:sweep-after-send",
+      nth,
+      mode: "per-record",
+      restart: "drain-first",
+    });
+  }
   const withWaits = cases.flatMap((c) =>
     IN_FLIGHT_POINTS.has(c.point)
       ? IN_FLIGHT_WAITS.map((inFlightMs) => ({
@@ -244,12 +285,19 @@ const figures = {
   inFlight: {} as Record<string, { kills: number; committed: number }>,
   /** Interruption cases: how many, the children the culprits killed, the most rounds one needed. */
   interruptions: { cases: 0, kills: 0, rounds: 0 },
+  /**
+   * The chain: applied awards whose follow-up was checked at the end, how many of those the
+   * scheduled relay sent (left by a kill or a failed relay), follow-up deliveries notify-user
+   * received beyond the first (absorbed by its fence), and follow-ups lost or applied twice.
+   */
+  followUps: { jobs: 0, leftToRelay: 0, extraDeliveries: 0, lost: 0, doubled: 0 },
   seconds: 0,
 };
 
 let bed: ConsumerTestBed;
 let opsPool: pg.Pool;
 let cleanupPool: pg.Pool;
+let relayPool: pg.Pool;
 const started = Date.now();
 
 beforeAll(async () => {
@@ -257,10 +305,12 @@ beforeAll(async () => {
   // The restart's replays and cleanups run as the roles the real functions use.
   opsPool = createPool({ connectionString: bed.db.url, role: "jobfence_ops", max: 2 });
   cleanupPool = createPool({ connectionString: bed.db.url, role: "jobfence_cleanup", max: 1 });
+  relayPool = createPool({ connectionString: bed.db.url, role: consumerRoleName("award-points"), max: 1 });
 });
 afterAll(async () => {
   await opsPool?.end();
   await cleanupPool?.end();
+  await relayPool?.end();
   await bed?.close();
 });
 
@@ -377,8 +427,8 @@ async function crash(
  * figures), or a later round the case sends itself (`"again"`, not counted).
  */
 async function drain(
-  c: CrashCase,
-  queue: { url: string; arn: string },
+  c: Pick<CrashCase, "id" | "mode">,
+  queue: CaseQueues,
   round: "restart" | "again" = "restart",
 ): Promise<DrainResult> {
   const result = await drainQueue({
@@ -387,6 +437,7 @@ async function drain(
     eventBridgeEndpoint: bed.sink.endpoint,
     queueUrl: queue.url,
     queueArn: queue.arn,
+    followUpQueueUrl: queue.followUps.url,
     commitMode: c.mode,
     applicationName: `crash-${round === "restart" ? "drain" : "again"}-${RUN}-${c.id}`,
   });
@@ -394,6 +445,60 @@ async function drain(
   figures.redelivered += result.received;
   figures.drainFailures += result.failed;
   return result;
+}
+
+/** A case's queue and the queue its consumers send their follow-ups to notify-user to. */
+interface CaseQueues {
+  readonly url: string;
+  readonly arn: string;
+  readonly followUps: { readonly url: string; readonly arn: string };
+}
+
+async function caseQueues(id: string): Promise<CaseQueues> {
+  const queue = await bed.queue(`crash-${RUN}-${id}`, { VisibilityTimeout: "1" });
+  const followUps = await bed.queue(`crash-${RUN}-${id}-fu`, { VisibilityTimeout: "1" });
+  return { ...queue, followUps };
+}
+
+/** Every award job of the run, for the chain's check at the end. */
+const chainJobs = new Set<string>();
+/** How often notify-user received each follow-up, over every drain. */
+const followUpDeliveries = new Map<string, number>();
+
+/** notify-user drains `followUps`: what the relays sent applies downstream. */
+async function drainFollowUps(id: string, followUps: { url: string; arn: string }): Promise<DrainResult> {
+  const result = await drainQueue({
+    databaseUrl: bed.db.url,
+    sqs: bed.sqs,
+    eventBridgeEndpoint: bed.sink.endpoint,
+    queueUrl: followUps.url,
+    queueArn: followUps.arn,
+    followUpQueueUrl: followUps.url,
+    commitMode: "per-record",
+    consumer: "notify-user",
+    applicationName: `crash-notify-${RUN}-${id}`,
+  });
+  for (const record of result.records) {
+    const jobId = jobIdOf(record.body);
+    if (jobId) followUpDeliveries.set(jobId, (followUpDeliveries.get(jobId) ?? 0) + 1);
+  }
+  return result;
+}
+
+/**
+ * After a case's restart, before any scheduled relay: drains the case's follow-ups into notify-user
+ * and checks that each applied award's follow-up is applied downstream or waits in the outbox.
+ */
+async function checkFollowUps(expect: ExpectStatic, id: string, queue: CaseQueues, jobIds: Iterable<string>) {
+  const jobs = [...jobIds];
+  for (const jobId of jobs) chainJobs.add(jobId);
+  await drainFollowUps(id, queue.followUps);
+  const fates = await bed.db.withClient((client) => followUpFates(client, jobs));
+  for (const fate of fates) {
+    expect
+      .soft(followUpAccountedFor(fate), `${fate.job_id}: its follow-up ${JSON.stringify(fate)}`)
+      .toBe(true);
+  }
 }
 
 function envelope(jobId: string, userId: string, points: number): Record<string, unknown> {
@@ -448,13 +553,14 @@ function jobIdOf(body: string): string | undefined {
 }
 
 async function consumeCase(expect: ExpectStatic, c: CrashCase): Promise<void> {
-  const queue = await bed.queue(`crash-${RUN}-${c.id}`, { VisibilityTimeout: "1" });
+  const queue = await caseQueues(c.id);
   const { expected, envelopes } = await sendConsumeBatch(c, queue.url);
   const reportedJobs = await crash(expect, c, {
     kind: "consume",
     commitMode: c.mode,
     queueUrl: queue.url,
     queueArn: queue.arn,
+    followUpQueueUrl: queue.followUps.url,
   });
   const beforeCommit = BEFORE_COMMIT_POINTS.has(c.point);
   /** The jobs the child was at when it died, each once (a batch transaction may hold one twice). */
@@ -485,6 +591,7 @@ async function consumeCase(expect: ExpectStatic, c: CrashCase): Promise<void> {
   expect(await queueDepth(bed.sqs, queue.url), "messages left in the queue").toBe(0);
   const fates = await checkJobs(expect, c, expected);
   await checkBalances(expect, `u-${c.id}-`);
+  await checkFollowUps(expect, c.id, queue, expected.keys());
   if (!beforeCommit) return;
 
   // AC2: the killed jobs' messages were never deleted: once their visibility lapsed they came back
@@ -508,6 +615,7 @@ async function consumeCase(expect: ExpectStatic, c: CrashCase): Promise<void> {
   const afterDuplicate = await bed.db.withClient((client) => crashFates(client, [...expected.keys()]));
   expect(afterDuplicate, "every job's traces after the duplicate delivery").toEqual(fates);
   await checkBalances(expect, `u-${c.id}-`);
+  await checkFollowUps(expect, `${c.id}-again`, queue, expected.keys());
 }
 
 /** A pending dead letter of an award to `queueUrl`, as the harness would have written it. */
@@ -524,7 +632,7 @@ function seedDeadLetter(client: pg.ClientBase, queueUrl: string, jobId: string, 
 }
 
 async function replayCase(expect: ExpectStatic, c: CrashCase): Promise<void> {
-  const queue = await bed.queue(`crash-${RUN}-${c.id}`, { VisibilityTimeout: "1" });
+  const queue = await caseQueues(c.id);
   const bulk = c.scenario === "replay-bulk";
   const sentJobs = bulk ? [1, 2, 3].map((n) => `${c.id}-replay-${n}`) : [`${c.id}-replay-1`];
   // Bulk also meets a dead letter whose job already succeeded by another path: it supersedes.
@@ -605,6 +713,8 @@ async function replayCase(expect: ExpectStatic, c: CrashCase): Promise<void> {
   expect(await queueDepth(bed.sqs, queue.url), "messages left in the queue").toBe(0);
   await checkJobs(expect, c, new Map(jobs.map((j) => [j, { fate: "applied" } as const])));
   await checkBalances(expect, `u-${c.id}-`);
+  // The job applied by another path sent no follow-up here; it has none anywhere.
+  await checkFollowUps(expect, c.id, queue, sentJobs);
 }
 
 async function cleanupCase(expect: ExpectStatic, c: CrashCase): Promise<void> {
@@ -644,11 +754,158 @@ async function cleanupCase(expect: ExpectStatic, c: CrashCase): Promise<void> {
   expect(await count("live"), "live fences after the restart's run").toBe(CLEANUP.live);
 }
 
+/** award-points' scheduled relay, sending its follow-ups to notify-user to `followUpUrl`. */
+function scheduledRelay(followUpUrl: string, batchSize: number = SWEEP.batchSize) {
+  return sweepOutbox({
+    pool: relayPool,
+    sqs: bed.sqs,
+    eventBridge: localEventBridgeClient(bed.sink.endpoint),
+    opsBusName: "jobfence-ops-test",
+    consumer: "award-points",
+    queues: { "notify-user": followUpUrl },
+    metrics: new Metrics({ namespace: "jobfence", serviceName: "award-points-outbox" }),
+    logger: new Logger({ serviceName: "award-points-outbox", logLevel: "SILENT" }),
+    batchSize,
+  });
+}
+
+const outboxDepth = () =>
+  bed.db.withClient(async (client) => {
+    const { rows } = await client.query<{ n: number }>("SELECT count(*)::int AS n FROM core.outbox");
+    return rows[0]?.n ?? 0;
+  });
+
+/** Makes every outbox row due now, as if the relay after COMMIT had had its 30 seconds. */
+const dueNow = () =>
+  bed.db.withClient((client) => client.query("UPDATE core.outbox SET next_attempt_at = now()"));
+
+/**
+ * The scheduled relay killed between its send and its COMMIT: awards are applied by a consumer
+ * whose follow-up queue does not exist, so every follow-up waits in the outbox; the child relays
+ * them in rounds and dies after the nth round's send. The rounds before it committed; the nth's
+ * rows are still there and go again on the restart's run, which notify-user's fence absorbs.
+ */
+async function sweepCase(expect: ExpectStatic, c: CrashCase): Promise<void> {
+  const queue = await caseQueues(c.id);
+  const ids = Array.from({ length: SWEEP.followUps }, (_, i) => `${c.id}-sw-${i + 1}`);
+  for (const [i, id] of ids.entries())
+    await sendMessage(bed.sqs, queue.url, envelope(id, `u-${c.id}-${i}`, 2));
+  const unreachable = {
+    ...queue,
+    followUps: { url: `${queue.followUps.url}-missing`, arn: queue.followUps.arn },
+  };
+  await drain(c, unreachable);
+  await dueNow();
+  const before = await outboxDepth();
+  expect(before, "follow-ups waiting in the outbox").toBeGreaterThanOrEqual(ids.length);
+  const round = await crash(expect, c, {
+    kind: "sweep",
+    batchSize: SWEEP.batchSize,
+    followUpQueueUrl: queue.followUps.url,
+  });
+  expect(round, "the killed round's follow-ups").toHaveLength(SWEEP.batchSize);
+  // The rounds before the nth committed their DELETEs; the nth's rows are back, unlocked.
+  expect(await outboxDepth(), "rows after the kill").toBe(before - SWEEP.batchSize * (c.nth - 1));
+  const restart = await scheduledRelay(queue.followUps.url);
+  expect(restart.undelivered, "follow-ups dead-lettered by the restart").toEqual([]);
+  expect(await outboxDepth(), "rows after the restart's run").toBe(0);
+  figures.followUps.leftToRelay += restart.sent;
+  await checkFollowUps(expect, c.id, queue, ids);
+  const fates = await bed.db.withClient((client) => followUpFates(client, ids));
+  for (const fate of fates) expect.soft(followUpSettled(fate), JSON.stringify(fate)).toBe(true);
+  // The killed round was sent once more than before it: by the child, then by the restart. (It may
+  // hold rows other cases left, sent once already; this case's rows had never been sent.)
+  const own = new Set(ids.map(notificationJobId));
+  for (const jobId of round) {
+    expect.soft(followUpDeliveries.get(jobId), jobId).toBeGreaterThanOrEqual(2);
+    if (own.has(jobId)) expect.soft(followUpDeliveries.get(jobId), jobId).toBe(2);
+  }
+}
+
+/**
+ * Two relays at once, without a kill: the relay after COMMIT and the scheduled relay (its rows
+ * forced due) send the same row, the second at the point named; the target applies it once, the
+ * outbox ends empty, and neither relay fails.
+ */
+const RELAY_RACES = [
+  {
+    id: "race-sweep-first",
+    label: "the scheduled relay sends and deletes a row between the relay after COMMIT's send and its DELETE",
+  },
+  {
+    id: "race-relay-waits",
+    label:
+      "the relay after COMMIT deletes a row the scheduled relay holds locked: it waits, then finds it gone",
+  },
+] as const;
+
+async function raceCase(expect: ExpectStatic, race: (typeof RELAY_RACES)[number]): Promise<void> {
+  const queue = await caseQueues(race.id);
+  const jobId = `${race.id}-1`;
+  const followUp = notificationJobId(jobId);
+  let sweep: Promise<unknown> | undefined;
+  let holding: (() => void) | undefined;
+  const held = new Promise<void>((resolve) => {
+    holding = resolve;
+  });
+  installFaultHook(async (point, context) => {
+    if (race.id === "race-sweep-first" && point === "outbox:after-send" && !sweep) {
+      await dueNow();
+      sweep = scheduledRelay(queue.followUps.url);
+      await sweep;
+    }
+    if (race.id === "race-relay-waits") {
+      if (point === "fence:after-commit" && !sweep) {
+        await dueNow();
+        sweep = scheduledRelay(queue.followUps.url);
+        await held;
+      }
+      if (point === "outbox:sweep-after-send" && context.jobIds?.includes(followUp)) {
+        holding?.();
+        // Holding the row's lock while the relay after COMMIT sends it and tries to DELETE it.
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      }
+    }
+  });
+  try {
+    await sendMessage(bed.sqs, queue.url, envelope(jobId, `u-${race.id}`, 4));
+    const result = await drain({ id: race.id, mode: "per-record" }, queue);
+    await sweep;
+    expect(result.failed, "records the racing drain failed").toBe(0);
+  } finally {
+    installFaultHook(undefined);
+  }
+  expect(await outboxDepth(), "rows left").toBe(0);
+  await checkFollowUps(expect, race.id, queue, [jobId]);
+  const [fate] = await bed.db.withClient((client) => followUpFates(client, [jobId]));
+  expect(fate && followUpSettled(fate), JSON.stringify(fate)).toBe(true);
+  expect(followUpDeliveries.get(followUp), "deliveries of the follow-up").toBe(2);
+}
+
 describe.concurrent("AC2 crash matrix: SIGKILL at each fault point, then restart and drain", () => {
-  it.for(CASES)("$label", { timeout: 90_000 }, async (c, { expect }) => {
-    if (c.scenario === "consume") await consumeCase(expect, c);
-    else if (c.scenario === "cleanup") await exclusively(() => cleanupCase(expect, c));
-    else await replayCase(expect, c);
+  it.for(CASES.filter((c) => c.scenario !== "sweep"))(
+    "$label",
+    { timeout: 90_000 },
+    async (c, { expect }) => {
+      if (c.scenario === "consume") await consumeCase(expect, c);
+      else if (c.scenario === "cleanup") await exclusively(() => cleanupCase(expect, c));
+      else await replayCase(expect, c);
+    },
+  );
+});
+
+// One at a time, after the cases above: the scheduled relay takes every due row of award-points,
+// and the races install this process's fault hook.
+describe("crash matrix: the outbox's scheduled relay, killed and racing the relay after COMMIT", () => {
+  it.for(CASES.filter((c) => c.scenario === "sweep"))(
+    "$label",
+    { timeout: 90_000 },
+    async (c, { expect }) => {
+      await sweepCase(expect, c);
+    },
+  );
+  it.for(RELAY_RACES)("$label", { timeout: 60_000 }, async (race, { expect }) => {
+    await raceCase(expect, race);
   });
 });
 
@@ -717,7 +974,7 @@ const INTERRUPTION_CASES = (["per-record", "batch"] as const).flatMap((mode) =>
 const MAX_ROUNDS = 10;
 
 async function interruptionCase(expect: ExpectStatic, c: (typeof INTERRUPTION_CASES)[number]): Promise<void> {
-  const queue = await bed.queue(`crash-${RUN}-${c.id}`, { VisibilityTimeout: "1" });
+  const queue = await caseQueues(c.id);
   const expected = new Map<string, Expected>();
   const send = async (jobId: string, userId: string, fate: Expected) => {
     expected.set(jobId, fate);
@@ -742,6 +999,7 @@ async function interruptionCase(expect: ExpectStatic, c: (typeof INTERRUPTION_CA
         commitMode: c.mode,
         queueUrl: queue.url,
         queueArn: queue.arn,
+        followUpQueueUrl: queue.followUps.url,
         ...(c.how === "timed-out" ? { timeoutSeconds: 3 } : {}),
       },
       // No fault point: the culprit's own work ends the child.
@@ -766,6 +1024,7 @@ async function interruptionCase(expect: ExpectStatic, c: (typeof INTERRUPTION_CA
   else expect(kills).toBe(0);
   await checkJobs(expect, c, expected);
   await checkBalances(expect, `u-${c.id}-`);
+  await checkFollowUps(expect, c.id, queue, expected.keys());
 }
 
 describe.concurrent("crash matrix: a record that keeps ending its invocation", () => {
@@ -783,12 +1042,38 @@ describe("AC2 crash matrix: after every crash", () => {
       await new Promise((resolve) => setTimeout(resolve, 100));
       idle = await idleInTransaction(bed.db);
     }
+    // The chain: the scheduled relay sends what every kill left in the outbox; notify-user applies it.
+    const final = await caseQueues("final");
+    await dueNow();
+    const relayed = await scheduledRelay(final.followUps.url, 100);
+    figures.followUps.leftToRelay += relayed.sent;
+    await drainFollowUps("final", final.followUps);
+    const chain = await bed.db.withClient((client) => followUpFates(client, [...chainJobs]));
+    for (const fate of chain) {
+      if (fate.ledger !== 1) continue;
+      figures.followUps.jobs++;
+      if (fate.notifications === 0) figures.followUps.lost++;
+      if (fate.notifications > 1 || fate.fences > 1) figures.followUps.doubled++;
+    }
+    figures.followUps.extraDeliveries = [...followUpDeliveries.values()].reduce((n, d) => n + d - 1, 0);
     figures.seconds = Math.round((Date.now() - started) / 100) / 10;
     await reportFigures("crash-matrix", figures);
     expect(idle).toBe(0);
     expect(figures.broken).toEqual([]);
     expect(figures.doubles).toBe(0);
     expect(figures.lost).toBe(0);
+    expect(relayed.undelivered, "follow-ups the final relay dead-lettered").toEqual([]);
+    expect(await outboxDepth(), "rows left in the outbox").toBe(0);
+    expect(
+      chain.filter((fate) => !followUpSettled(fate)),
+      "awards whose follow-up did not settle",
+    ).toEqual([]);
+    expect(figures.followUps.jobs, "applied awards whose chain was checked").toBeGreaterThan(CASES.length);
+    expect(figures.followUps.lost).toBe(0);
+    expect(figures.followUps.doubled).toBe(0);
+    // A kill after COMMIT left follow-ups to the scheduled relay, and some were sent twice.
+    expect(figures.followUps.leftToRelay).toBeGreaterThan(0);
+    expect(figures.followUps.extraDeliveries).toBeGreaterThan(0);
     expect(Object.values(figures.kills).reduce((a, b) => a + b, 0)).toBe(CASES.length);
     expect(figures.interruptions.cases).toBe(INTERRUPTION_CASES.length);
   });

@@ -216,7 +216,17 @@ async function endState(db: TestDatabase, plan: StormPlan) {
         WHERE NOT EXISTS (SELECT 1 FROM core.processed_jobs p WHERE p.job_id = j AND p.consumer = 'award-points')`,
       [jobIds],
     );
-    return { ...(rows[0] as NonNullable<(typeof rows)[0]>), jobsWithoutOneFence: fencesPerJob.rowCount ?? 0 };
+    // The storm's applying delivery of each job wrote its one follow-up; no duplicate wrote one.
+    const followUpsPerJob = await c.query<{ job_id: string }>(
+      `SELECT j FROM unnest($1::text[]) AS j
+        WHERE (SELECT count(*) FROM core.outbox o WHERE o.parent_job_id = j AND o.consumer = 'award-points') <> 1`,
+      [jobIds],
+    );
+    return {
+      ...(rows[0] as NonNullable<(typeof rows)[0]>),
+      jobsWithoutOneFence: fencesPerJob.rowCount ?? 0,
+      jobsWithoutOneFollowUp: followUpsPerJob.rowCount ?? 0,
+    };
   });
 }
 
@@ -269,7 +279,12 @@ describe("duplicate storm: one effect per job, whatever the duplicates and their
               },
             },
             {
-              config: { databaseUrl: db.url, opsBusName: "jobfence-ops-test" },
+              // SQS is unreachable, so every follow-up stays in the outbox, where it is counted.
+              config: {
+                databaseUrl: db.url,
+                opsBusName: "jobfence-ops-test",
+                outboxQueues: { "notify-user": "http://127.0.0.1:9/000000000000/notify-user" },
+              },
               pool,
               sqs: unreachableSqs,
               eventBridge: unreachableEventBridge,
@@ -319,6 +334,7 @@ describe("duplicate storm: one effect per job, whatever the duplicates and their
         expect.soft(state.ledger_rows, "ledger rows").toBe(SIZE.jobs);
         expect.soft(state.fences, "fences").toBe(SIZE.jobs);
         expect.soft(state.jobsWithoutOneFence, "jobs without exactly one fence").toBe(0);
+        expect.soft(state.jobsWithoutOneFollowUp, "jobs without exactly one follow-up").toBe(0);
         expect.soft(state.balance_mismatches, "users whose balance is not their one award").toBe(0);
         expect.soft(state.dead_letters, "dead letters").toBe(0);
         expect.soft(notAcked, "deliveries not acked").toBe(0);

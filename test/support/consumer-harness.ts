@@ -9,6 +9,7 @@ import type { SQSClient } from "@aws-sdk/client-sqs";
 import type { SQSRecord } from "aws-lambda";
 import type pg from "pg";
 import type { z } from "zod";
+import { CONSUMERS } from "../../functions/consumers.ts";
 import type { EventBridgeSink } from "../../local/eventbridge-sink.ts";
 import { lambdaContext } from "../../local/lambda-context.ts";
 import type { SqsEmulator } from "../../local/sqs-emulator.ts";
@@ -20,7 +21,9 @@ import type {
   ConsumerRuntime,
 } from "../../shared/consumer.ts";
 import { ensureConsumerRole } from "../../shared/db/queries/provision-login.ts";
+import type { FollowUpSchemas } from "../../shared/outbox/follow-up.ts";
 import { buildTestConsumer } from "../../shared/testing/build-consumer.ts";
+import { FollowUpInbox, type ReceivedFollowUp } from "../../shared/testing/follow-ups.ts";
 import { createTestQueue } from "../../shared/testing/queue.ts";
 import { startTestServices, TEST_OPS_BUS } from "../../shared/testing/services.ts";
 import { createTestDatabase, type TestDatabase } from "./database.ts";
@@ -42,8 +45,8 @@ export interface ConsumerTestBed {
    * award-points' exists in every test database, another consumer's needs {@link consumerRole}
    * first).
    */
-  consumer<S extends z.ZodType>(
-    definition: ConsumerDefinition<S>,
+  consumer<S extends z.ZodType, F extends FollowUpSchemas = Record<never, never>>(
+    definition: ConsumerDefinition<S, F>,
     runtime?: ConsumerRuntime & {
       queueUrl?: string;
       lockTimeoutMs?: number;
@@ -55,6 +58,14 @@ export interface ConsumerTestBed {
   consumerRole(name: string): Promise<string>;
   /** Creates a queue on the emulator ({@link createTestQueue}). */
   queue(name: string, attributes?: Record<string, string>): Promise<TestQueue>;
+  /**
+   * What arrived so far in the bed's queue for follow-ups to `target`: every registered consumer
+   * some consumer sends to has one, and each consumer built here sends its follow-ups there unless
+   * its configuration names other queues.
+   */
+  followUps(target: string): Promise<ReceivedFollowUp[]>;
+  /** The queue URL of each follow-up target: what a consumer built here gets as `outboxQueues`. */
+  readonly followUpQueues: Readonly<Record<string, string>>;
   close(): Promise<void>;
 }
 
@@ -68,6 +79,9 @@ export async function consumerTestBed(options: ConsumerTestBedOptions = {}): Pro
   const [db, services] = await Promise.all([createTestDatabase(), startTestServices()]);
   const { emulator, sink, sqs } = services;
   const pools: pg.Pool[] = [];
+  const targets = new Set(CONSUMERS.flatMap((d) => Object.keys(d.definition.sends ?? {})));
+  const inbox = await FollowUpInbox.create(sqs, emulator.endpoint, [...targets]);
+  const followUpQueues = inbox.queueUrls;
   return {
     db,
     emulator,
@@ -82,7 +96,15 @@ export async function consumerTestBed(options: ConsumerTestBedOptions = {}): Pro
         { databaseUrl: db.url, services },
         {
           runtime: rest,
-          configure: { ...configure, ...(queueUrl ? { queueUrl } : {}) },
+          configure: {
+            outboxQueues: Object.fromEntries(
+              Object.keys(definition.sends ?? {})
+                .filter((target) => Object.hasOwn(followUpQueues, target))
+                .map((target) => [target, followUpQueues[target] as string]),
+            ),
+            ...configure,
+            ...(queueUrl ? { queueUrl } : {}),
+          },
           ...(lockTimeoutMs === undefined ? {} : { lockTimeoutMs }),
           ...(options.commitMode ? { commitMode: options.commitMode } : {}),
         },
@@ -93,6 +115,8 @@ export async function consumerTestBed(options: ConsumerTestBedOptions = {}): Pro
     queue(name, attributes = {}) {
       return createTestQueue(sqs, emulator.endpoint, name, attributes);
     },
+    followUps: (target) => inbox.of(target),
+    followUpQueues,
     async close() {
       await Promise.all(pools.map((p) => p.end()));
       await services.stop();

@@ -67,6 +67,7 @@ describe("CONSUMER_ENV", () => {
       maxInterruptions: "JOBFENCE_MAX_INTERRUPTIONS",
       recordBudgetMs: "JOBFENCE_RECORD_BUDGET_MS",
       returnReserveMs: "JOBFENCE_RETURN_RESERVE_MS",
+      outboxQueues: "JOBFENCE_OUTBOX_QUEUES",
     });
   });
 });
@@ -83,6 +84,7 @@ describe("parseConsumerConfig", () => {
       poolMax: CONSUMER_DEFAULTS.poolMax,
       maxInterruptions: CONSUMER_DEFAULTS.maxInterruptions,
       batchingWindowSeconds: CONSUMER_DEFAULTS.batchingWindowSeconds,
+      outboxQueues: {},
     });
   });
 
@@ -104,6 +106,7 @@ describe("parseConsumerConfig", () => {
       maxInterruptions: 3,
       recordBudgetMs: 20_000,
       returnReserveMs: 3000,
+      outboxQueues: { "notify-user": "https://sqs.eu-west-1.amazonaws.com/123456789012/notify-user" },
     };
     expect(parseConsumerConfig(input)).toEqual(input);
   });
@@ -147,6 +150,12 @@ describe("parseConsumerConfig", () => {
     ["a queue URL that is not a URL", { queueUrl: "orders" }],
     ["a role name that is not a plain identifier", { dbRole: "jobfence consumer; DROP ROLE x" }],
     ["a quoted role name", { dbRole: '"JobFence"' }],
+    ["outbox queues that are not JSON", { outboxQueues: "{notify-user}" }],
+    [
+      "an outbox target that is not a consumer name",
+      { outboxQueues: { "Notify User": "https://q.example/x" } },
+    ],
+    ["an outbox queue that is not a URL", { outboxQueues: { "notify-user": "notify-user" } }],
   ])("refuses %s", (_label, change) => {
     const error = configurationErrorOf(() =>
       parseConsumerConfig({ databaseUrl: DATABASE_URL, opsBusName: BUS, ...change }),
@@ -186,6 +195,7 @@ describe("consumerConfigFromEnv", () => {
       poolMax: 2,
       maxInterruptions: 2,
       batchingWindowSeconds: 0,
+      outboxQueues: {},
     });
   });
 
@@ -206,6 +216,8 @@ describe("consumerConfigFromEnv", () => {
       JOBFENCE_MAX_INTERRUPTIONS: "3",
       JOBFENCE_RECORD_BUDGET_MS: "5000",
       JOBFENCE_RETURN_RESERVE_MS: "1500",
+      JOBFENCE_OUTBOX_QUEUES:
+        '{"notify-user":"https://sqs.us-east-1.amazonaws.com/123456789012/notify-user"}',
     });
     expect(config).toEqual({
       databaseUrl: DATABASE_URL,
@@ -224,6 +236,7 @@ describe("consumerConfigFromEnv", () => {
       maxInterruptions: 3,
       recordBudgetMs: 5000,
       returnReserveMs: 1500,
+      outboxQueues: { "notify-user": "https://sqs.us-east-1.amazonaws.com/123456789012/notify-user" },
     });
     expect(typeof config.lockTimeoutMs).toBe("number");
   });
@@ -249,6 +262,7 @@ describe("consumerConfigFromEnv", () => {
       "lockTimeoutMs",
       "maxInterruptions",
       "opsBusName",
+      "outboxQueues",
       "poolMax",
       "queueRetentionSeconds",
     ]);

@@ -1,6 +1,6 @@
 /**
  * The crash matrix's victim: a real process that runs one role (a consumer polling the SQS
- * emulator, a single or bulk replay, or the TTL cleanup) with the product's fault hook installed,
+ * emulator, a single or bulk replay, the TTL cleanup, or the scheduled outbox relay) with the product's fault hook installed,
  * and kills itself with SIGKILL the nth time the configured fault point is reached. Nothing runs
  * after the kill (no ROLLBACK, no ack, no finally), which is what a Lambda container dying
  * mid-invocation looks like to the database and the queue.
@@ -9,6 +9,8 @@
  * finished without reaching the point, so the parent can tell "never crashed" from "crashed".
  */
 import { writeSync } from "node:fs";
+import { Logger } from "@aws-lambda-powertools/logger";
+import { Metrics } from "@aws-lambda-powertools/metrics";
 import { localEventBridgeClient, localSqsClient } from "../../../local/aws-clients.ts";
 import { pollOnce } from "../../../local/event-source.ts";
 import { lambdaContext } from "../../../local/lambda-context.ts";
@@ -19,6 +21,7 @@ import { runBulkOperations } from "../../../shared/dead-letters/bulk-worker.ts";
 import { replayDeadLetter } from "../../../shared/dead-letters/replay.ts";
 import { installFaultHook } from "../../../shared/fault-points.ts";
 import { runFenceCleanup } from "../../../shared/fence/cleanup.ts";
+import { sweepOutbox } from "../../../shared/outbox/sweep.ts";
 import {
   CRASH_CHILD_ENV,
   CRASH_MARK,
@@ -71,6 +74,7 @@ if (role.kind === "consume") {
         databaseUrl: config.databaseUrl,
         opsBusName: "jobfence-ops-test",
         queueUrl: role.queueUrl,
+        outboxQueues: { "notify-user": role.followUpQueueUrl },
         // A short timeout's budget must still outlast a fence lock wait (the consumer checks).
         ...(role.timeoutSeconds
           ? { functionTimeoutSeconds: role.timeoutSeconds, lockTimeoutMs: 500, returnReserveMs: 500 }
@@ -104,6 +108,24 @@ if (role.kind === "consume") {
   } else {
     await runBulkOperations({ pool, sqs }, { budgetMs: 60_000 });
   }
+} else if (role.kind === "sweep") {
+  const pool = createPool({
+    connectionString: config.databaseUrl,
+    role: consumerRoleName("award-points"),
+    max: 1,
+    applicationName: config.applicationName,
+  });
+  await sweepOutbox({
+    pool,
+    sqs,
+    eventBridge: localEventBridgeClient(config.eventBridgeEndpoint),
+    opsBusName: "jobfence-ops-test",
+    consumer: "award-points",
+    queues: { "notify-user": role.followUpQueueUrl },
+    metrics: new Metrics({ namespace: "jobfence", serviceName: "award-points-outbox" }),
+    logger: new Logger({ serviceName: "award-points-outbox", logLevel: "SILENT" }),
+    batchSize: role.batchSize,
+  });
 } else {
   const pool = createPool({
     connectionString: config.databaseUrl,

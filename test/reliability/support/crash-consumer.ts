@@ -28,7 +28,7 @@ export const crashConsumer = {
     if (job.payload.user_id.startsWith(STALL_USER_PREFIX)) await tx.query("SELECT pg_sleep(30)");
     await awardPointsConsumer.work(job, tx);
   },
-} satisfies ConsumerDefinition<typeof awardPointsConsumer.payload>;
+} satisfies ConsumerDefinition<typeof awardPointsConsumer.payload, typeof awardPointsConsumer.sends>;
 
 /**
  * Retries in seconds rather than minutes: a transient failure during the restart (a lock the dead
@@ -48,6 +48,8 @@ export type CrashRole =
       readonly commitMode: CommitMode;
       readonly queueUrl: string;
       readonly queueArn: string;
+      /** Where the consumer's follow-ups to notify-user go (its outboxQueues). */
+      readonly followUpQueueUrl: string;
       /** The function timeout each invocation gets. @default 30 s */
       readonly timeoutSeconds?: number;
     }
@@ -56,7 +58,9 @@ export type CrashRole =
   /** Runs the bulk-operations worker (the test has started a bulk replay). */
   | { readonly kind: "replay-bulk" }
   /** Runs the TTL cleanup in batches of `batchSize`. */
-  | { readonly kind: "cleanup"; readonly batchSize: number };
+  | { readonly kind: "cleanup"; readonly batchSize: number }
+  /** Runs award-points' scheduled outbox relay in rounds of `batchSize`, sending to `followUpQueueUrl`. */
+  | { readonly kind: "sweep"; readonly batchSize: number; readonly followUpQueueUrl: string };
 
 /** The child's configuration, passed as JSON in {@link CRASH_CHILD_ENV}. */
 export interface CrashChildConfig {

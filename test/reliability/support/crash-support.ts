@@ -7,12 +7,14 @@ import { fileURLToPath } from "node:url";
 import type { SQSClient } from "@aws-sdk/client-sqs";
 import type { Context } from "aws-lambda";
 import type pg from "pg";
+import { notifyUserConsumer } from "../../../functions/notify-user/consumer.ts";
 import { localEventBridgeClient } from "../../../local/aws-clients.ts";
 import { pollOnce } from "../../../local/event-source.ts";
 import { lambdaContext } from "../../../local/lambda-context.ts";
 import { type CommitMode, createConsumer } from "../../../shared/consumer.ts";
 import { createPool } from "../../../shared/db/pool.ts";
 import { consumerRoleName } from "../../../shared/db/queries/provision-login.ts";
+import { deriveJobId } from "../../../shared/producer/job-id.ts";
 import type { TestDatabase } from "../../support/database.ts";
 import { queueDepth } from "../../support/sqs.ts";
 import {
@@ -88,8 +90,12 @@ export interface DrainTarget {
   readonly eventBridgeEndpoint: string;
   readonly queueUrl: string;
   readonly queueArn: string;
+  /** Where award-points' follow-ups to notify-user go. */
+  readonly followUpQueueUrl: string;
   readonly commitMode: CommitMode;
   readonly applicationName: string;
+  /** Which consumer of the chain drains the queue. @default "award-points" (the crash consumer) */
+  readonly consumer?: "award-points" | "notify-user";
 }
 
 /**
@@ -99,29 +105,34 @@ export interface DrainTarget {
  * failure (a message stuck, or failing forever), reported with what was seen.
  */
 export async function drainQueue(target: DrainTarget, deadlineMs = 20_000): Promise<DrainResult> {
+  const consumer = target.consumer ?? "award-points";
   const pool = createPool({
     connectionString: target.databaseUrl,
-    role: consumerRoleName("award-points"),
+    role: consumerRoleName(consumer),
     max: 2,
     applicationName: target.applicationName,
   });
   try {
-    const handler = createConsumer(
-      { ...crashConsumer, commitMode: target.commitMode },
-      {
-        config: {
-          databaseUrl: target.databaseUrl,
-          opsBusName: "jobfence-ops-test",
-          queueUrl: target.queueUrl,
-        },
-        pool,
-        sqs: target.sqs,
-        eventBridge: localEventBridgeClient(target.eventBridgeEndpoint),
-        retryPolicy: CRASH_RETRY_POLICY,
-      },
-    );
+    const config = {
+      databaseUrl: target.databaseUrl,
+      opsBusName: "jobfence-ops-test",
+      queueUrl: target.queueUrl,
+    };
+    const runtime = {
+      pool,
+      sqs: target.sqs,
+      eventBridge: localEventBridgeClient(target.eventBridgeEndpoint),
+      retryPolicy: CRASH_RETRY_POLICY,
+    };
+    const handler =
+      consumer === "notify-user"
+        ? createConsumer({ ...notifyUserConsumer, commitMode: target.commitMode }, { ...runtime, config })
+        : createConsumer(
+            { ...crashConsumer, commitMode: target.commitMode },
+            { ...runtime, config: { ...config, outboxQueues: { "notify-user": target.followUpQueueUrl } } },
+          );
     const source = { sqs: target.sqs, queueUrl: target.queueUrl, queueArn: target.queueArn, waitSeconds: 1 };
-    const context: Context = lambdaContext("award-points");
+    const context: Context = lambdaContext(consumer);
     const stopAt = Date.now() + deadlineMs;
     let received = 0;
     let failed = 0;
@@ -228,4 +239,62 @@ export function holdsInvariant(fate: CrashFate): boolean {
   const appliedOnce = fate.ledger === 1 && fate.fences === 1 && fate.pending === 0;
   const deadLetteredOnce = fate.ledger === 0 && fate.fences === 0 && fate.pending === 1;
   return fate.ledger <= 1 && (appliedOnce || deadLetteredOnce);
+}
+
+/** The job id of the follow-up award-points' work sends notify-user for award `jobId`. */
+export function notificationJobId(jobId: string): string {
+  return deriveJobId("notify-user", "award-points", jobId, 0);
+}
+
+/** What became downstream of one award: its follow-up's outbox row, fence and effect in notify-user. */
+export interface FollowUpFate {
+  readonly job_id: string;
+  /** award-points' ledger entries of the award (1: applied). */
+  readonly ledger: number;
+  /** The follow-up's row still in award-points' outbox. */
+  readonly outbox: number;
+  /** notify-user's fences and notifications of the follow-up. */
+  readonly fences: number;
+  readonly notifications: number;
+  /** notify-user's dead letters of the follow-up. */
+  readonly dead_letters: number;
+}
+
+export async function followUpFates(
+  client: pg.ClientBase,
+  jobIds: readonly string[],
+): Promise<FollowUpFate[]> {
+  const { rows } = await client.query<FollowUpFate>(
+    `SELECT j.job_id,
+            (SELECT count(*)::int FROM award_points.ledger l WHERE l.job_id = j.job_id) AS ledger,
+            (SELECT count(*)::int FROM core.outbox o WHERE o.target = 'notify-user' AND o.job_id = j.follow_up) AS outbox,
+            (SELECT count(*)::int FROM core.processed_jobs f
+              WHERE f.job_id = j.follow_up AND f.consumer = 'notify-user') AS fences,
+            (SELECT count(*)::int FROM notify_user.notifications n WHERE n.job_id = j.follow_up) AS notifications,
+            (SELECT count(*)::int FROM core.dead_letters d
+              WHERE d.job_id = j.follow_up AND d.consumer = 'notify-user') AS dead_letters
+       FROM unnest($1::text[], $2::text[]) AS j(job_id, follow_up)
+      ORDER BY j.job_id`,
+    [jobIds, jobIds.map(notificationJobId)],
+  );
+  return rows;
+}
+
+/**
+ * The outbox's invariant for one award, once every relay has run: applied, its follow-up applied
+ * once downstream and gone from the outbox; not applied, no follow-up anywhere.
+ */
+export function followUpSettled(fate: FollowUpFate): boolean {
+  if (fate.ledger === 1)
+    return fate.outbox === 0 && fate.fences === 1 && fate.notifications === 1 && fate.dead_letters === 0;
+  return fate.outbox === 0 && fate.fences === 0 && fate.notifications === 0;
+}
+
+/**
+ * Before the scheduled relay has run: an applied award's follow-up is either applied downstream or
+ * still in the outbox (never neither: that is a loss), and never both applied and left behind twice.
+ */
+export function followUpAccountedFor(fate: FollowUpFate): boolean {
+  if (fate.ledger !== 1) return fate.outbox === 0 && fate.notifications === 0;
+  return fate.notifications <= 1 && fate.outbox <= 1 && fate.notifications + fate.outbox >= 1;
 }

@@ -4,6 +4,7 @@
  * told which variant to run through its environment, and the parent can predict the outcome.
  */
 import { createHash } from "node:crypto";
+import { awardPoints } from "../../../functions/award-points/award.ts";
 import { awardPointsConsumer, type awardPointsPayload } from "../../../functions/award-points/consumer.ts";
 import type { ConsumerDefinition } from "../../../shared/consumer.ts";
 
@@ -48,16 +49,22 @@ export function firstCleanAttempt(
   return undefined;
 }
 
-/** award-points with the given misbehaviour. */
+/**
+ * award-points' effect with the given misbehaviour. Its follow-up is left out: these scenarios
+ * count effects under database and process faults, and the outbox's own faults are the crash
+ * matrix's and test/integration/outbox.test.ts's.
+ */
 export function faultyAwardPoints(options: FaultWorkOptions): ConsumerDefinition<typeof awardPointsPayload> {
   return {
-    ...awardPointsConsumer,
+    name: awardPointsConsumer.name,
+    payload: awardPointsConsumer.payload,
     work: async (job, tx) => {
       if (stalls(options, job.jobId, job.attempt)) {
         await tx.query("SELECT pg_sleep($1)", [options.stall?.seconds ?? 1]);
       }
       if (options.holdMs) await tx.query("SELECT pg_sleep($1)", [options.holdMs / 1000]);
-      await awardPointsConsumer.work(job, tx);
+      const { jobId, tenantId, payload } = job;
+      await awardPoints(tx, { jobId, tenantId, userId: payload.user_id, points: payload.points });
     },
   };
 }

@@ -1,0 +1,31 @@
+/**
+ * Writes a transaction's follow-ups to the outbox (migration 0015): one statement for all of them,
+ * sent on the fence's connection just before the COMMIT, so a job that sends pays one round trip
+ * and one that sends nothing pays none.
+ */
+import type { StagedFollowUp } from "../../outbox/follow-up.ts";
+import type { Queryable } from "../queryable.ts";
+
+const INSERT = `
+  INSERT INTO core.outbox
+    (consumer, parent_job_id, target, job_id, tenant_id, correlation_id, body, job_fingerprint, group_id, traceparent)
+  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+                       $8::bytea[], $9::text[], $10::text[])`;
+
+/** Inserts the rows; throws what the server answers (the transaction then cannot commit). */
+export async function insertFollowUps(db: Queryable, followUps: readonly StagedFollowUp[]): Promise<void> {
+  if (followUps.length === 0) return;
+  const column = <T>(pick: (f: StagedFollowUp) => T) => followUps.map(pick);
+  await db.query(INSERT, [
+    column((f) => f.consumer),
+    column((f) => f.parentJobId),
+    column((f) => f.target),
+    column((f) => f.jobId),
+    column((f) => f.tenantId),
+    column((f) => f.correlationId),
+    column((f) => f.body),
+    column((f) => f.fingerprint),
+    column((f) => f.groupId),
+    column((f) => f.traceparent),
+  ]);
+}
