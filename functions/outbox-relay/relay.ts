@@ -9,6 +9,7 @@ import type { EventBridgeClient } from "@aws-sdk/client-eventbridge";
 import type { SQSClient } from "@aws-sdk/client-sqs";
 import type pg from "pg";
 import { z } from "zod";
+import { CONSUMER_ENV } from "../../shared/config/consumer-config.ts";
 import {
   CONSUMER_NAME,
   DATABASE_ENV,
@@ -41,10 +42,11 @@ export type OutboxRelayConfig = z.output<typeof schema>;
 /** The environment the relay function reads. */
 export const OUTBOX_RELAY_ENV = Object.freeze({
   ...DATABASE_ENV,
-  dbRole: "JOBFENCE_DB_ROLE",
+  // The consumer function's own names: the relay is configured as its consumer is.
+  dbRole: CONSUMER_ENV.dbRole,
+  opsBusName: CONSUMER_ENV.opsBusName,
+  outboxQueues: CONSUMER_ENV.outboxQueues,
   consumer: "JOBFENCE_CONSUMER",
-  opsBusName: "JOBFENCE_OPS_BUS_NAME",
-  outboxQueues: "JOBFENCE_OUTBOX_QUEUES",
   batchSize: "JOBFENCE_OUTBOX_BATCH_SIZE",
 });
 

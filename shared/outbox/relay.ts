@@ -20,7 +20,6 @@ import { METRIC } from "../metrics/names.ts";
 import type { JobEnvelope } from "../producer/job-envelope.ts";
 import { jobMessages } from "../producer/job-message.ts";
 import { type FailedJob, type JobToSend, type SendJobsOptions, sendJobs } from "../producer/send-jobs.ts";
-import { isFifoQueue } from "../sqs/queue-url.ts";
 import { traceAttributes } from "./follow-up.ts";
 
 function jobIdsOf(keys: readonly OutboxKey[]): string[] {
@@ -76,50 +75,67 @@ export async function sendFollowUps(
       }
       continue;
     }
-    // Each row checked on its own first: one whose body is not a sendable job (a row the work wrote
-    // itself, say) fails alone instead of taking its batch-mates down with it.
-    const fifo = isFifoQueue(queueUrl);
-    const jobs: JobToSend[] = [];
-    for (const f of rows) {
-      try {
-        const job: JobToSend = {
-          envelope: JSON.parse(f.body) as JobEnvelope,
-          ...(f.groupId === null ? {} : { groupId: f.groupId }),
-          ...(f.traceparent === null ? {} : { attributes: traceAttributes(f.traceparent).MessageAttributes }),
-        };
-        const [message] = jobMessages([job], fifo);
-        if (message?.MessageBody !== f.body || job.envelope.job_id !== f.jobId) {
-          throw new SendRefusedError([
-            "the row's body is not the envelope of its job_id as the harness wrote it",
-          ]);
-        }
-        jobs.push(job);
-      } catch (error) {
-        const described = describeError(error);
+    const jobs = rows.map(jobToSend);
+    try {
+      const result = await sendJobs(sqs, queueUrl, jobs, options);
+      for (const sent of result.sent) report.sent.push(keyOf(sent.jobId));
+      for (const failure of result.failed) report.failed.push({ key: keyOf(failure.jobId), failure });
+    } catch (error) {
+      // sendJobs refuses a call it could not send correctly: these rows were checked when the work
+      // sent them (or by checkRows, read back from the table). Failed, not lost, should it happen.
+      const described = describeError(error);
+      for (const f of rows) {
         report.failed.push({
           key: keyOf(f.jobId),
           failure: { jobId: f.jobId, code: described.class, message: described.message, senderFault: true },
         });
       }
     }
-    if (jobs.length === 0) continue;
-    try {
-      const result = await sendJobs(sqs, queueUrl, jobs, options);
-      for (const sent of result.sent) report.sent.push(keyOf(sent.jobId));
-      for (const failure of result.failed) report.failed.push({ key: keyOf(failure.jobId), failure });
-    } catch (error) {
-      // Unreachable once every row passed the check above; failed, not lost, should it happen.
-      const described = describeError(error);
-      for (const job of jobs) {
-        const jobId = job.envelope.job_id;
-        report.failed.push({
-          key: keyOf(jobId),
-          failure: { jobId, code: described.class, message: described.message, senderFault: true },
-        });
-      }
-    }
   }
   return report;
+}
+
+/** The job sendJobs sends for a row. */
+function jobToSend(f: RelayedFollowUp): JobToSend {
+  return {
+    envelope: JSON.parse(f.body) as JobEnvelope,
+    ...(f.groupId === null ? {} : { groupId: f.groupId }),
+    ...(f.traceparent === null ? {} : { attributes: traceAttributes(f.traceparent).MessageAttributes }),
+  };
+}
+
+/**
+ * Rows read back from the outbox, each checked on its own before they are sent together: one whose
+ * body is not its job id's envelope as the harness writes it (a row the work wrote itself, say) is
+ * failed alone, as the sender's fault, instead of making sendJobs refuse its batch-mates with it.
+ * The relay after COMMIT needs none of this: it sends what this process staged, checked at `send`.
+ */
+export function checkRows(followUps: readonly RelayedFollowUp[]): {
+  readonly sendable: RelayedFollowUp[];
+  readonly refused: RelayReport["failed"];
+} {
+  const sendable: RelayedFollowUp[] = [];
+  const refused: RelayReport["failed"] = [];
+  for (const f of followUps) {
+    try {
+      const job = jobToSend(f);
+      // FIFO or not adds only the group (bounded by the table's CHECK) and deduplication ids.
+      const [message] = jobMessages([job], false);
+      if (message?.MessageBody !== f.body || job.envelope.job_id !== f.jobId) {
+        throw new SendRefusedError([
+          "the row's body is not the envelope of its job_id as the harness wrote it",
+        ]);
+      }
+      sendable.push(f);
+    } catch (error) {
+      const described = describeError(error);
+      refused.push({
+        key: { target: f.target, jobId: f.jobId },
+        failure: { jobId: f.jobId, code: described.class, message: described.message, senderFault: true },
+      });
+    }
+  }
+  return { sendable, refused };
 }
 
 /** What the relay after COMMIT needs. */

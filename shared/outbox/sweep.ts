@@ -36,7 +36,7 @@ import { messageGroupId } from "../producer/fifo-ids.ts";
 import type { FailedJob } from "../producer/send-jobs.ts";
 import { type RetryPolicy, retryDelaySeconds } from "../retry/policy.ts";
 import { isFifoQueue } from "../sqs/queue-url.ts";
-import { sendFollowUps, type TargetQueues } from "./relay.ts";
+import { checkRows, sendFollowUps, type TargetQueues } from "./relay.ts";
 
 /** The scheduled relay's retry policy: about 45 minutes of tries before a row is undelivered. */
 export const OUTBOX_RETRY_POLICY: RetryPolicy = Object.freeze({
@@ -100,9 +100,7 @@ export async function sweepOutbox(options: SweepOptions): Promise<SweepReport> {
       await client.query("BEGIN");
       claimed = await claimDueFollowUps(client, options.consumer, batchSize);
       if (claimed.length > 0) {
-        const report = await sendFollowUps(
-          options.sqs,
-          options.queues,
+        const { sendable, refused } = checkRows(
           claimed.map((row) => ({
             target: row.target,
             jobId: row.job_id,
@@ -112,6 +110,8 @@ export async function sweepOutbox(options: SweepOptions): Promise<SweepReport> {
             traceparent: row.traceparent,
           })),
         );
+        const sentNow = await sendFollowUps(options.sqs, options.queues, sendable);
+        const report = { sent: sentNow.sent, failed: [...refused, ...sentNow.failed] };
         if (faultHook) await faultHook("outbox:sweep-after-send", { jobIds: jobIdsOf(report.sent) });
         await deleteSentFollowUps(client, options.consumer, report.sent);
         sent += report.sent.length;
