@@ -334,6 +334,13 @@ export function createConsumer<S extends z.ZodType, F extends FollowUpSchemas = 
     return prepared;
   };
 
+  // The records of an event come from one queue: its URL is derived once, not once per record.
+  let lastQueue: { arn: string; url: string } | undefined;
+  const queueUrlOf = (arn: string): string => {
+    if (lastQueue === undefined || lastQueue.arn !== arn) lastQueue = { arn, url: queueUrlFromArn(arn) };
+    return lastQueue.url;
+  };
+
   function contextOf(
     record: SQSRecord,
     prepared: PreparedRecord<z.output<S>> | undefined,
@@ -345,7 +352,7 @@ export function createConsumer<S extends z.ZodType, F extends FollowUpSchemas = 
       ledger: EMPTY_LEDGER,
       claimed: false,
       signal,
-      queueUrl: queueUrl ?? queueUrlFromArn(record.eventSourceARN),
+      queueUrl: queueUrl ?? queueUrlOf(record.eventSourceARN),
       span: spans.of(record),
       ...(prepared?.settlement ? { settlement: prepared.settlement } : {}),
       ...(prepared ? { read: prepared.read } : {}),

@@ -53,10 +53,15 @@ const IDENTIFIER = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
 
 /** The RFC 8785 canonical JSON text of `value`; throws {@link CanonicalJsonError} for a non-JSON value. */
 export function canonicalJson(value: unknown): string {
-  const out: string[] = [];
+  // Appended to, not joined from parts: most texts are a few dozen characters.
+  let out = "";
   const stack: Frame[] = [];
-  /** Containers being written, with their depth in `stack`, to tell a cycle from a shared value. */
-  const open = new Map<object, number>();
+  /**
+   * Containers being written at depth SCANNED_DEPTH or more, with their depth in `stack`, to tell a
+   * cycle from a shared value; shallower ones are found in `stack` itself. Made only for a value
+   * that nests that deep.
+   */
+  let deep: Map<object, number> | undefined;
 
   const refuse = (what: string): never => {
     throw new CanonicalJsonError(`${pathOf(stack, stack.length)} ${what}: not a JSON value`);
@@ -66,14 +71,14 @@ export function canonicalJson(value: unknown): string {
   const write = (item: unknown): void => {
     switch (typeof item) {
       case "string":
-        out.push(JSON.stringify(item));
+        out += quote(item);
         return;
       case "number":
         if (!Number.isFinite(item)) refuse(`is ${item} (JSON numbers are finite)`);
-        out.push(String(item)); // Number-to-String, as RFC 8785 requires; String(-0) is "0"
+        out += String(item); // Number-to-String, as RFC 8785 requires; String(-0) is "0"
         return;
       case "boolean":
-        out.push(item ? "true" : "false");
+        out += item ? "true" : "false";
         return;
       case "undefined":
         refuse("is undefined");
@@ -89,7 +94,7 @@ export function canonicalJson(value: unknown): string {
         return;
     }
     if (item === null) {
-      out.push("null");
+      out += "null";
       return;
     }
     const container = item as object;
@@ -98,7 +103,7 @@ export function canonicalJson(value: unknown): string {
       write(JSON.parse(container.rawJSON));
       return;
     }
-    const depth = open.get(container);
+    const depth = openDepth(stack, deep, container);
     if (depth !== undefined) refuse(`refers back to ${pathOf(stack, depth)} (a cycle)`);
     const prototype: unknown = Object.getPrototypeOf(container);
     let keys: string[] | null;
@@ -106,15 +111,18 @@ export function canonicalJson(value: unknown): string {
       if (prototype !== Array.prototype)
         refuse(`is an instance of ${className(prototype)}, not a plain array`);
       keys = null;
-      out.push("[");
+      out += "[";
     } else {
       if (prototype !== Object.prototype && prototype !== null) {
         refuse(`is an instance of ${className(prototype)}, not a plain object`);
       }
-      keys = Object.keys(container).sort();
-      out.push("{");
+      keys = sortedKeys(container);
+      out += "{";
     }
-    open.set(container, stack.length);
+    if (stack.length >= SCANNED_DEPTH) {
+      deep ??= new Map();
+      deep.set(container, stack.length);
+    }
     stack.push({ container, keys, next: 0, at: 0, wrote: false });
   };
 
@@ -127,11 +135,11 @@ export function canonicalJson(value: unknown): string {
       if (frame.next < array.length) {
         const index = frame.next++;
         frame.at = index;
-        if (index > 0) out.push(",");
+        if (index > 0) out += ",";
         write(array[index]); // a hole reads as undefined and is refused with it
         continue;
       }
-      out.push("]");
+      out += "]";
     } else {
       const object = container as Readonly<Record<string, unknown>>;
       let member: unknown;
@@ -144,17 +152,64 @@ export function canonicalJson(value: unknown): string {
       }
       if (key !== undefined) {
         frame.at = key;
-        out.push(frame.wrote ? `,${JSON.stringify(key)}:` : `${JSON.stringify(key)}:`);
+        out += frame.wrote ? `,${quote(key)}:` : `${quote(key)}:`;
         frame.wrote = true;
         write(member);
         continue;
       }
-      out.push("}");
+      out += "}";
     }
     stack.pop();
-    open.delete(container);
+    if (stack.length >= SCANNED_DEPTH) deep?.delete(container);
   }
-  return out.join("");
+  return out;
+}
+
+/** A character JSON.stringify writes escaped: `"`, `\\`, a control, or a surrogate (escaped when lone). */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: the controls are what it looks for
+const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/;
+
+/** JSON.stringify of a string: the same text, without the call when nothing in it is escaped. */
+function quote(text: string): string {
+  return NEEDS_ESCAPE.test(text) ? JSON.stringify(text) : `"${text}"`;
+}
+
+/** Containers open at a depth below this are looked for in the stack itself. */
+const SCANNED_DEPTH = 8;
+
+/** The depth at which `container` is open (being written), or undefined when it is not. */
+function openDepth(
+  stack: readonly Frame[],
+  deep: ReadonlyMap<object, number> | undefined,
+  container: object,
+): number | undefined {
+  const scanned = Math.min(stack.length, SCANNED_DEPTH);
+  for (let i = 0; i < scanned; i++) if ((stack[i] as Frame).container === container) return i;
+  return deep?.get(container);
+}
+
+/** Keys at or below this many are sorted here; more go to Array.prototype.sort. */
+const INSERTION_SORT_MAX = 16;
+
+/**
+ * The object's own enumerable string keys in UTF-16 code-unit order, as `Object.keys(o).sort()`
+ * gives them (keys are distinct, so the order is total and any correct sort gives the same
+ * array). A few keys, the common case, are sorted by insertion: the built-in sort costs more
+ * than the comparisons there.
+ */
+function sortedKeys(object: object): string[] {
+  const keys = Object.keys(object);
+  if (keys.length > INSERTION_SORT_MAX) return keys.sort();
+  for (let i = 1; i < keys.length; i++) {
+    const key = keys[i] as string;
+    let j = i - 1;
+    while (j >= 0 && (keys[j] as string) > key) {
+      keys[j + 1] = keys[j] as string;
+      j--;
+    }
+    keys[j + 1] = key;
+  }
+  return keys;
 }
 
 /** The path through the first `depth` frames, as `$.items[3]["a key"]`, its middle elided when long. */

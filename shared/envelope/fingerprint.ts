@@ -14,7 +14,7 @@
  *   consumer whose effect depends on such digits should carry them as strings.
  * - lone surrogates are escaped by the canonical form, so its UTF-8 encoding loses nothing.
  */
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import { CanonicalJsonError } from "../errors.ts";
 import { canonicalJson } from "./canonical-json.ts";
 
@@ -33,8 +33,9 @@ export function jobFingerprint(tenantId: string, payload: unknown): Buffer {
   // canonicalJson would silently drop an undefined property, making "no payload" a fingerprint.
   if (payload === undefined) throw new CanonicalJsonError("$.payload is undefined: not a JSON value");
   const canonical = canonicalJson({ tenant_id: tenantId, payload });
-  const digest = createHash("sha256").update(canonical, "utf8").digest();
-  return Buffer.from(digest.subarray(0, FINGERPRINT_BYTES));
+  // One-shot: no Hash object per job. A string is hashed as its UTF-8, as update(text, "utf8") does.
+  // The digest is this call's own buffer, so its first bytes are returned without a copy.
+  return hash("sha256", canonical, "buffer").subarray(0, FINGERPRINT_BYTES);
 }
 
 /** A fingerprint as lowercase hex for logs and alerts; null when there is none. */

@@ -33,8 +33,8 @@ import { guardTransaction, TRANSACTION_ENDED, type WorkQueries } from "./work-tr
 
 /** Whether a fence of these jobs was committed by the given transaction (its xmin). */
 const FENCES_COMMITTED_BY = `
-  SELECT EXISTS (SELECT 1 FROM core.processed_jobs
-                  WHERE consumer = $1 AND job_id = ANY ($2::text[]) AND xmin = xid($3::xid8)) AS committed`;
+  SELECT EXISTS (SELECT 1 FROM core.consumer_roles AS c JOIN core.processed_jobs AS p ON p.consumer_id = c.id
+                  WHERE c.consumer = $1 AND p.job_id = ANY ($2::text[]) AND p.xmin = xid($3::xid8)) AS committed`;
 
 /** SQLSTATE of a lock wait that ran into lock_timeout. */
 const LOCK_NOT_AVAILABLE = "55P03";

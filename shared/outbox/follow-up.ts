@@ -97,19 +97,22 @@ export function followUpSender<F extends FollowUpSchemas>(
   stage: (followUp: StagedFollowUp) => void,
   refused: (error: FollowUpRefusedError) => void = () => {},
 ): SendFollowUp<F> {
-  const indexOf = new Map<string, number>();
-  const ids = new Set<string>();
+  // Made at the first send: most runs of a job's work send nothing, or one follow-up.
+  let indexOf: Map<string, number> | undefined;
+  let ids: Set<string> | undefined;
   return ((target: string, followUp: FollowUp<unknown>) => {
     try {
-      const index = indexOf.get(target) ?? 0;
+      const index = indexOf?.get(target) ?? 0;
       const staged = stagedFollowUp(spec, parent, target, followUp, index, traceparent);
-      if (ids.has(staged.jobId)) {
+      if (ids?.has(staged.jobId)) {
         throw new FollowUpRefusedError(target, [
           `key ${JSON.stringify(followUp.key)} was already sent by this job: give each follow-up to one target its own key`,
         ]);
       }
       stage(staged);
+      ids ??= new Set();
       ids.add(staged.jobId);
+      indexOf ??= new Map();
       indexOf.set(target, index + 1);
       return staged.jobId;
     } catch (error) {

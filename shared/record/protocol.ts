@@ -134,9 +134,12 @@ export interface RecordProtocolOptions<S extends z.ZodType> {
 /** The steps of one record; one instance per consumer, no state of its own between records. */
 export class RecordProtocol<S extends z.ZodType> {
   readonly #o: RecordProtocolOptions<S>;
+  /** The `send` of a consumer that declares no follow-ups: the same for every job, made once. */
+  readonly #refuseFollowUps: Transaction<FollowUpSchemas>["send"];
 
   constructor(options: RecordProtocolOptions<S>) {
     this.#o = options;
+    this.#refuseFollowUps = refuseFollowUps(options.consumer);
   }
 
   /** Step 1, pure: the record's body as a job with its fingerprint, or PoisonMessageError. */
@@ -280,7 +283,7 @@ export class RecordProtocol<S extends z.ZodType> {
           (f) => fence.stage(f),
           (refused) => fence.refuse(refused),
         )
-      : refuseFollowUps(this.#o.consumer);
+      : this.#refuseFollowUps;
     return Object.freeze({ query: fence.tx.query, send }) as Transaction<FollowUpSchemas>;
   }
 

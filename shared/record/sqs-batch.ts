@@ -108,19 +108,54 @@ const RETURN_SHARE_OF_RESERVE = 0.3;
 /** What the race of a record against the deadline gives when the deadline wins. */
 const DEADLINE = Symbol("deadline");
 
-/** `work`'s result, or DEADLINE once `signal` aborts first. */
-export async function untilDeadline<T>(work: Promise<T>, signal: AbortSignal): Promise<T | typeof DEADLINE> {
-  if (signal.aborted) return DEADLINE;
-  let onAbort: (() => void) | undefined;
-  const deadline = new Promise<typeof DEADLINE>((resolve) => {
-    onAbort = () => resolve(DEADLINE);
-    signal.addEventListener("abort", onAbort, { once: true });
-  });
-  try {
-    return await Promise.race([work, deadline]);
-  } finally {
-    if (onAbort) signal.removeEventListener("abort", onAbort);
+/** What waits on a signal's deadline: resolves a race with DEADLINE when the signal aborts. */
+type DeadlineWaiter = (deadline: typeof DEADLINE) => void;
+
+/**
+ * The races waiting on each signal. A signal gets one abort listener, added the first time a race
+ * waits on it, however many records race against it: an invocation's records all race against
+ * its clock's signal, and a listener added and removed per record costs more than the record's
+ * own bookkeeping. A race leaves the set when its work settles, so nothing accumulates on a signal
+ * that never aborts; the set goes with its signal.
+ */
+const waitersBySignal = new WeakMap<AbortSignal, Set<DeadlineWaiter>>();
+
+function waitersOf(signal: AbortSignal): Set<DeadlineWaiter> {
+  let waiters = waitersBySignal.get(signal);
+  if (waiters === undefined) {
+    const set = new Set<DeadlineWaiter>();
+    waiters = set;
+    waitersBySignal.set(signal, set);
+    signal.addEventListener(
+      "abort",
+      () => {
+        for (const waiter of set) waiter(DEADLINE);
+        set.clear();
+      },
+      { once: true },
+    );
   }
+  return waiters;
+}
+
+/** `work`'s result, or DEADLINE once `signal` aborts first. */
+export function untilDeadline<T>(work: Promise<T>, signal: AbortSignal): Promise<T | typeof DEADLINE> {
+  if (signal.aborted) return Promise.resolve(DEADLINE);
+  const waiters = waitersOf(signal);
+  return new Promise<T | typeof DEADLINE>((resolve, reject) => {
+    waiters.add(resolve);
+    // Promise.resolve, as Promise.race would: a work that is a value or a thenable is taken as one.
+    Promise.resolve(work).then(
+      (value) => {
+        waiters.delete(resolve);
+        resolve(value);
+      },
+      (error: unknown) => {
+        waiters.delete(resolve);
+        reject(error);
+      },
+    );
+  });
 }
 
 export { DEADLINE };

@@ -62,9 +62,10 @@ export class ConsumerReaders {
   /** The consumer's fence of `jobId`, or undefined when the job was never applied. */
   async fence(jobId: string): Promise<FenceRow | undefined> {
     const { rows } = await this.#pool.query<FenceRow>(
-      `SELECT job_id AS "jobId", consumer, tenant_id AS "tenantId", processed_at AS "processedAt",
-              expires_at AS "expiresAt", replace(fingerprint::text, '-', '') AS fingerprint
-         FROM core.processed_jobs WHERE consumer = $1 AND job_id = $2`,
+      `SELECT p.job_id AS "jobId", c.consumer, p.tenant_id AS "tenantId", p.processed_at AS "processedAt",
+              p.expires_at AS "expiresAt", replace(p.fingerprint::text, '-', '') AS fingerprint
+         FROM core.consumer_roles AS c JOIN core.processed_jobs AS p ON p.consumer_id = c.id
+        WHERE c.consumer = $1 AND p.job_id = $2`,
       [this.#consumer, jobId],
     );
     return rows[0];

@@ -88,6 +88,12 @@ export function endProcessSpan(
   outcome: RecordOutcome | { status: "returned" },
   identity?: { jobId: string; correlationId: string },
 ): void {
+  // A span that is not recording (the API's no-op without an SDK, or one not sampled) drops every
+  // attribute, event and status it is given: only its end is left to do.
+  if (!span.isRecording()) {
+    span.end();
+    return;
+  }
   if (identity) {
     span.setAttribute("jobfence.job_id", identity.jobId);
     span.setAttribute("messaging.message.conversation_id", identity.correlationId);

@@ -226,7 +226,7 @@ describe("the synthesized bundles", () => {
       ).toEqual({ batchItemFailures: [] });
       const { rows } = await bed.db.withClient((c) =>
         c.query(
-          `SELECT (SELECT count(*)::int FROM core.processed_jobs WHERE job_id = $1 AND consumer = $2) AS fences,
+          `SELECT (SELECT count(*)::int FROM core.processed_jobs WHERE job_id = $1 AND consumer_id = core.consumer_id($2)) AS fences,
                   (SELECT count(*)::int FROM core.dead_letters WHERE job_id = $1) AS "deadLetters",
                   (SELECT error_kind || ': ' || (last_error->>'class') || ': ' || (last_error->>'message')
                      FROM core.dead_letters WHERE job_id = $1 LIMIT 1) AS error`,

@@ -128,7 +128,7 @@ it("a scaffolded consumer typechecks, lints, passes its own and the conformance 
           (
             await sql.query(
               `SELECT e.reference, e.amount::int, (SELECT count(*)::int FROM core.processed_jobs p
-                 WHERE p.job_id = e.job_id AND p.consumer = $2) AS fences
+                 WHERE p.job_id = e.job_id AND p.consumer_id = core.consumer_id($2)) AS fences
                FROM record_payment.entries e WHERE e.job_id = $1`,
               ["scaffold-round-trip-1", NAME],
             )

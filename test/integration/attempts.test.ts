@@ -705,7 +705,7 @@ for (const mode of ["per-record", "batch"] as const satisfies readonly CommitMod
       try {
         await client.query("BEGIN");
         await client.query(
-          "INSERT INTO core.processed_jobs (job_id, consumer, tenant_id, processed_at, expires_at) VALUES ($1, 'award-points', 't', now(), now() + interval '1 day')",
+          "INSERT INTO core.processed_jobs (job_id, consumer_id, tenant_id, processed_at, expires_at) VALUES ($1, core.consumer_id('award-points'), 't', now(), now() + interval '1 day')",
           [own],
         );
         const { rows } = await client.query<{ n: number }>(

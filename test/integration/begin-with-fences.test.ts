@@ -8,10 +8,14 @@ import { beginWithFences, fenceFingerprints } from "../../shared/db/queries/begi
 import { envelopeSchema } from "../../shared/envelope/envelope.ts";
 import { jobFingerprint } from "../../shared/envelope/fingerprint.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { registerConsumers } from "../support/fixtures.ts";
 
 let db: TestDatabase;
 beforeAll(async () => {
   db = await createTestDatabase();
+  // A fence names its consumer by the registry's id: these consumers are registered, as migrating
+  // their sets would (test/integration/fence-consumer-ids.test.ts has what an unregistered one gets).
+  await db.withClient((c) => registerConsumers(c, ["fence-literals", "fence-dups"]));
 });
 afterAll(async () => {
   await db?.drop();
@@ -57,7 +61,7 @@ describe("beginWithFences", () => {
             try {
               expect([...fresh.fresh].sort()).toEqual([...ids].sort());
               const { rows } = await client.query<{ job_id: string; tenant_id: string; fingerprint: Buffer }>(
-                "SELECT job_id, tenant_id, uuid_send(fingerprint) AS fingerprint FROM core.processed_jobs WHERE consumer = 'fence-literals'",
+                "SELECT job_id, tenant_id, uuid_send(fingerprint) AS fingerprint FROM core.processed_jobs WHERE consumer_id = core.consumer_id('fence-literals')",
               );
               expect(rows.map((r) => r.job_id).sort()).toEqual([...ids].sort());
               for (const row of rows) {

@@ -311,10 +311,10 @@ describe("dead letter field rules", () => {
 });
 
 describe("fence rows", () => {
-  const FENCE = `INSERT INTO core.processed_jobs (job_id, consumer, tenant_id, processed_at, expires_at)
-    VALUES ($1, 'award-points', 't_42', now(), now() + $2::interval)`;
+  const FENCE = `INSERT INTO core.processed_jobs (job_id, consumer_id, tenant_id, processed_at, expires_at)
+    VALUES ($1, core.consumer_id('award-points'), 't_42', now(), now() + $2::interval)`;
 
-  it("one fence per (job_id, consumer): a second insert is refused, ON CONFLICT DO NOTHING returns no row", async () => {
+  it("one fence per (job_id, consumer_id): a second insert is refused, ON CONFLICT DO NOTHING returns no row", async () => {
     await attempt(FENCE, ["award:order-9", "7 days"]);
     await expectRefused(
       attempt(FENCE, ["award:order-9", "7 days"]),
@@ -328,8 +328,8 @@ describe("fence rows", () => {
   it("a fence's tenant_id is at most 255 characters", async () => {
     await expectRefused(
       attempt(
-        `INSERT INTO core.processed_jobs (job_id, consumer, tenant_id, processed_at, expires_at)
-         VALUES ('award:long-tenant', 'award-points', repeat('t', 256), now(), now() + interval '7 days')`,
+        `INSERT INTO core.processed_jobs (job_id, consumer_id, tenant_id, processed_at, expires_at)
+         VALUES ('award:long-tenant', core.consumer_id('award-points'), repeat('t', 256), now(), now() + interval '7 days')`,
         [],
       ),
       SQLSTATE.checkViolation,
@@ -461,8 +461,8 @@ describe("blank checks do not depend on the database's collation", () => {
 
 describe("the fence's fingerprint", () => {
   it("is 16 bytes (a fixed-width uuid), or NULL on fences written before fingerprints", async () => {
-    const FENCE = `INSERT INTO core.processed_jobs (job_id, consumer, tenant_id, fingerprint, expires_at)
-      VALUES ($1, 'award-points', 't', $2::uuid, now() + interval '7 days')`;
+    const FENCE = `INSERT INTO core.processed_jobs (job_id, consumer_id, tenant_id, fingerprint, expires_at)
+      VALUES ($1, core.consumer_id('award-points'), 't', $2::uuid, now() + interval '7 days')`;
     await attempt(FENCE, ["award:fp-null", null]);
     await attempt(FENCE, ["award:fp-16", "00112233445566778899aabbccddeeff"]);
     await expectRefused(attempt(FENCE, ["award:fp-17", `${"00".repeat(17)}`]), "22P02");

@@ -128,10 +128,16 @@ describe("escalation of stale pending dead letters", () => {
     await bed.db.withClient(async (c) => {
       // The fences of the first two jobs exist: a replay committed its effect but crashed before
       // resolving the dead letter (or the producer sent the job again).
+      const ids = [healed, poison, anonymous, foreign];
       await c.query(
-        `INSERT INTO core.processed_jobs (job_id, consumer, tenant_id, processed_at, expires_at)
-         SELECT job_id, consumer, 't', now(), now() + interval '7 days' FROM core.dead_letters WHERE id = ANY ($1::uuid[])`,
-        [[healed, poison, anonymous, foreign]],
+        `SELECT core.ensure_consumer_role(consumer) FROM (SELECT DISTINCT consumer FROM core.dead_letters WHERE id = ANY ($1::uuid[])) AS d`,
+        [ids],
+      );
+      await c.query(
+        `INSERT INTO core.processed_jobs (job_id, consumer_id, tenant_id, processed_at, expires_at)
+         SELECT d.job_id, core.consumer_id(d.consumer), 't', now(), now() + interval '7 days'
+           FROM core.dead_letters AS d WHERE d.id = ANY ($1::uuid[])`,
+        [ids],
       );
     });
     expect(await resolveHealedDeadLetters(opsPool)).toBe(2);

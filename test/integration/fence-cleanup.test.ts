@@ -39,8 +39,8 @@ beforeEach(async () => {
 async function seed(prefix: string, count: number, expiresSql: string): Promise<void> {
   await bed.db.withClient((c) =>
     c.query(
-      `INSERT INTO core.processed_jobs (job_id, consumer, tenant_id, processed_at, expires_at)
-       SELECT $1 || '-' || n, 'award-points', 't', now() - interval '30 days', ${expiresSql}
+      `INSERT INTO core.processed_jobs (job_id, consumer_id, tenant_id, processed_at, expires_at)
+       SELECT $1 || '-' || n, core.consumer_id('award-points'), 't', now() - interval '30 days', ${expiresSql}
          FROM generate_series(1, $2) AS n`,
       [prefix, count],
     ),
@@ -65,11 +65,12 @@ describe("AC6 TTL cleanup", () => {
     try {
       await client.query("BEGIN");
       await client.query(`
-        INSERT INTO core.processed_jobs (job_id, consumer, tenant_id, processed_at, expires_at) VALUES
-          ('before-1us', 'award-points', 't', now() - interval '7 days', now() - interval '1 microsecond'),
-          ('at-now',     'award-points', 't', now() - interval '7 days', now()),
-          ('after-1us',  'award-points', 't', now() - interval '7 days', now() + interval '1 microsecond'),
-          ('in-window',  'award-points', 't', now() - interval '1 day',  now() + interval '6 days')`);
+        INSERT INTO core.processed_jobs (job_id, consumer_id, tenant_id, processed_at, expires_at)
+        SELECT job_id, core.consumer_id('award-points'), 't', processed_at, expires_at FROM (VALUES
+          ('before-1us', now() - interval '7 days', now() - interval '1 microsecond'),
+          ('at-now',     now() - interval '7 days', now()),
+          ('after-1us',  now() - interval '7 days', now() + interval '1 microsecond'),
+          ('in-window',  now() - interval '1 day',  now() + interval '6 days')) AS f (job_id, processed_at, expires_at)`);
       await client.query("SET LOCAL ROLE jobfence_cleanup");
       const { rows } = await client.query("SELECT core.delete_expired_fences(100) AS deleted");
       expect(rows[0].deleted).toBe(1);

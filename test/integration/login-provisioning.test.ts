@@ -130,11 +130,11 @@ describe("core.provision_login", () => {
       // consumer's, and not resolve dead letters.
       await login.query("SELECT count(*) FROM core.processed_jobs");
       await login.query(
-        "INSERT INTO core.processed_jobs (job_id, consumer, tenant_id, expires_at) VALUES ('login:1', 'award-points', 't', now() + interval '1 day')",
+        "INSERT INTO core.processed_jobs (job_id, consumer_id, tenant_id, expires_at) VALUES ('login:1', core.consumer_id('award-points'), 't', now() + interval '1 day')",
       );
       await expectRefused(
         login.query(
-          "INSERT INTO core.processed_jobs (job_id, consumer, tenant_id, expires_at) VALUES ('login:1', 'record-payment', 't', now() + interval '1 day')",
+          "INSERT INTO core.processed_jobs (job_id, consumer_id, tenant_id, expires_at) VALUES ('login:1', core.consumer_id('notify-user'), 't', now() + interval '1 day')",
         ),
         SQLSTATE.insufficientPrivilege,
       );

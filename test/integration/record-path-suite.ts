@@ -272,8 +272,8 @@ export function recordPathSuite(commitMode: CommitMode): void {
     it("a fence written before fingerprints existed counts as the same job", async () => {
       await bed.db.withClient((c) =>
         c.query(
-          `INSERT INTO core.processed_jobs (job_id, consumer, tenant_id, expires_at)
-           VALUES ('legacy-fence', 'award-points', 't_42', now() + interval '7 days')`,
+          `INSERT INTO core.processed_jobs (job_id, consumer_id, tenant_id, expires_at)
+           VALUES ('legacy-fence', core.consumer_id('award-points'), 't_42', now() + interval '7 days')`,
         ),
       );
       expect(await deliver(JSON.stringify(award("legacy-fence", 77)))).toEqual([]);
@@ -426,7 +426,7 @@ export function recordPathSuite(commitMode: CommitMode): void {
               `SELECT d.id FROM core.dead_letters d
                 WHERE d.error_kind = 'conflict'
                   AND NOT EXISTS (SELECT 1 FROM core.processed_jobs p
-                                   WHERE p.job_id = d.job_id AND p.consumer = d.consumer
+                                   WHERE p.job_id = d.job_id AND p.consumer_id = core.consumer_id(d.consumer)
                                      AND uuid_send(p.fingerprint) = d.fence_fingerprint)`,
             )
           ).rows,

@@ -27,8 +27,8 @@ beforeAll(async () => {
   pendingId = await insertDeadLetter(client, { job_id: "award:fixture" });
   await insertFence(client, "award:live");
   await client.query(
-    `INSERT INTO core.processed_jobs (job_id, consumer, tenant_id, processed_at, expires_at)
-     VALUES ('award:expired', 'award-points', 't_42', now() - interval '8 days', now() - interval '1 day')`,
+    `INSERT INTO core.processed_jobs (job_id, consumer_id, tenant_id, processed_at, expires_at)
+     VALUES ('award:expired', core.consumer_id('award-points'), 't_42', now() - interval '8 days', now() - interval '1 day')`,
   );
 });
 
@@ -57,17 +57,17 @@ const OPERATIONS: Array<{ what: string; sql: string; params?: (id: string) => un
   [
     {
       what: "insert a fence",
-      sql: "INSERT INTO core.processed_jobs (job_id, consumer, tenant_id, expires_at) VALUES ('award:x', 'award-points', 't', now() + interval '7 days') ON CONFLICT DO NOTHING RETURNING 1",
+      sql: "INSERT INTO core.processed_jobs (job_id, consumer_id, tenant_id, expires_at) VALUES ('award:x', (SELECT id FROM core.consumer_roles WHERE consumer = 'award-points'), 't', now() + interval '7 days') ON CONFLICT DO NOTHING RETURNING 1",
       allowed: [AWARD],
     },
     {
       what: "read fences",
-      sql: "SELECT * FROM core.processed_jobs WHERE job_id = 'award:live' AND consumer = 'award-points'",
+      sql: "SELECT * FROM core.processed_jobs WHERE job_id = 'award:live' AND consumer_id = (SELECT id FROM core.consumer_roles WHERE consumer = 'award-points')",
       allowed: [AWARD, "jobfence_ops"],
     },
     {
       what: "find expired fences",
-      sql: "SELECT job_id, consumer FROM core.processed_jobs WHERE expires_at < now() LIMIT 100",
+      sql: "SELECT job_id, consumer_id FROM core.processed_jobs WHERE expires_at < now() LIMIT 100",
       allowed: [AWARD, "jobfence_ops"],
     },
     {
@@ -285,8 +285,8 @@ describe("a consumer's role writes only its own consumer's rows", () => {
   });
 
   const fenceFor = (consumer: string) =>
-    `INSERT INTO core.processed_jobs (job_id, consumer, tenant_id, expires_at)
-     VALUES ('cross:1', '${consumer}', 't', now() + interval '7 days') ON CONFLICT DO NOTHING RETURNING 1`;
+    `INSERT INTO core.processed_jobs (job_id, consumer_id, tenant_id, expires_at)
+     VALUES ('cross:1', core.consumer_id('${consumer}'), 't', now() + interval '7 days') ON CONFLICT DO NOTHING RETURNING 1`;
   const deadLetterFor = (consumer: string, extra = "", extraValue = "") =>
     `INSERT INTO core.dead_letters
        (job_id, consumer, queue, payload, attempts, error_kind, last_error, correlation_id, body_form, body${extra})
@@ -339,12 +339,13 @@ describe("a consumer's role writes only its own consumer's rows", () => {
 
         it("sees none of the other consumer's fences, dead letters or attempts", async () => {
           const { role, other } = pair();
-          for (const table of ["core.processed_jobs", "core.message_attempts"]) {
-            const { rows } = await asRole(
-              role,
-              `SELECT count(*)::int AS n FROM ${table} WHERE consumer = $1`,
-              [other],
-            );
+          for (const [table, key] of [
+            ["core.processed_jobs", "consumer_id = core.consumer_id($1)"],
+            ["core.message_attempts", "consumer = $1"],
+          ] as const) {
+            const { rows } = await asRole(role, `SELECT count(*)::int AS n FROM ${table} WHERE ${key}`, [
+              other,
+            ]);
             expect(rows[0]?.n, table).toBe(0);
           }
           const { rows } = await asRole(
@@ -355,7 +356,7 @@ describe("a consumer's role writes only its own consumer's rows", () => {
           expect(rows[0]?.n).toBe(0);
           // The fixtures are there: the migrator sees them.
           const { rows: all } = await client.query<{ n: number }>(
-            "SELECT count(*)::int AS n FROM core.processed_jobs WHERE consumer = $1",
+            "SELECT count(*)::int AS n FROM core.processed_jobs WHERE consumer_id = core.consumer_id($1)",
             [other],
           );
           expect(all[0]?.n).toBeGreaterThan(0);
@@ -533,7 +534,7 @@ describe("a login cannot borrow another consumer's identity", () => {
         expect(rows[0]?.consumer).toBe("award-points");
         await expectRefused(
           asLogin.query(
-            "INSERT INTO core.processed_jobs (job_id, consumer, tenant_id, expires_at) VALUES ('pay:forged', 'record-payment', 't', now() + interval '1 day')",
+            "INSERT INTO core.processed_jobs (job_id, consumer_id, tenant_id, expires_at) VALUES ('pay:forged', core.consumer_id('record-payment'), 't', now() + interval '1 day')",
           ),
           SQLSTATE.insufficientPrivilege,
         );
@@ -581,8 +582,8 @@ describe("superseded needs this job's fence", () => {
     await client.query("BEGIN");
     try {
       await client.query(
-        `INSERT INTO core.processed_jobs (job_id, consumer, tenant_id, fingerprint, expires_at)
-         VALUES ('award:other-job', 'award-points', 't', '00000000-0000-0000-0000-000000000001', now() + interval '1 day')`,
+        `INSERT INTO core.processed_jobs (job_id, consumer_id, tenant_id, fingerprint, expires_at)
+         VALUES ('award:other-job', core.consumer_id('award-points'), 't', '00000000-0000-0000-0000-000000000001', now() + interval '1 day')`,
       );
       const { rows } = await client.query<{ id: string; error_kind: string }>(
         `INSERT INTO core.dead_letters (job_id, consumer, queue, attempts, error_kind, last_error, correlation_id,

@@ -646,8 +646,8 @@ async function replayCase(expect: ExpectStatic, c: CrashCase): Promise<void> {
       seeded.push(await seedDeadLetter(client, queue.url, fencedJob, `u-${c.id}-fenced`));
       await client.query(
         `WITH fence AS (
-           INSERT INTO core.processed_jobs (job_id, consumer, tenant_id, expires_at)
-           VALUES ($1, 'award-points', $2, now() + interval '7 days')),
+           INSERT INTO core.processed_jobs (job_id, consumer_id, tenant_id, expires_at)
+           VALUES ($1, core.consumer_id('award-points'), $2, now() + interval '7 days')),
          entry AS (
            INSERT INTO award_points.ledger (job_id, tenant_id, user_id, points) VALUES ($1, $2, $3, 7))
          INSERT INTO award_points.balances (tenant_id, user_id, balance) VALUES ($2, $3, 7)`,
@@ -728,11 +728,11 @@ async function cleanupCase(expect: ExpectStatic, c: CrashCase): Promise<void> {
     });
   await bed.db.withClient((client) =>
     client.query(
-      `INSERT INTO core.processed_jobs (job_id, consumer, tenant_id, processed_at, expires_at)
-       SELECT $1 || '-expired-' || n, 'award-points', $3, now() - interval '8 days', now() - interval '1 hour'
+      `INSERT INTO core.processed_jobs (job_id, consumer_id, tenant_id, processed_at, expires_at)
+       SELECT $1 || '-expired-' || n, core.consumer_id('award-points'), $3, now() - interval '8 days', now() - interval '1 hour'
          FROM generate_series(1, $4) AS n
        UNION ALL
-       SELECT $1 || '-live-' || n, 'award-points', $3, now() - interval '6 days', now() + interval '1 day'
+       SELECT $1 || '-live-' || n, core.consumer_id('award-points'), $3, now() - interval '6 days', now() + interval '1 day'
          FROM generate_series(1, $2) AS n`,
       [c.id, CLEANUP.live, TENANT, CLEANUP.expired],
     ),

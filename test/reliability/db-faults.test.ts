@@ -13,15 +13,16 @@
  * (ledger entry and fence, no pending dead letter) or not applied with exactly one pending dead
  * letter. Nothing may be lost, nothing doubled; balances must equal the applied jobs' points.
  *
- * Two more cases drive the handler directly through a proxy that loses a COMMIT's
- * acknowledgement (the commit happened, the consumer cannot know), and two tests pin product
- * bugs this file found (see their comments).
+ * Two more cases drive the handler directly through the TCP proxy of bench/lib/latency-proxy.ts,
+ * which loses a COMMIT's acknowledgement (the commit happened, the consumer cannot know), and two
+ * tests pin product bugs this file found (see their comments).
  */
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import { afterAll, beforeAll, describe, type ExpectStatic, it } from "vitest";
+import { startLatencyProxy, targetOf } from "../../bench/lib/latency-proxy.ts";
 import { awardPointsConsumer } from "../../functions/award-points/consumer.ts";
 import { deploymentMigrationSets } from "../../functions/migrate/sets.ts";
 import { freePort, type RunningPostgres, startEmbeddedPostgres } from "../../local/postgres.ts";
@@ -43,7 +44,6 @@ import { type FaultWorkOptions, firstCleanAttempt } from "./support/fault-work.t
 import { FULL, reportFigures, runSeed, seededRandom, sized, tally } from "./support/figures.ts";
 import { type JobFate, jobFates, judge, type Verdict } from "./support/job-fates.ts";
 import { envelopeOf, type LoadJob, loadJobs, sleep, waitUntil } from "./support/load.ts";
-import { startPgCommitProxy } from "./support/pg-commit-proxy.ts";
 
 /** Seconds between attempts, so a run sees several retries and exhaustion within seconds. */
 const RETRY: RetryPolicy = Object.freeze({ maxAttempts: 5, baseSeconds: 1, capSeconds: 1 });
@@ -77,7 +77,7 @@ async function settledCount(url: string, jobIds: readonly string[]): Promise<num
   return withClient(url, async (c) => {
     const { rows } = await c.query<{ n: number }>(
       `SELECT count(*)::int AS n FROM unnest($1::text[]) AS j(job_id)
-        WHERE EXISTS (SELECT 1 FROM core.processed_jobs f WHERE f.job_id = j.job_id AND f.consumer = $2)
+        WHERE EXISTS (SELECT 1 FROM core.processed_jobs f WHERE f.job_id = j.job_id AND f.consumer_id = core.consumer_id($2))
            OR EXISTS (SELECT 1 FROM core.dead_letters d
                        WHERE d.job_id = j.job_id AND d.consumer = $2 AND d.status = 'pending_review')`,
       [jobIds, CONSUMER],
@@ -437,15 +437,16 @@ scenarios("reliability: database faults under load", () => {
   }, 900_000);
 
   /**
-   * award-points on a pool that reaches the database through {@link startPgCommitProxy}. The pool
+   * award-points on a pool that reaches the database through {@link startLatencyProxy}, with no
+   * latency added, armed to lose COMMIT acknowledgements when a test asks. The pool
    * listens for its clients' 'error' events: without that, the lost connection would crash this
    * test process (the product bug pinned below), and what is under test here is the harness's
    * handling of an ambiguous COMMIT, not that.
    */
   async function lostAckConsumer(retry: RetryPolicy) {
-    const proxy = await startPgCommitProxy(bed.db.url);
+    const proxy = await startLatencyProxy({ target: targetOf(bed.db.url), oneWayDelayMs: 0 });
     const pool = createPool({
-      connectionString: proxy.urlFor(bed.db.url),
+      connectionString: proxy.url(bed.db.url),
       role: consumerRoleName("award-points"),
       max: 2,
     });
@@ -473,14 +474,14 @@ scenarios("reliability: database faults under load", () => {
         sqsRecord(envelopeOf(job), { messageId: job.jobId, receiveCount: attempt });
       proxy.loseNextCommitAcks(1);
       expect(await invoke(handler, [record(1)])).toEqual([job.jobId]);
-      expect(proxy.lost()).toBe(1);
+      expect(proxy.lostCommitAcks()).toBe(1);
       // Committed, though the consumer could not know: the record stays in the queue.
       expect(await effectsOf(bed.db, job.jobId)).toEqual({ ledger: 1, fences: 1, deadLetters: 0 });
       expect(await invoke(handler, [record(2)])).toEqual([]);
       expect(outcomes).toEqual({ retry: 1, duplicate: 1 });
       expect(await effectsOf(bed.db, job.jobId)).toEqual({ ledger: 1, fences: 1, deadLetters: 0 });
     } finally {
-      await proxy.close();
+      await proxy.stop();
     }
   });
 
@@ -497,10 +498,10 @@ scenarios("reliability: database faults under load", () => {
       const [job] = loadJobs("db-lost-ack-last", 1) as [LoadJob];
       proxy.loseNextCommitAcks(1);
       await invoke(handler, [sqsRecord(envelopeOf(job), { messageId: job.jobId })]);
-      expect(proxy.lost()).toBe(1);
+      expect(proxy.lostCommitAcks()).toBe(1);
       expect(await effectsOf(bed.db, job.jobId)).toEqual({ ledger: 1, fences: 1, deadLetters: 0 });
     } finally {
-      await proxy.close();
+      await proxy.stop();
     }
   });
 

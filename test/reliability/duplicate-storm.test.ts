@@ -210,10 +210,11 @@ async function endState(db: TestDatabase, plan: StormPlan) {
       [jobIds, plan.points, TENANT],
     );
     const fencesPerJob = await c.query<{ job_id: string }>(
-      `SELECT job_id FROM core.processed_jobs GROUP BY job_id, consumer HAVING count(*) <> 1
+      `SELECT job_id FROM core.processed_jobs GROUP BY job_id, consumer_id HAVING count(*) <> 1
        UNION ALL
        SELECT j FROM unnest($1::text[]) AS j
-        WHERE NOT EXISTS (SELECT 1 FROM core.processed_jobs p WHERE p.job_id = j AND p.consumer = 'award-points')`,
+        WHERE NOT EXISTS (SELECT 1 FROM core.processed_jobs p
+                           WHERE p.job_id = j AND p.consumer_id = core.consumer_id('award-points'))`,
       [jobIds],
     );
     // The storm's applying delivery of each job wrote its one follow-up; no duplicate wrote one.

@@ -161,7 +161,7 @@ it(`${BODIES} generated bodies: each applied once or one pending poison dead let
       return new Map(rows.map((r) => [r.job_id, r.n]));
     });
   const fencesByJob = await countsByJob(
-    "SELECT job_id, count(*)::int AS n FROM core.processed_jobs WHERE consumer = 'award-points' GROUP BY job_id",
+    "SELECT job_id, count(*)::int AS n FROM core.processed_jobs WHERE consumer_id = core.consumer_id('award-points') GROUP BY job_id",
   );
   const ledgerByJob = await countsByJob(
     "SELECT job_id, count(*)::int AS n FROM award_points.ledger GROUP BY job_id",

@@ -146,7 +146,7 @@ async function queueRun(o: QueueRunOptions, emulatorDir: string) {
       bed.db.withClient(async (c) => {
         const { rows } = await c.query<{ n: number }>(
           `SELECT count(*)::int AS n FROM unnest($1::text[]) AS j(job_id)
-            WHERE EXISTS (SELECT 1 FROM core.processed_jobs f WHERE f.job_id = j.job_id AND f.consumer = $2)
+            WHERE EXISTS (SELECT 1 FROM core.processed_jobs f WHERE f.job_id = j.job_id AND f.consumer_id = core.consumer_id($2))
                OR EXISTS (SELECT 1 FROM core.dead_letters d WHERE d.job_id = j.job_id AND d.consumer = $2)`,
           [all, CONSUMER],
         );
@@ -208,7 +208,7 @@ async function queueRun(o: QueueRunOptions, emulatorDir: string) {
     });
     const poisonFences = await bed.db.withClient(async (c) => {
       const { rows } = await c.query<{ n: number }>(
-        "SELECT count(*)::int AS n FROM core.processed_jobs WHERE consumer = $1 AND job_id = ANY($2::text[])",
+        "SELECT count(*)::int AS n FROM core.processed_jobs WHERE consumer_id = core.consumer_id($1) AND job_id = ANY($2::text[])",
         [CONSUMER, poison],
       );
       return rows[0]?.n ?? 0;

@@ -12,7 +12,7 @@ import { createTokenVerifier } from "../../shared/http/auth.ts";
 import { PROBLEM_CONTENT_TYPE } from "../../shared/http/problem.ts";
 import { type ApiResponse, type ApiTestBed, TEST_SEAL_KEY } from "./api-harness.ts";
 import type { TestDatabase } from "./database.ts";
-import { type DeadLetterValues, deadLetter } from "./fixtures.ts";
+import { type DeadLetterValues, deadLetter, registerConsumers } from "./fixtures.ts";
 
 /** Where the API lives. */
 export const BASE = "/v1/core/dead-letters";
@@ -87,11 +87,20 @@ export async function resolveDirectly(
 ): Promise<void> {
   await db.withClient(async (c) => {
     if (status === "superseded") {
+      const { rows: consumers } = await c.query<{ consumer: string }>(
+        "SELECT DISTINCT consumer FROM core.dead_letters WHERE id = ANY($1::uuid[])",
+        [ids],
+      );
+      await registerConsumers(
+        c,
+        consumers.map((r) => r.consumer),
+      );
       await c.query(
-        `INSERT INTO core.processed_jobs (job_id, consumer, tenant_id, expires_at)
-         SELECT DISTINCT job_id, consumer, coalesce(tenant_id, 'fixture'), now() + interval '7 days'
-           FROM core.dead_letters WHERE id = ANY($1::uuid[])
-         ON CONFLICT (job_id, consumer) DO NOTHING`,
+        `INSERT INTO core.processed_jobs (job_id, consumer_id, tenant_id, expires_at)
+         SELECT DISTINCT d.job_id, r.id, coalesce(d.tenant_id, 'fixture'), now() + interval '7 days'
+           FROM core.dead_letters AS d JOIN core.consumer_roles AS r ON r.consumer = d.consumer
+          WHERE d.id = ANY($1::uuid[])
+         ON CONFLICT (job_id, consumer_id) DO NOTHING`,
         [ids],
       );
     }

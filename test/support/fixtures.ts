@@ -66,16 +66,30 @@ export async function insertDeadLetter(
   return (rows[0] as { id: string }).id;
 }
 
-/** Inserts a fence row for `job_id` that expires `ttlSeconds` after now. */
+/**
+ * Registers `consumers` that are not yet (core.ensure_consumer_role, as migrating a consumer's set
+ * does): a fence names its consumer by the registry's id (migration 0016).
+ */
+export async function registerConsumers(client: pg.ClientBase, consumers: readonly string[]): Promise<void> {
+  await client.query(
+    `SELECT core.ensure_consumer_role(n) FROM unnest($1::text[]) AS n
+      WHERE NOT EXISTS (SELECT 1 FROM core.consumer_roles AS c WHERE c.consumer = n)`,
+    [consumers],
+  );
+}
+
+/** Inserts a fence row for `job_id` that expires `ttlSeconds` after now (registering its consumer). */
 export async function insertFence(
   client: pg.ClientBase,
   jobId: string,
   options: { consumer?: string; tenantId?: string; ttlSeconds?: number } = {},
 ): Promise<void> {
+  const consumer = options.consumer ?? "award-points";
+  await registerConsumers(client, [consumer]);
   await client.query(
-    `INSERT INTO core.processed_jobs (job_id, consumer, tenant_id, expires_at)
-     VALUES ($1, $2, $3, now() + make_interval(secs => $4))`,
-    [jobId, options.consumer ?? "award-points", options.tenantId ?? "t_42", options.ttlSeconds ?? 7 * 86400],
+    `INSERT INTO core.processed_jobs (job_id, consumer_id, tenant_id, expires_at)
+     VALUES ($1, core.consumer_id($2), $3, now() + make_interval(secs => $4))`,
+    [jobId, consumer, options.tenantId ?? "t_42", options.ttlSeconds ?? 7 * 86400],
   );
 }
 

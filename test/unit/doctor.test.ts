@@ -207,8 +207,8 @@ function healthy(): CatalogSnapshot {
         command: "ALL",
         permissive: true,
         roles: ["jobfence_consumer"],
-        using: "(consumer = ( SELECT core.session_consumer() AS session_consumer))",
-        withCheck: "(consumer = ( SELECT core.session_consumer() AS session_consumer))",
+        using: "(consumer_id = ( SELECT core.session_consumer_id() AS session_consumer_id))",
+        withCheck: "(consumer_id = ( SELECT core.session_consumer_id() AS session_consumer_id))",
       },
       {
         table: "core.processed_jobs",
@@ -221,10 +221,10 @@ function healthy(): CatalogSnapshot {
       },
     ],
     definitions: {
-      columns: ["processed_jobs.job_id text NOT NULL", "processed_jobs.consumer text NOT NULL"],
-      constraints: ["core.processed_jobs processed_jobs_pkey: PRIMARY KEY (job_id, consumer)"],
+      columns: ["processed_jobs.consumer_id smallint NOT NULL", "processed_jobs.job_id text NOT NULL"],
+      constraints: ["core.processed_jobs processed_jobs_pkey: PRIMARY KEY (job_id, consumer_id)"],
       indexes: [
-        "CREATE UNIQUE INDEX processed_jobs_pkey ON core.processed_jobs USING btree (job_id, consumer)",
+        "CREATE UNIQUE INDEX processed_jobs_pkey ON core.processed_jobs USING btree (job_id, consumer_id)",
       ],
       triggers: [
         "CREATE TRIGGER dead_letters_refuse_delete BEFORE DELETE ON core.dead_letters FOR EACH ROW EXECUTE FUNCTION core.dead_letters_refuse_delete()",

@@ -1,14 +1,17 @@
 /**
- * bench/latency-proxy.ts: PostgreSQL works through it over many connections at once, the latency
+ * bench/lib/latency-proxy.ts: PostgreSQL works through it over many connections at once, the latency
  * it adds is real (median round trip through it minus direct ≥ 0.8 × the configured RTT; no tight
- * upper bound, the machine may be busy), its worker sleeps rather than spins, and a connection
- * closed or broken on either side closes the other.
+ * upper bound, the machine may be busy), its worker sleeps rather than spins, a connection closed
+ * or broken on either side closes the other, it holds COMMITs back when asked, and it loses the
+ * acknowledgement of the next N COMMITs when asked: committed, the client's connection closed. Its
+ * protocol reader finds a COMMIT however the bytes are chunked, and nothing else.
  */
 import { createServer } from "node:net";
 import { performance } from "node:perf_hooks";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type LatencyProxy, startLatencyProxy } from "../../bench/latency-proxy.ts";
+import { type LatencyProxy, startLatencyProxy, targetOf } from "../../bench/lib/latency-proxy.ts";
+import { frontendReader, readyForQueryWatcher } from "../../bench/lib/proxy/protocol.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 
 /** A generous RTT, so the check holds on a busy machine. */
@@ -20,8 +23,7 @@ let target: { host: string; port: number };
 
 beforeAll(async () => {
   db = await createTestDatabase();
-  const url = new URL(db.url);
-  target = { host: url.hostname, port: Number(url.port || 5432) };
+  target = targetOf(db.url);
   proxy = await startLatencyProxy({ target, oneWayDelayMs: RTT_MS / 2 });
 });
 
@@ -237,5 +239,125 @@ describe("latency proxy", () => {
     await expect(startLatencyProxy({ target, oneWayDelayMs: 0, commitDelayMs: -1 })).rejects.toThrow(
       RangeError,
     );
+  });
+
+  it("loses the next COMMITs' acknowledgements: committed, the client's connection closed", async () => {
+    const lossy = await startLatencyProxy({ target, oneWayDelayMs: 0.25 });
+    await db.withClient((admin) => admin.query("CREATE TABLE IF NOT EXISTS lost_ack (n int)"));
+    const committed = async (n: number) =>
+      db.withClient(
+        async (admin) =>
+          (await admin.query<{ c: number }>("SELECT count(*)::int AS c FROM lost_ack WHERE n = $1", [n]))
+            .rows[0]?.c,
+      );
+    /** One transaction through the proxy: whether COMMIT was answered, and whether the connection closed. */
+    const transaction = async (n: number) => {
+      const c = await client(lossy.url(db.url));
+      let closed = false;
+      c.on("end", () => {
+        closed = true;
+      });
+      c.on("error", () => {});
+      // Statements before the COMMIT are answered as usual.
+      await c.query("BEGIN");
+      await c.query("INSERT INTO lost_ack VALUES ($1)", [n]);
+      const answered = await c.query("COMMIT").then(
+        () => true,
+        () => false,
+      );
+      if (answered) await c.end();
+      else
+        await eventually(
+          async () => closed,
+          (v) => v,
+          2000,
+        );
+      return { answered, closed: !answered && closed };
+    };
+    try {
+      expect(lossy.lostCommitAcks()).toBe(0);
+      lossy.loseNextCommitAcks(2);
+      expect(await transaction(1)).toEqual({ answered: false, closed: true });
+      expect(await committed(1)).toBe(1);
+      expect(await transaction(2)).toEqual({ answered: false, closed: true });
+      expect(await committed(2)).toBe(1);
+      expect(lossy.lostCommitAcks()).toBe(2);
+      // Two armed, two lost: the next COMMIT is answered.
+      expect(await transaction(3)).toEqual({ answered: true, closed: false });
+      expect(await committed(3)).toBe(1);
+      expect(lossy.lostCommitAcks()).toBe(2);
+      expect(() => lossy.loseNextCommitAcks(-1)).toThrow(RangeError);
+    } finally {
+      await lossy.stop();
+      await db.withClient((admin) => admin.query("DROP TABLE lost_ack"));
+    }
+  });
+});
+
+describe("the proxy's protocol reader", () => {
+  const startup = (extra = Buffer.alloc(0)) => {
+    const body = Buffer.concat([Buffer.from("user\0u\0database\0d\0"), extra, Buffer.from("\0")]);
+    const message = Buffer.alloc(8 + body.length);
+    message.writeInt32BE(message.length, 0);
+    message.writeInt32BE(196608, 4); // protocol 3.0
+    body.copy(message, 8);
+    return message;
+  };
+  const query = (text: string) => {
+    const body = Buffer.from(`${text}\0`);
+    const message = Buffer.alloc(5 + body.length);
+    message.write("Q", 0);
+    message.writeInt32BE(4 + body.length, 1);
+    body.copy(message, 5);
+    return message;
+  };
+  const sslRequest = () => {
+    const message = Buffer.alloc(8);
+    message.writeInt32BE(8, 0);
+    message.writeInt32BE(80877103, 4);
+    return message;
+  };
+
+  it("finds a COMMIT however the stream is cut, and only a COMMIT", () => {
+    const stream = Buffer.concat([
+      startup(),
+      query("BEGIN"),
+      query("SELECT 'COMMIT'"),
+      query("SELECT core.assert_fence_transaction('x');\nCOMMIT"),
+      query("SELECT 1"),
+      query("commit;"),
+    ]);
+    for (const size of [1, 3, 7, 11]) {
+      const read = frontendReader();
+      let commits = 0;
+      for (let i = 0; i < stream.length; i += size) if (read(stream.subarray(i, i + size))) commits++;
+      expect(commits, `chunks of ${size}`).toBe(2);
+    }
+    expect(frontendReader()(stream)).toBe(true);
+    expect(frontendReader()(Buffer.concat([startup(), query("BEGIN"), query("SELECT 1")]))).toBe(false);
+    // A startup message holding a COMMIT query's bytes is not a query.
+    expect(frontendReader()(Buffer.concat([startup(query("COMMIT")), query("SELECT 1")]))).toBe(false);
+  });
+
+  it("reads past a refused SSLRequest, and passes an encrypted stream unread", () => {
+    const refused = frontendReader();
+    expect(refused(Buffer.concat([sslRequest(), startup(), query("COMMIT")]))).toBe(true);
+    const encrypted = frontendReader();
+    expect(encrypted(sslRequest())).toBe(false);
+    // A TLS ClientHello's record header, then bytes that would frame as a COMMIT.
+    expect(encrypted(Buffer.concat([Buffer.from([0x16, 0x03, 0x01, 0x02, 0x00]), query("COMMIT")]))).toBe(
+      false,
+    );
+  });
+
+  it("sees the server's ReadyForQuery after the messages before it, however cut", () => {
+    const complete = Buffer.from([0x43, 0, 0, 0, 11, ...Buffer.from("COMMIT\0")]);
+    const ready = Buffer.from([0x5a, 0, 0, 0, 5, 0x49]);
+    const answer = Buffer.concat([complete, ready]);
+    const watch = readyForQueryWatcher();
+    const seen = [...answer].map((byte) => watch(Buffer.from([byte])));
+    expect(seen.indexOf(true)).toBe(complete.length + 4);
+    // A 'Z' inside another message's body is not one.
+    expect(readyForQueryWatcher()(Buffer.from([0x43, 0, 0, 0, 6, 0x5a, 0x5a]))).toBe(false);
   });
 });

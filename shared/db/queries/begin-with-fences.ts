@@ -11,11 +11,19 @@
  * U+0000 (the simple protocol's statement is a C string), a consumer name of `[a-z0-9-]`, and an
  * integer TTL. `test/integration/begin-with-fences.test.ts` feeds it hostile ids.
  *
+ * The fence names its consumer by the registry's id (`consumer_id`, migration 0016). The insert
+ * takes it from the registry by name inside the statement, `(SELECT core.consumer_id(…))` in the
+ * select list of an `INSERT … SELECT … FROM (VALUES …)`: one uncorrelated subquery, so one probe
+ * of the registry per statement, not per fence. A consumer the registry does not have is an error
+ * from `core.consumer_id` (SQLSTATE 23503), never NULL and never zero rows: an insert that wrote no
+ * fence would read as "every job a duplicate", and the jobs would be acked without being applied.
+ *
  * The insert is `ON CONFLICT DO NOTHING`: a duplicate is an answer, not an error, so
  * it neither aborts the transaction (a batch's other records go on) nor writes an ERROR line to the
  * server's log (docs/performance.md compares it with a plain INSERT). Several fences (batch commit)
  * are inserted in job-id order, so two transactions whose batches share jobs take the fences' locks
- * in the same order and queue behind each other instead of deadlocking.
+ * in the same order and queue behind each other instead of deadlocking (the VALUES list is read in
+ * the order written, and nothing between it and the insert reorders it).
  *
  * Each inserted row also returns the transaction's id, which the insert has just assigned: the
  * harness checks at COMMIT that it commits this transaction and no other. That costs neither a
@@ -65,11 +73,9 @@ export async function beginWithFences(client: pg.ClientBase, fences: FenceSet): 
   if (byId.size === 0) throw new RangeError("a fence set needs at least one job");
   // Sorted here (UTF-16 order: any order works, as long as every transaction uses the same one);
   // PostgreSQL inserts a VALUES list in the order written, and needs no sort of its own.
-  const rows = [...byId]
-    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-    .map(([, job]) => row(fences.consumer, fences.ttlSeconds, job));
+  const rows = [...byId].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, job]) => row(job));
   const results = (await client.query(
-    `BEGIN;\n${INSERT} VALUES ${rows.join(",\n")}\nON CONFLICT (job_id, consumer) DO NOTHING RETURNING job_id, pg_current_xact_id()::text AS xid`,
+    `BEGIN;\n${fenceInsert(fences.consumer, fences.ttlSeconds, rows)}`,
   )) as unknown as [unknown, pg.QueryResult<{ job_id: string; xid: string }>];
   const inserted = Array.isArray(results) ? results[1] : undefined;
   if (!inserted) throw new RangeError("BEGIN and the fence insert returned no results");
@@ -87,31 +93,40 @@ export async function fenceFingerprints(
   jobIds: readonly string[],
 ): Promise<Map<string, Buffer | null>> {
   const { rows } = await client.query<{ job_id: string; fingerprint: Buffer | null }>(
-    "SELECT job_id, uuid_send(fingerprint) AS fingerprint FROM core.processed_jobs WHERE consumer = $1 AND job_id = ANY ($2::text[])",
+    `SELECT p.job_id, uuid_send(p.fingerprint) AS fingerprint
+       FROM core.consumer_roles AS c JOIN core.processed_jobs AS p ON p.consumer_id = c.id
+      WHERE c.consumer = $1 AND p.job_id = ANY ($2::text[])`,
     [consumer, jobIds],
   );
   return new Map(rows.map((r) => [r.job_id, r.fingerprint]));
 }
 
-const INSERT =
-  "INSERT INTO core.processed_jobs (job_id, consumer, tenant_id, fingerprint, processed_at, expires_at)";
-
 /**
- * One fence's VALUES row, every value a literal. `expires_at` is the start of the current minute
- * plus the TTL plus one minute: never before `now() + ttl` (a fence outlives its TTL by under a
- * minute), and the same for every fence written in one minute, so the expires_at index stores
- * each value once (B-tree deduplication) instead of once per row (docs/performance.md, "Fence
- * storage", has what that saves).
+ * The insert of these VALUES rows. The consumer's id, `processed_at` and `expires_at` are the same
+ * for every fence of the statement, so they are written once, in the select list. `expires_at` is
+ * the start of the current minute plus the TTL plus one minute: never before `now() + ttl` (a fence
+ * outlives its TTL by under a minute), and the same for every fence written in one minute, so the
+ * expires_at index stores each value once (B-tree deduplication) instead of once per row
+ * (docs/performance.md, "Fence storage", has what that saves).
  */
-function row(consumer: string, ttlSeconds: number, job: FenceRow): string {
+function fenceInsert(consumer: string, ttlSeconds: number, rows: readonly string[]): string {
   if (!Number.isSafeInteger(ttlSeconds) || ttlSeconds < 1) {
     throw new RangeError(`ttlSeconds must be a positive whole number, got ${ttlSeconds}`);
   }
+  return `INSERT INTO core.processed_jobs (job_id, consumer_id, tenant_id, fingerprint, processed_at, expires_at)
+SELECT v.job_id, (SELECT core.consumer_id(${pg.escapeLiteral(consumer)})), v.tenant_id, v.fingerprint, now(),
+       date_trunc('minute', now()) + make_interval(secs => ${ttlSeconds + 60})
+  FROM (VALUES ${rows.join(",\n")}) AS v (job_id, tenant_id, fingerprint)
+ON CONFLICT (job_id, consumer_id) DO NOTHING RETURNING job_id, pg_current_xact_id()::text AS xid`;
+}
+
+/** One fence's VALUES row, every value a literal. */
+function row(job: FenceRow): string {
   if (job.fingerprint.length !== FINGERPRINT_BYTES) {
     throw new RangeError(`a fence fingerprint is ${FINGERPRINT_BYTES} bytes, got ${job.fingerprint.length}`);
   }
   const literal = pg.escapeLiteral;
   // Hex digits only, so the literal needs no escaping. The column is uuid (16 bytes, no header).
   const fingerprint = `'${job.fingerprint.toString("hex")}'::uuid`;
-  return `(${literal(job.jobId)}, ${literal(consumer)}, ${literal(job.tenantId)}, ${fingerprint}, now(), date_trunc('minute', now()) + make_interval(secs => ${ttlSeconds + 60}))`;
+  return `(${literal(job.jobId)}, ${literal(job.tenantId)}, ${fingerprint})`;
 }

@@ -78,7 +78,8 @@ export async function matchedSet(
             count(*) FILTER (WHERE p.job_id IS NULL AND m.job_fingerprint IS NULL) AS unreadable,
             bool_or(m.queue LIKE '%.fifo') AS any_fifo
        FROM (SELECT id, job_id, consumer, job_fingerprint, queue FROM core.dead_letters ${sqlWhere(where)}) AS m
-       LEFT JOIN core.processed_jobs p ON p.job_id = m.job_id AND p.consumer = m.consumer`,
+       LEFT JOIN core.consumer_roles c ON c.consumer = m.consumer
+       LEFT JOIN core.processed_jobs p ON p.job_id = m.job_id AND p.consumer_id = c.id`,
     [...where.params, checksumKey],
   );
   const last = await db.query<{ created_at: string; id: string }>(

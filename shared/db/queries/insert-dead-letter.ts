@@ -79,8 +79,8 @@ const INSERT = `
   RETURNING id, error_kind`;
 
 const FENCE_MATCHES = `
-  SELECT 1 FROM core.processed_jobs
-   WHERE job_id = $1 AND consumer = $2 AND (fingerprint IS NULL OR uuid_send(fingerprint) = $3)`;
+  SELECT 1 FROM core.consumer_roles AS c JOIN core.processed_jobs AS p ON p.consumer_id = c.id
+   WHERE p.job_id = $1 AND c.consumer = $2 AND (p.fingerprint IS NULL OR uuid_send(p.fingerprint) = $3)`;
 
 const FIND_PENDING = `
   SELECT id, error_kind FROM core.dead_letters

@@ -36,7 +36,9 @@ export async function lockDeadLetter(tx: Queryable, id: string): Promise<ReplayR
 
 /**
  * The fences of these (job_id, consumer) pairs, by {@link fenceKey}: each present key's job was
- * applied, with the fingerprint given (null for a fence written before fingerprints).
+ * applied, with the fingerprint given (null for a fence written before fingerprints). A fence names
+ * its consumer by the registry's id (migration 0016); a consumer the registry does not have has no
+ * fences.
  */
 export async function fencesOf(
   db: Queryable,
@@ -44,8 +46,10 @@ export async function fencesOf(
 ): Promise<Map<string, Buffer | null>> {
   if (jobs.length === 0) return new Map();
   const { rows } = await db.query<{ job_id: string; consumer: string; fingerprint: Buffer | null }>(
-    `SELECT p.job_id, p.consumer, uuid_send(p.fingerprint) AS fingerprint FROM core.processed_jobs p
-       JOIN unnest($1::text[], $2::text[]) AS j(job_id, consumer) USING (job_id, consumer)`,
+    `SELECT j.job_id, j.consumer, uuid_send(p.fingerprint) AS fingerprint
+       FROM unnest($1::text[], $2::text[]) AS j(job_id, consumer)
+       JOIN core.consumer_roles AS c ON c.consumer = j.consumer
+       JOIN core.processed_jobs AS p ON p.job_id = j.job_id AND p.consumer_id = c.id`,
     [jobs.map((j) => j.job_id), jobs.map((j) => j.consumer)],
   );
   return new Map(rows.map((r) => [fenceKey(r), r.fingerprint]));

@@ -26,10 +26,12 @@ export async function supersedeAppliedDeadLetters(db: Queryable, actor: string):
                   -- it, whatever the malformed payload would have hashed to.
                   THEN d.job_id IS DISTINCT FROM d.message_attributes ->> 'message_id'
                        AND NOT starts_with(d.job_id, 'sqs-message:')
-                       AND EXISTS (SELECT 1 FROM core.processed_jobs AS p
-                                    WHERE p.job_id = d.job_id AND p.consumer = d.consumer)
-                  ELSE EXISTS (SELECT 1 FROM core.processed_jobs AS p
-                                WHERE p.job_id = d.job_id AND p.consumer = d.consumer
+                       AND EXISTS (SELECT 1 FROM core.consumer_roles AS c
+                                     JOIN core.processed_jobs AS p ON p.consumer_id = c.id
+                                    WHERE c.consumer = d.consumer AND p.job_id = d.job_id)
+                  ELSE EXISTS (SELECT 1 FROM core.consumer_roles AS c
+                                 JOIN core.processed_jobs AS p ON p.consumer_id = c.id
+                                WHERE c.consumer = d.consumer AND p.job_id = d.job_id
                                   AND (p.fingerprint IS NULL OR d.job_fingerprint IS NULL
                                        OR uuid_send(p.fingerprint) = d.job_fingerprint)) END)`,
     [actor],

@@ -215,7 +215,7 @@ export async function crashFates(client: pg.ClientBase, jobIds: readonly string[
     `SELECT j.job_id,
             (SELECT count(*)::int FROM award_points.ledger l WHERE l.job_id = j.job_id) AS ledger,
             (SELECT count(*)::int FROM core.processed_jobs f
-              WHERE f.job_id = j.job_id AND f.consumer = 'award-points') AS fences,
+              WHERE f.job_id = j.job_id AND f.consumer_id = core.consumer_id('award-points')) AS fences,
             (SELECT count(*)::int FROM core.dead_letters d
               WHERE d.job_id = j.job_id AND d.consumer = 'award-points' AND d.status = 'pending_review') AS pending,
             (SELECT count(*)::int FROM core.dead_letters d
@@ -269,7 +269,7 @@ export async function followUpFates(
             (SELECT count(*)::int FROM award_points.ledger l WHERE l.job_id = j.job_id) AS ledger,
             (SELECT count(*)::int FROM core.outbox o WHERE o.target = 'notify-user' AND o.job_id = j.follow_up) AS outbox,
             (SELECT count(*)::int FROM core.processed_jobs f
-              WHERE f.job_id = j.follow_up AND f.consumer = 'notify-user') AS fences,
+              WHERE f.job_id = j.follow_up AND f.consumer_id = core.consumer_id('notify-user')) AS fences,
             (SELECT count(*)::int FROM notify_user.notifications n WHERE n.job_id = j.follow_up) AS notifications,
             (SELECT count(*)::int FROM core.dead_letters d
               WHERE d.job_id = j.follow_up AND d.consumer = 'notify-user') AS dead_letters

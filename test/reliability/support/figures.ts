@@ -45,16 +45,7 @@ export function tally(counts: Record<string, number>, key: string, by = 1): void
 }
 
 /** A small seeded PRNG (mulberry32): fault decisions a run can reproduce from its printed seed. */
-export function seededRandom(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
+export { mulberry32 as seededRandom } from "../../../bench/lib/random.ts";
 
 /** The run's seed: JOBFENCE_RELIABILITY_SEED when given (to replay a run), otherwise a fresh one. */
 export function runSeed(): number {

