@@ -40,7 +40,7 @@ import {
   type VariantRates,
 } from "./lib/harness-driver.ts";
 import { startLatencyProxy } from "./lib/latency-proxy.ts";
-import { int, ratio, type Spread, showSpread, spread } from "./lib/report.ts";
+import { int, rateRows, ratio, ratioSpread, type Spread, showSpread, spread } from "./lib/report.ts";
 
 const options = z.object({
   jobs: z.coerce.number().int().positive().default(3000).describe("jobs per variant per round"),
@@ -98,14 +98,13 @@ function variants(pool: pg.Pool, url: string, o: Options): Variant[] {
 type Summary = Record<string, { rate: Spread; vsBare: Spread; vsMinimal: Spread }>;
 
 function summarize(rates: VariantRates): Summary {
-  const per = (values: number[], base: number[]) => spread(values.map((v, i) => v / (base[i] ?? Number.NaN)));
   return Object.fromEntries(
     Object.entries(rates).map(([label, values]) => [
       label,
       {
         rate: spread(values),
-        vsBare: per(values, rates.bare ?? []),
-        vsMinimal: per(values, rates["minimal fenced"] ?? []),
+        vsBare: ratioSpread(values, rates.bare ?? []),
+        vsMinimal: ratioSpread(values, rates["minimal fenced"] ?? []),
       },
     ]),
   );
@@ -162,17 +161,13 @@ await defineBenchmark({
       }
     }
     const summaries = Object.fromEntries(Object.entries(rates).map(([name, r]) => [name, summarize(r)]));
-    const labels = Object.keys(summaries.loopback ?? {});
     table(
       "effects/s, median (min–max) over rounds, and the ratio to bare in the same round",
       ["variant", ...networks.flatMap((n) => [n.name, "× bare"])],
-      labels.map((label) => [
-        label,
-        ...networks.flatMap((n) => {
-          const s = summaries[n.name]?.[label];
-          return s ? [showSpread(s.rate, int), showSpread(s.vsBare, ratio)] : ["–", "–"];
-        }),
-      ]),
+      rateRows(
+        networks.map((n) => n.name),
+        summaries,
+      ),
     );
     const cpu = Object.fromEntries(
       Object.entries(clientCpu).map(([label, values]) => [label, spread(values)]),

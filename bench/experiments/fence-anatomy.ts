@@ -24,7 +24,7 @@ import { FINGERPRINT_BYTES } from "../../shared/envelope/fingerprint.ts";
 import { defineBenchmark } from "../lib/define.ts";
 import { type BenchJob, compareVariants, transactionVariant, type Variant } from "../lib/harness-driver.ts";
 import { startLatencyProxy } from "../lib/latency-proxy.ts";
-import { int, ratio, showSpread, spread } from "../lib/report.ts";
+import { type RateSummary, rateRows, ratioSpread, spread } from "../lib/report.ts";
 
 const options = z.object({
   jobs: z.coerce.number().int().positive().default(4000).describe("jobs per variant per round"),
@@ -110,10 +110,7 @@ await defineBenchmark({
     ];
   },
   async run({ options: o, table }, networks) {
-    const summaries: Record<
-      string,
-      Record<string, { rate: ReturnType<typeof spread>; vsBare: ReturnType<typeof spread> }>
-    > = {};
+    const summaries: Record<string, Record<string, RateSummary>> = {};
     for (const network of networks) {
       console.log(`\n${network.name}:`);
       const pool = createPool({
@@ -131,24 +128,20 @@ await defineBenchmark({
         summaries[network.name] = Object.fromEntries(
           Object.entries(rates).map(([label, values]) => [
             label,
-            { rate: spread(values), vsBare: spread(values.map((v, i) => v / (bare[i] ?? Number.NaN))) },
+            { rate: spread(values), vsBare: ratioSpread(values, bare) },
           ]),
         );
       } finally {
         await pool.end();
       }
     }
-    const labels = Object.keys(summaries.loopback ?? {});
     table(
       "effects/s, median (min–max), and × bare in the same round",
       ["variant", ...networks.flatMap((n) => [n.name, "× bare"])],
-      labels.map((label) => [
-        label,
-        ...networks.flatMap((n) => {
-          const s = summaries[n.name]?.[label];
-          return s ? [showSpread(s.rate, int), showSpread(s.vsBare, ratio)] : ["–", "–"];
-        }),
-      ]),
+      rateRows(
+        networks.map((n) => n.name),
+        summaries,
+      ),
     );
     return { summaries };
   },

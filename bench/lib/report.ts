@@ -95,3 +95,32 @@ export async function writeResult(name: string, body: Record<string, unknown>): 
   await writeFile(output, `${JSON.stringify({ at: new Date().toISOString(), ...body }, null, 2)}\n`);
   return output.pathname;
 }
+
+/** The spread of `values[i] / base[i]`: a ratio taken round by round, each against its own round. */
+export function ratioSpread(values: readonly number[], base: readonly number[]): Spread {
+  return spread(values.map((v, i) => v / (base[i] ?? Number.NaN)));
+}
+
+/** A variant's rate and its ratio to bare over rounds. */
+export interface RateSummary {
+  readonly rate: Spread;
+  readonly vsBare: Spread;
+}
+
+/**
+ * Table rows "variant, then rate and × bare on each network", variants in the first network's
+ * order: the layout of every benchmark that runs one set of variants on several networks.
+ */
+export function rateRows(
+  networks: readonly string[],
+  summaries: Readonly<Record<string, Readonly<Record<string, RateSummary>>>>,
+): string[][] {
+  const labels = Object.keys(summaries[networks[0] ?? ""] ?? {});
+  return labels.map((label) => [
+    label,
+    ...networks.flatMap((network) => {
+      const s = summaries[network]?.[label];
+      return s ? [showSpread(s.rate, int), showSpread(s.vsBare, ratio)] : ["–", "–"];
+    }),
+  ]);
+}
