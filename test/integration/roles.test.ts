@@ -429,6 +429,123 @@ describe("a consumer's role writes only its own consumer's rows", () => {
     }
   });
 
+  describe("the session's consumer (core.session_consumer_id, core.session_consumer)", () => {
+    /** Runs `steps` in a transaction rolled back afterwards, as the superuser until a step sets a role. */
+    async function rolledBack(steps: () => Promise<void>): Promise<void> {
+      await client.query("BEGIN");
+      try {
+        await steps();
+      } finally {
+        await client.query("ROLLBACK");
+      }
+    }
+    const lookups = async () =>
+      (
+        await client.query<{ session_consumer: string | null; session_consumer_id: number | null }>(
+          "SELECT core.session_consumer(), core.session_consumer_id()",
+        )
+      ).rows[0];
+    const idOf = async (consumer: string) =>
+      (await client.query<{ id: number }>("SELECT core.consumer_id($1) AS id", [consumer])).rows[0]?.id;
+
+    it("both refuse a role acting for two consumers, naming them, rather than guess", async () => {
+      await rolledBack(async () => {
+        await client.query("CREATE ROLE jobfence_test_both NOLOGIN");
+        await client.query(`GRANT ${AWARD}, ${paymentsRole} TO jobfence_test_both`);
+        await client.query("SET LOCAL ROLE jobfence_test_both");
+        for (const fn of ["session_consumer", "session_consumer_id"]) {
+          await client.query("SAVEPOINT lookup");
+          const error = await client.query(`SELECT core.${fn}()`).then(
+            () => undefined,
+            (e: unknown) => e,
+          );
+          await client.query("ROLLBACK TO SAVEPOINT lookup");
+          expect(error, fn).toMatchObject({
+            code: SQLSTATE.insufficientPrivilege,
+            message: expect.stringContaining(`several consumers ({award-points,${PAYMENTS}})`),
+          });
+        }
+      });
+    });
+
+    it("a role granted the consumer's role through another role acts for that consumer", async () => {
+      await rolledBack(async () => {
+        await client.query(
+          "CREATE ROLE jobfence_test_outer NOLOGIN; CREATE ROLE jobfence_test_middle NOLOGIN",
+        );
+        await client.query(`GRANT ${paymentsRole} TO jobfence_test_middle`);
+        await client.query("GRANT jobfence_test_middle TO jobfence_test_outer");
+        const id = await idOf(PAYMENTS);
+        await client.query("SET LOCAL ROLE jobfence_test_outer");
+        expect(await lookups()).toEqual({ session_consumer: PAYMENTS, session_consumer_id: id });
+      });
+    });
+
+    it("a role the current role may SET but does not inherit acts for nobody", async () => {
+      await rolledBack(async () => {
+        await client.query("CREATE ROLE jobfence_test_noinherit NOLOGIN NOINHERIT");
+        await client.query(`GRANT ${paymentsRole} TO jobfence_test_noinherit`);
+        // What it needs to ask, granted directly (it inherits nothing, jobfence_consumer's included).
+        await client.query(`GRANT USAGE ON SCHEMA core TO jobfence_test_noinherit;
+          GRANT SELECT ON core.consumer_roles TO jobfence_test_noinherit;
+          GRANT EXECUTE ON FUNCTION core.session_consumer(), core.session_consumer_id() TO jobfence_test_noinherit`);
+        await client.query("SET LOCAL ROLE jobfence_test_noinherit");
+        expect(await lookups()).toEqual({ session_consumer: null, session_consumer_id: null });
+      });
+    });
+
+    it("a registered role that no longer exists counts for nobody, and stops no one", async () => {
+      await rolledBack(async () => {
+        await client.query(
+          "INSERT INTO core.consumer_roles (consumer, role_name) VALUES ('ghost', 'jobfence_consumer_ghost_dropped')",
+        );
+        const id = await idOf("award-points");
+        await client.query(`SET LOCAL ROLE ${AWARD}`);
+        expect(await lookups()).toEqual({ session_consumer: "award-points", session_consumer_id: id });
+        expect((await client.query(fenceFor("award-points"))).rowCount).toBe(1);
+      });
+    });
+
+    it("finds a registered role by its exact name, whatever characters it has", async () => {
+      await rolledBack(async () => {
+        // Not a name the library computes, but the registry may hold one (written by the migrator):
+        // read as an identifier, "JF.Mixed Case" would be a qualified name and not this role at all.
+        await client.query(`CREATE ROLE "JF.Mixed Case" NOLOGIN IN ROLE jobfence_consumer`);
+        await client.query(
+          `INSERT INTO core.consumer_roles (consumer, role_name) VALUES ('mixed-case', 'JF.Mixed Case')`,
+        );
+        await client.query(`CREATE ROLE jobfence_test_outer_exact NOLOGIN IN ROLE "JF.Mixed Case"`);
+        const id = await idOf("mixed-case");
+        await client.query("SET LOCAL ROLE jobfence_test_outer_exact");
+        expect(await lookups()).toEqual({ session_consumer: "mixed-case", session_consumer_id: id });
+      });
+    });
+
+    it("a statement looks its consumer up once, through one function", async () => {
+      await rolledBack(async () => {
+        await client.query("SET LOCAL track_functions = 'all'");
+        await client.query(`SET LOCAL ROLE ${AWARD}`);
+        const inserted = await client.query(
+          `INSERT INTO core.processed_jobs (job_id, consumer_id, tenant_id, expires_at)
+           SELECT 'lookup:' || i, (SELECT core.consumer_id('award-points')), 't', now() + interval '7 days'
+             FROM generate_series(1, 25) AS i
+           ON CONFLICT DO NOTHING RETURNING job_id`,
+        );
+        expect(inserted.rowCount).toBe(25);
+        const { rows } = await client.query<{ funcname: string; calls: number }>(
+          `SELECT funcname, calls::int FROM pg_stat_xact_user_functions
+            WHERE schemaname = 'core' ORDER BY funcname`,
+        );
+        // One lookup for the statement (its check and its RETURNING's read share it), whatever
+        // the number of rows, and no second function behind it called once per registry row.
+        expect(rows).toEqual([
+          { funcname: "consumer_id", calls: 1 },
+          { funcname: "session_consumer_id", calls: 1 },
+        ]);
+      });
+    });
+  });
+
   it("the database and the library name a consumer's role alike, long names included", async () => {
     const names = ["award-points", "a", "record-payment", `x${"-y".repeat(22)}`, `long-${"n".repeat(57)}`];
     const { rows } = await client.query<{ name: string }>(
