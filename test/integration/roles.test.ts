@@ -118,6 +118,13 @@ const OPERATIONS: Array<{ what: string; sql: string; params?: (id: string) => un
       allowed: ["jobfence_ops"],
     },
     {
+      // The view runs with its owner's rights, past row-level security: a consumer's role reading
+      // it would see every consumer's dead letters.
+      what: "read every dead letter through the ops view (migration 0018)",
+      sql: "SELECT id, consumer, body FROM core.ops_dead_letters",
+      allowed: ["jobfence_ops"],
+    },
+    {
       what: "check the fence transaction at COMMIT",
       sql: "SELECT core.assert_fence_transaction(pg_current_xact_id())",
       allowed: [AWARD],
@@ -555,6 +562,27 @@ describe("a consumer's role writes only its own consumer's rows", () => {
     expect(rows.map((r) => r.name)).toEqual(names.map(consumerRoleName));
     for (const name of rows.map((r) => r.name)) expect(Buffer.byteLength(name)).toBeLessThanOrEqual(63);
     expect(new Set(rows.map((r) => r.name)).size).toBe(names.length);
+  });
+});
+
+describe("the ops view of dead letters (migration 0018)", () => {
+  it("shows a role with a blanket read grant nothing, as the table's row-level security does", async () => {
+    await client.query("BEGIN");
+    try {
+      await client.query("CREATE ROLE jobfence_test_reader NOLOGIN IN ROLE pg_read_all_data");
+      await client.query("GRANT USAGE ON SCHEMA core TO jobfence_test_reader");
+      await client.query("SET LOCAL ROLE jobfence_test_reader");
+      const table = await client.query("SELECT id FROM core.dead_letters");
+      const view = await client.query("SELECT id FROM core.ops_dead_letters");
+      expect(table.rowCount).toBe(0);
+      expect(view.rowCount).toBe(0);
+      await client.query("RESET ROLE");
+      await client.query("SET LOCAL ROLE jobfence_ops");
+      const forOps = await client.query("SELECT id FROM core.ops_dead_letters");
+      expect(forOps.rowCount).toBeGreaterThan(0);
+    } finally {
+      await client.query("ROLLBACK");
+    }
   });
 });
 

@@ -20,10 +20,10 @@
 --   temporary table named pg_roles included, takes part.
 --
 -- core.session_consumer() (the name, for the policies of dead letters, the attempt ledger and the
--- outbox) makes the same query for the name; its refusal is core.session_consumer_id()'s, so the
--- two cannot disagree on it. Calling one from the other instead would cost each statement a second
--- function call (about 7 µs). Both keep their signatures, so the policies (bound to the functions,
--- not to their text) need no change.
+-- outbox) makes the same query for the name and refuses from its own answer (a second query could
+-- see the memberships changed in between). Calling one from the other instead would cost each
+-- statement a second function call (about 7 µs). Both keep their signatures, so the policies
+-- (bound to the functions, not to their text) need no change.
 
 CREATE OR REPLACE FUNCTION core.session_consumer_id() RETURNS smallint
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
@@ -48,11 +48,12 @@ LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   names text[];
 BEGIN
-  SELECT array_agg(c.consumer) INTO names
+  SELECT array_agg(c.consumer ORDER BY c.consumer) INTO names
     FROM core.consumer_roles AS c
    WHERE pg_has_role(current_user, to_regrole(quote_ident(c.role_name)), 'USAGE');
   IF cardinality(names) > 1 THEN
-    PERFORM core.session_consumer_id(); -- raises the refusal, with the names
+    RAISE EXCEPTION 'role % acts for several consumers (%): a login must be granted one consumer''s role only', current_user, names
+      USING ERRCODE = 'insufficient_privilege';
   END IF;
   RETURN names[1];
 END

@@ -6,7 +6,7 @@ import type { BulkFilter } from "../../dead-letters/api-schemas.ts";
 import type { KeysetPosition } from "../../dead-letters/cursor.ts";
 import type { Queryable } from "../queryable.ts";
 import { type DeadLetterSummaryRow, SUMMARY_COLUMNS, utc } from "./dead-letter-columns.ts";
-import { sqlWhere, type WhereClause, whereOf } from "./dead-letter-filter.ts";
+import { OPS_DEAD_LETTERS, sqlWhere, type WhereClause, whereOf } from "./dead-letter-filter.ts";
 import { REPLAY_COLUMNS, type ReplayRow } from "./replay-queries.ts";
 
 /** The pending rows a filter matches up to `bound` (inclusive), after `after` (exclusive). */
@@ -77,13 +77,13 @@ export async function matchedSet(
             count(*) FILTER (WHERE uuid_send(p.fingerprint) <> m.job_fingerprint) AS conflicts,
             count(*) FILTER (WHERE p.job_id IS NULL AND m.job_fingerprint IS NULL) AS unreadable,
             bool_or(m.queue LIKE '%.fifo') AS any_fifo
-       FROM (SELECT id, job_id, consumer, job_fingerprint, queue FROM core.dead_letters ${sqlWhere(where)}) AS m
+       FROM (SELECT id, job_id, consumer, job_fingerprint, queue FROM ${OPS_DEAD_LETTERS} ${sqlWhere(where)}) AS m
        LEFT JOIN core.consumer_roles c ON c.consumer = m.consumer
        LEFT JOIN core.processed_jobs p ON p.job_id = m.job_id AND p.consumer_id = c.id`,
     [...where.params, checksumKey],
   );
   const last = await db.query<{ created_at: string; id: string }>(
-    `SELECT ${utc("created_at")} AS created_at, id FROM core.dead_letters ${sqlWhere(where)}
+    `SELECT ${utc("created_at")} AS created_at, id FROM ${OPS_DEAD_LETTERS} ${sqlWhere(where)}
       ORDER BY dead_letters.created_at DESC, dead_letters.id DESC LIMIT 1`,
     where.params,
   );
@@ -108,7 +108,7 @@ export async function pendingSample(
 ): Promise<DeadLetterSummaryRow[]> {
   const where = pendingSetWhere(filter);
   const { rows } = await db.query<DeadLetterSummaryRow>(
-    `SELECT ${SUMMARY_COLUMNS} FROM core.dead_letters ${sqlWhere(where)}
+    `SELECT ${SUMMARY_COLUMNS} FROM ${OPS_DEAD_LETTERS} ${sqlWhere(where)}
       ORDER BY dead_letters.created_at, dead_letters.id LIMIT ${Number(size)}`,
     where.params,
   );
@@ -207,7 +207,7 @@ export async function insertOperationItems(
   const { rowCount } = await db.query(
     `INSERT INTO core.bulk_operation_items (operation_id, position, dead_letter_id)
      SELECT $${where.params.length}::uuid, row_number() OVER (ORDER BY created_at, id), id
-       FROM core.dead_letters ${sqlWhere(where)}`,
+       FROM ${OPS_DEAD_LETTERS} ${sqlWhere(where)}`,
     where.params,
   );
   return rowCount ?? 0;

@@ -5,6 +5,14 @@
 import type { DeadLetterFilter } from "../../dead-letters/api-schemas.ts";
 import type { KeysetPosition } from "../../dead-letters/cursor.ts";
 
+/**
+ * What the ops API's filtered reads select from: every dead letter, through the view of migration
+ * 0018, so that they are planned with the table's statistics (row-level security withholds them
+ * from jobfence_ops for ILIKE, and a message filter was then planned blind). Named `dead_letters`,
+ * as the queries qualify their columns. Only jobfence_ops may read it.
+ */
+export const OPS_DEAD_LETTERS = "core.ops_dead_letters AS dead_letters";
+
 /** Conditions and their parameters, to be joined with AND. */
 export interface WhereClause {
   readonly conditions: string[];

@@ -3,7 +3,7 @@ import type { DeadLetterFilter } from "../../dead-letters/api-schemas.ts";
 import type { KeysetPosition } from "../../dead-letters/cursor.ts";
 import type { Queryable } from "../queryable.ts";
 import { type DeadLetterSummaryRow, SUMMARY_COLUMNS } from "./dead-letter-columns.ts";
-import { containsPattern, sqlWhere, whereOf } from "./dead-letter-filter.ts";
+import { containsPattern, OPS_DEAD_LETTERS, sqlWhere, whereOf } from "./dead-letter-filter.ts";
 
 /**
  * A message match the planner expects at most this many rows for is collected through the trigram
@@ -34,7 +34,7 @@ export async function listDeadLetters(
       "dead_letters.created_at + interval '0 s' DESC, dead_letters.id DESC"
     : "dead_letters.created_at DESC, dead_letters.id DESC";
   const { rows } = await db.query<DeadLetterSummaryRow>(
-    `SELECT ${SUMMARY_COLUMNS} FROM core.dead_letters ${sqlWhere(where)}
+    `SELECT ${SUMMARY_COLUMNS} FROM ${OPS_DEAD_LETTERS} ${sqlWhere(where)}
       ORDER BY ${order} LIMIT ${Number(limit) + 1}`,
     where.params,
   );
@@ -51,7 +51,7 @@ export async function listDeadLetters(
 async function isRareMessage(db: Queryable, message: string | undefined): Promise<boolean> {
   if (message === undefined) return false;
   const { rows } = await db.query<{ "QUERY PLAN": Array<{ Plan: { "Plan Rows": number } }> }>(
-    "EXPLAIN (FORMAT JSON) SELECT 1 FROM core.dead_letters WHERE (last_error ->> 'message') ILIKE $1",
+    `EXPLAIN (FORMAT JSON) SELECT 1 FROM ${OPS_DEAD_LETTERS} WHERE (last_error ->> 'message') ILIKE $1`,
     [containsPattern(message)],
   );
   const estimate = rows[0]?.["QUERY PLAN"][0]?.Plan["Plan Rows"];
