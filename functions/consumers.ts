@@ -131,6 +131,19 @@ export const CONSUMERS: readonly ConsumerDeployment[] = [
   },
 ];
 
+/**
+ * The follow-up targets each consumer of the registry declares (its definition's `sends`), by
+ * sender; a consumer that sends nothing declares none. The deployment registers them in the database
+ * (core.register_follow_up_targets), where the outbox's row policy checks every follow-up against them.
+ */
+export function declaredFollowUpTargets(
+  deployments: readonly ConsumerDeployment[] = CONSUMERS,
+): Record<string, string[]> {
+  return Object.fromEntries(
+    deployments.map((d) => [d.definition.name, Object.keys(d.definition.sends ?? {}).sort()]),
+  );
+}
+
 /** Queue names of a consumer: its source queue and its backstop. */
 export function queueNames(deployment: ConsumerDeployment): { source: string; backstop: string } {
   const suffix = deployment.fifo ? ".fifo" : "";

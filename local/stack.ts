@@ -18,7 +18,12 @@ import {
   type SQSClient,
 } from "@aws-sdk/client-sqs";
 import pg from "pg";
-import { CONSUMERS, type ConsumerDeployment, expectedQueues } from "../functions/consumers.ts";
+import {
+  CONSUMERS,
+  type ConsumerDeployment,
+  declaredFollowUpTargets,
+  expectedQueues,
+} from "../functions/consumers.ts";
 import { createDeadLetterApi } from "../functions/dead-letters-api/api.ts";
 import { deploymentMigrationSets } from "../functions/migrate/sets.ts";
 import { outboxRelayInvocation, outboxRelayService } from "../functions/outbox-relay/relay.ts";
@@ -27,6 +32,7 @@ import { createBackstopDrain } from "../shared/backstop/drain.ts";
 import { createConsumer } from "../shared/consumer.ts";
 import { runMigrations } from "../shared/db/migrate.ts";
 import { createPool } from "../shared/db/pool.ts";
+import { registerDeclaredFollowUpTargets } from "../shared/db/queries/follow-up-targets.ts";
 import { consumerRoleName, registerConsumerQueues } from "../shared/db/queries/provision-login.ts";
 import { runBulkOperations } from "../shared/dead-letters/bulk-worker.ts";
 import { escalateStaleDeadLetters, resolveHealedDeadLetters } from "../shared/dead-letters/escalation.ts";
@@ -205,6 +211,9 @@ async function start(
     // A replay sends this consumer's dead letters to its own queue only (migration 0014).
     await registerQueues(databaseUrl, name, [created.source.url]);
   }
+  // The follow-up targets each consumer declares, as the migrate function registers them on deploy:
+  // the outbox takes a follow-up only to one of them (migration 0019).
+  await registerFollowUpTargets(databaseUrl, declaredFollowUpTargets());
   const relays: { consumer: string; pool: pg.Pool; queues: Record<string, string> }[] = [];
   for (const deployment of CONSUMERS) {
     const name = deployment.definition.name;
@@ -500,6 +509,20 @@ function alive(pid: number): boolean {
     return true;
   } catch {
     return false;
+  }
+}
+
+/** Registers every consumer's declared follow-up targets, as the migrate function does on deploy. */
+async function registerFollowUpTargets(
+  databaseUrl: string,
+  declared: Readonly<Record<string, readonly string[]>>,
+): Promise<void> {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    await registerDeclaredFollowUpTargets(client, declared);
+  } finally {
+    await client.end();
   }
 }
 

@@ -341,6 +341,29 @@ export class ReplayQueueRefusedError extends JobfenceError {
 }
 
 /**
+ * A replay of an undelivered follow-up whose provenance fails (core.follow_up_fault, migration 0019):
+ * its sender does not declare its consumer as a follow-up target, its job id is not the one
+ * deriveJobId gives for its sender, parent and key, its body carries another job, or it names no
+ * sender at all. Another consumer could have forged it, and a replay would deliver it with the
+ * operator's rights: nothing was sent; the row stays pending.
+ */
+export class FollowUpProvenanceError extends JobfenceError {
+  override name = "FollowUpProvenanceError";
+  /** The sending consumer the dead letter names, if any. */
+  readonly sender: string | null;
+  /** Why its provenance fails, as the database says. */
+  readonly fault: string;
+  constructor(id: string, sender: string | null, fault: string) {
+    super(
+      `dead letter ${id} is an undelivered follow-up${sender === null ? "" : ` of ${JSON.stringify(sender)}`} ` +
+        `whose provenance fails (${fault}), so it was not sent; discard it, or have its sender send the job again`,
+    );
+    this.sender = sender;
+    this.fault = fault;
+  }
+}
+
+/**
  * A send SQS could not take at all for a reason that may pass (throttling, a 5xx, the network): a
  * bulk operation's chunk is retried later rather than its rows marked failed.
  */

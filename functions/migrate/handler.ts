@@ -11,8 +11,10 @@ import { createSecretsManagerClient } from "../../shared/aws/clients.ts";
 import { databaseConnection } from "../../shared/config/fields.ts";
 import { connectClient, SecretCredentials } from "../../shared/db/credentials.ts";
 import { type MigrationReport, runMigrations } from "../../shared/db/migrate.ts";
+import { registerDeclaredFollowUpTargets } from "../../shared/db/queries/follow-up-targets.ts";
 import { registerConsumerQueues } from "../../shared/db/queries/provision-login.ts";
 import { withTransaction } from "../../shared/db/transaction.ts";
+import { declaredFollowUpTargets } from "../consumers.ts";
 import { migrateConfigFromEnv } from "./config.ts";
 import { type ProvisionedLogin, provisionLogins, readLoginSecret } from "./logins.ts";
 import { deploymentMigrationSets } from "./sets.ts";
@@ -21,6 +23,8 @@ export interface MigrateResult extends MigrationReport {
   readonly logins: readonly ProvisionedLogin[];
   /** The consumers whose replay queues were registered (core.register_consumer_queues). */
   readonly queuesRegistered: readonly string[];
+  /** The consumers whose follow-up targets were registered (core.register_follow_up_targets). */
+  readonly followUpTargetsRegistered: readonly string[];
 }
 
 /** Registers every consumer's replay queues in one transaction; returns the consumers, sorted. */
@@ -72,7 +76,18 @@ export function createMigrateHandler(deps: MigrateDependencies = {}): () => Prom
       for (const login of provisioned) log(`login ${login.username} (${login.memberOf}) ${login.outcome}`);
       const registered = await registerQueues(client, config.consumerQueues);
       for (const consumer of registered) log(`queues of ${consumer} registered for replays`);
-      return { ...report, logins: provisioned, queuesRegistered: registered };
+      // Every consumer of the registry, those that send nothing too: a target dropped from a
+      // definition's `sends` is no longer one its outbox may write to.
+      const declared = declaredFollowUpTargets();
+      const senders = await withTransaction(client, (tx) => registerDeclaredFollowUpTargets(tx, declared));
+      for (const sender of senders)
+        log(`follow-up targets of ${sender} registered: ${declared[sender]?.join(", ") || "none"}`);
+      return {
+        ...report,
+        logins: provisioned,
+        queuesRegistered: registered,
+        followUpTargetsRegistered: senders,
+      };
     } finally {
       await client.end();
     }

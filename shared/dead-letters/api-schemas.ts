@@ -396,7 +396,7 @@ export const operationDetailSchema = operationSchema.extend({
   skipped: z.array(
     z.object({
       dead_letter_id: z.uuid(),
-      reason: z.enum(["conflict", "send-failed", "foreign-queue"]),
+      reason: z.enum(["conflict", "send-failed", "foreign-queue", "unproven-follow-up"]),
       detail: z.string(),
       at: z.string(),
     }),

@@ -149,6 +149,16 @@ async function runClaimedChunk(deps: BulkWorkerDeps, tx: pg.PoolClient, op: Oper
           reason: "foreign-queue",
           detail: "the dead letter names a queue that is not registered for its consumer; nothing was sent",
         });
+      } else if (decision === "unproven-follow-up") {
+        skips.push({
+          id: row.id,
+          reason: "unproven-follow-up",
+          detail:
+            `an undelivered follow-up whose provenance fails: ${row.provenance_fault}; nothing was sent`.slice(
+              0,
+              1000,
+            ),
+        });
       } else toSend.push(row);
     }
     const refused = await sendReplays(

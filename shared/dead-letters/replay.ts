@@ -21,6 +21,7 @@ import { inTransaction } from "../db/transaction.ts";
 import {
   DeadLetterConflictError,
   DeadLetterNotFoundError,
+  FollowUpProvenanceError,
   HttpProblem,
   ReplayConflictError,
   ReplayQueueRefusedError,
@@ -40,7 +41,7 @@ export interface ReplayDeps {
 }
 
 /** What a replay does with a pending dead letter, given its job's fence. */
-export type ReplayDecision = "send" | "superseded" | "conflict" | "foreign-queue";
+export type ReplayDecision = "send" | "superseded" | "conflict" | "foreign-queue" | "unproven-follow-up";
 
 /**
  * A fence that exists means the job was applied. The row is `superseded` when it is that job (same
@@ -48,13 +49,18 @@ export type ReplayDecision = "send" | "superseded" | "conflict" | "foreign-queue
  * could not be read); a row carrying another job under the same id is a conflict, and sending it
  * would only record it again as one. Without a fence the row is sent, unless it names a queue not
  * registered for its consumer (`foreign-queue`: the consumer wrote the queue, and it could be
- * another consumer's).
+ * another consumer's), or is an undelivered follow-up whose provenance fails
+ * (`unproven-follow-up`: another consumer could have forged it, and the replay would deliver it
+ * with the operator's rights).
  */
 export function replayDecision(
-  row: { job_fingerprint: Buffer | null; queue_allowed: boolean },
+  row: { job_fingerprint: Buffer | null; queue_allowed: boolean; provenance_fault?: string | null },
   fence: Buffer | null | undefined,
 ): ReplayDecision {
-  if (fence === undefined) return row.queue_allowed ? "send" : "foreign-queue";
+  if (fence === undefined) {
+    if (!row.queue_allowed) return "foreign-queue";
+    return row.provenance_fault == null ? "send" : "unproven-follow-up";
+  }
   if (fence === null || row.job_fingerprint === null || fence.equals(row.job_fingerprint))
     return "superseded";
   return "conflict";
@@ -79,6 +85,8 @@ export async function replayDeadLetter(
     const decision = replayDecision(row, (await fencesOf(tx, [row])).get(fenceKey(row)));
     if (decision === "conflict") throw new ReplayConflictError(id, row.job_id);
     if (decision === "foreign-queue") throw new ReplayQueueRefusedError(id, row.consumer);
+    if (decision === "unproven-follow-up")
+      throw new FollowUpProvenanceError(id, row.sender, String(row.provenance_fault));
     if (decision === "superseded") {
       await resolveDeadLetters(tx, [{ id, status: "superseded" }], actor);
       return { id, status: "superseded" as const, message_id: null };

@@ -12,6 +12,7 @@ import {
   ConfirmationRequiredError,
   DeadLetterConflictError,
   DeadLetterNotFoundError,
+  FollowUpProvenanceError,
   HttpProblem,
   InvalidCursorError,
   InvalidPlanTokenError,
@@ -46,6 +47,16 @@ export function problemOf(error: unknown): HttpProblem {
   if (error instanceof ReplayQueueRefusedError) {
     return new HttpProblem("conflict", error.message, {
       extensions: { current_status: "pending_review", reason: "foreign-queue" },
+    });
+  }
+  if (error instanceof FollowUpProvenanceError) {
+    return new HttpProblem("conflict", error.message, {
+      extensions: {
+        current_status: "pending_review",
+        reason: "unproven-follow-up",
+        sender: error.sender,
+        provenance: error.fault,
+      },
     });
   }
   if (error instanceof ReplayConflictError) {

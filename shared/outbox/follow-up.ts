@@ -16,6 +16,7 @@
 import type { z } from "zod";
 import { CONSUMER_NAME } from "../config/fields.ts";
 import { describeError } from "../dead-letters/last-error.ts";
+import { canonicalJson } from "../envelope/canonical-json.ts";
 import type { Job } from "../envelope/envelope.ts";
 import { jobFingerprint } from "../envelope/fingerprint.ts";
 import { FollowUpRefusedError, InvalidJobError, JobIdDerivationError } from "../errors.ts";
@@ -58,12 +59,20 @@ export interface FollowUp<P> {
   readonly groupId?: string;
 }
 
+/** The longest key a follow-up may have, in bytes of its JSON (the outbox's CHECK, migration 0019). */
+export const FOLLOW_UP_KEY_MAX_BYTES = 1024;
+
 /** A follow-up as its outbox row holds it. */
 export interface StagedFollowUp {
   readonly consumer: string;
   readonly parentJobId: string;
   readonly target: string;
   readonly jobId: string;
+  /**
+   * The key deriveJobId took after the parent job id, as its RFC 8785 JSON: stored with the row, so
+   * the database recomputes the job id (migration 0019).
+   */
+  readonly key: string;
   readonly tenantId: string;
   readonly correlationId: string;
   /** The envelope as JSON text: the message body, sent as it is. */
@@ -161,6 +170,13 @@ export function stagedFollowUp(
       throw new FollowUpRefusedError(target, [`key: ${error.message}`]);
     throw error;
   }
+  // As the database stores it and hashes it again (core.follow_up_job_id); deriveJobId checked it.
+  const keyJson = canonicalJson(key);
+  if (Buffer.byteLength(keyJson, "utf8") > FOLLOW_UP_KEY_MAX_BYTES) {
+    throw new FollowUpRefusedError(target, [
+      `key: at most ${FOLLOW_UP_KEY_MAX_BYTES} bytes as JSON (a name or a number, not a document)`,
+    ]);
+  }
   const tenantId = followUp.tenantId ?? parent.tenantId;
   const groupId = followUp.groupId ?? null;
   if (groupId !== null && (typeof groupId !== "string" || groupId.length === 0 || groupId.length > 128)) {
@@ -216,6 +232,7 @@ export function stagedFollowUp(
     parentJobId: parent.jobId,
     target,
     jobId,
+    key: keyJson,
     tenantId,
     correlationId: parent.correlationId,
     body,

@@ -14,6 +14,7 @@ import type { CommitMode, ConsumerDefinition, ConsumerHandler, ConsumerRuntime }
 import { consumerSchemaText } from "../db/consumer-catalog.ts";
 import { runMigrations } from "../db/migrate.ts";
 import type { MigrationSet } from "../db/migrations.ts";
+import { registerFollowUpTargets } from "../db/queries/follow-up-targets.ts";
 import { ensureConsumerRole } from "../db/queries/provision-login.ts";
 import type { FollowUpSchemas } from "../outbox/follow-up.ts";
 import type { RetryPolicy } from "../retry/policy.ts";
@@ -169,6 +170,8 @@ export async function consumerTestKit<S extends z.ZodType, F extends FollowUpSch
     // Its follow-ups' targets are consumers of the database too (an outbox row names a registered
     // consumer), as they are wherever the deployment migrated them, even when only this set is given.
     for (const target of Object.keys(definition.sends ?? {})) await ensureConsumerRole(migrator, target);
+    // And the deployment declares them as its targets (the outbox takes a follow-up to no other).
+    await registerFollowUpTargets(migrator, definition.name, Object.keys(definition.sends ?? {}));
 
     const services = await startTestServices();
     cleanup.push(() => services.stop());

@@ -658,13 +658,21 @@ describe("what a bad row, a bad payload or a caught refusal cannot do", () => {
     await bed.db.withClient((c) => registerConsumerQueues(c, "award-points", [own.url]));
     try {
       await insert("notify-user");
+      // Moved only by the relay transaction that claimed it (migration 0019).
+      await bed.db.withClient((c) => c.query("UPDATE core.outbox SET next_attempt_at = now()"));
       await expect(
-        bed.db.withClient((c) =>
-          c.query(
-            "SELECT * FROM core.outbox_undelivered('award-points', 'notify-user', 'ob-ghost', $1, NULL, $2::jsonb)",
-            [own.url, JSON.stringify({ class: "X", message: "y" })],
-          ),
-        ),
+        bed.db.withClient(async (c) => {
+          await c.query("BEGIN");
+          try {
+            await c.query("SELECT * FROM core.outbox_claim('award-points', 100)");
+            return await c.query(
+              "SELECT * FROM core.outbox_undelivered('award-points', 'notify-user', 'ob-ghost', $1, NULL, $2::jsonb)",
+              [own.url, JSON.stringify({ class: "X", message: "y" })],
+            );
+          } finally {
+            await c.query("ROLLBACK");
+          }
+        }),
       ).rejects.toThrow(/is not one registered for consumer notify-user/);
       // The same rule guards every replay: a dead letter of notify-user naming award-points' queue.
       const allowed = await bed.db.withClient(
@@ -707,7 +715,8 @@ describe("the outbox's invariants, in the database", () => {
     await other.connect();
     try {
       expect((await other.query("SELECT * FROM core.outbox")).rows).toEqual([]);
-      expect((await other.query("DELETE FROM core.outbox")).rowCount).toBe(0);
+      // No consumer may delete outbox rows at all, its own included (migration 0019).
+      await expect(other.query("DELETE FROM core.outbox")).rejects.toThrow(/permission denied/);
       expect(
         (
           await other.query(

@@ -6,8 +6,10 @@
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import type { TestProject } from "vitest/node";
+import { declaredFollowUpTargets } from "../../functions/consumers.ts";
 import { deploymentMigrationSets } from "../../functions/migrate/sets.ts";
 import { runMigrations } from "../../shared/db/migrate.ts";
+import { registerDeclaredFollowUpTargets } from "../../shared/db/queries/follow-up-targets.ts";
 import { databaseUrl, dropDatabasesWithPrefix } from "./admin.ts";
 import { acquirePostgres } from "./postgres-source.ts";
 
@@ -36,6 +38,14 @@ export default async function setup(project: TestProject): Promise<() => Promise
     connectionString: databaseUrl(source.adminUrl, template),
     sets: deploymentMigrationSets(),
   });
+  // The registry's follow-up targets, as the migrate function registers them on deploy.
+  const templateClient = new pg.Client({ connectionString: databaseUrl(source.adminUrl, template) });
+  await templateClient.connect();
+  try {
+    await registerDeclaredFollowUpTargets(templateClient, declaredFollowUpTargets());
+  } finally {
+    await templateClient.end();
+  }
 
   // One line in every log says what actually ran.
   console.log(

@@ -276,9 +276,10 @@ export async function cancelOperation(
 
 /**
  * Why a bulk operation left a dead letter pending: its job was applied with another payload, SQS
- * refused the send, or it names a queue not registered for its consumer.
+ * refused the send, it names a queue not registered for its consumer, or it is an undelivered
+ * follow-up whose provenance fails (migration 0019).
  */
-export type SkipReason = "conflict" | "send-failed" | "foreign-queue";
+export type SkipReason = "conflict" | "send-failed" | "foreign-queue" | "unproven-follow-up";
 
 /** The dead letters an operation left pending, and why. */
 export interface OperationSkip {

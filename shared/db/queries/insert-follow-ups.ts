@@ -2,15 +2,20 @@
  * Writes a transaction's follow-ups to the outbox (migration 0015): one statement for all of them,
  * sent on the fence's connection just before the COMMIT, so a job that sends pays one round trip
  * and one that sends nothing pays none.
+ *
+ * The row policy (migration 0019) checks each row as it goes in: a target the deployment declares
+ * for the consumer, the job id deriveJobId gives for the parent and the key, a body of that id, and
+ * the parent's fence written by this same transaction.
  */
 import type { StagedFollowUp } from "../../outbox/follow-up.ts";
 import type { Queryable } from "../queryable.ts";
 
 const INSERT = `
   INSERT INTO core.outbox
-    (consumer, parent_job_id, target, job_id, tenant_id, correlation_id, body, job_fingerprint, group_id, traceparent)
+    (consumer, parent_job_id, target, job_id, tenant_id, correlation_id, body, job_fingerprint, group_id, traceparent,
+     follow_up_key)
   SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
-                       $8::bytea[], $9::text[], $10::text[])`;
+                       $8::bytea[], $9::text[], $10::text[], $11::text[])`;
 
 /** Inserts the rows; throws what the server answers (the transaction then cannot commit). */
 export async function insertFollowUps(db: Queryable, followUps: readonly StagedFollowUp[]): Promise<void> {
@@ -27,5 +32,6 @@ export async function insertFollowUps(db: Queryable, followUps: readonly StagedF
     column((f) => f.fingerprint),
     column((f) => f.groupId),
     column((f) => f.traceparent),
+    column((f) => f.key),
   ]);
 }

@@ -1,7 +1,10 @@
 /**
- * The relays' statements on the outbox (migration 0015): deleting what was sent, and the scheduled
- * relay's scan, retry bookkeeping, move to the dead letters and gauges. Row-level security limits
- * a consumer's login to its own rows; `consumer` is passed so the plans use the due index.
+ * The relays' statements on the outbox (migrations 0015, 0019): deleting what was sent, and the
+ * scheduled relay's claim, retry bookkeeping, move to the dead letters and gauges. A consumer's
+ * login may read its own rows but neither change nor delete any: every write goes through a
+ * function that acts only on rows a relay may (core.outbox_claim, core.outbox_sent,
+ * core.outbox_retry, core.outbox_undelivered), so a work that calls them through tx.query in its
+ * fence transaction can remove no other job's follow-up.
  */
 import type { LastError } from "../../dead-letters/last-error.ts";
 import type { Queryable } from "../queryable.ts";
@@ -27,38 +30,34 @@ export interface OutboxKey {
   readonly jobId: string;
 }
 
-const DELETE_SENT = `
-  DELETE FROM core.outbox AS o
-   USING unnest($2::text[], $3::text[]) AS sent (target, job_id)
-   WHERE o.consumer = $1 AND o.target = sent.target AND o.job_id = sent.job_id`;
-
-/** Deletes the rows that were sent; returns how many were still there. */
+/**
+ * Deletes the rows that were sent; returns how many were still there. On a connection with no
+ * transaction open (the relay after COMMIT) the rows named; inside the scheduled relay's transaction
+ * only those it claimed (core.outbox_sent).
+ */
 export async function deleteSentFollowUps(
   db: Queryable,
   consumer: string,
   keys: readonly OutboxKey[],
 ): Promise<number> {
   if (keys.length === 0) return 0;
-  const { rowCount } = await db.query(DELETE_SENT, [
+  const { rows } = await db.query<{ n: number }>("SELECT core.outbox_sent($1, $2::text[], $3::text[]) AS n", [
     consumer,
     keys.map((k) => k.target),
     keys.map((k) => k.jobId),
   ]);
-  return rowCount ?? 0;
+  return rows[0]?.n ?? 0;
 }
 
 const CLAIM_DUE = `
   SELECT target, job_id, parent_job_id, tenant_id, correlation_id, body, job_fingerprint, group_id, traceparent,
          attempts, created_at
-    FROM core.outbox
-   WHERE consumer = $1 AND next_attempt_at <= now()
-   ORDER BY next_attempt_at
-   LIMIT $2
-     FOR UPDATE SKIP LOCKED`;
+    FROM core.outbox_claim($1, $2)`;
 
 /**
- * Locks up to `limit` due rows of the consumer, oldest due first, skipping rows another relay holds:
- * run inside the transaction that then deletes or reschedules them.
+ * Locks up to `limit` due rows of the consumer, oldest due first, skipping rows another relay holds,
+ * and marks them claimed by this transaction: the first statement of the transaction that then
+ * deletes, reschedules or moves them (core.outbox_claim refuses any later one).
  */
 export async function claimDueFollowUps(
   db: Queryable,
@@ -69,12 +68,9 @@ export async function claimDueFollowUps(
   return rows;
 }
 
-const RESCHEDULE = `
-  UPDATE core.outbox
-     SET attempts = least(attempts + 1, 1000), next_attempt_at = now() + make_interval(secs => $4), last_error = $5::jsonb
-   WHERE consumer = $1 AND target = $2 AND job_id = $3`;
+const RESCHEDULE = "SELECT core.outbox_retry($1, $2, $3, $4, $5::jsonb)";
 
-/** Counts a failed send of the row and sets when it is tried again. */
+/** Counts a failed send of a row this transaction claimed and sets when it is tried again. */
 export async function rescheduleFollowUp(
   db: Queryable,
   consumer: string,
@@ -93,9 +89,10 @@ export interface UndeliveredDeadLetter {
 }
 
 /**
- * Moves the row into core.dead_letters as `undelivered`, for its target, with `queueUrl` (which
- * must be one a replay of the target may use) and, for a FIFO target, the message group it was sent
- * with. Undefined when the row was gone.
+ * Moves a row this transaction claimed into core.dead_letters as `undelivered`, for its target, with
+ * `queueUrl` (which must be one a replay of the target may use) and, for a FIFO target, the message
+ * group it was sent with; the dead letter records the row's sender, parent and key. Undefined when
+ * the row was gone. The database refuses a row whose provenance fails (core.follow_up_fault).
  */
 export async function moveToUndelivered(
   db: Queryable,

@@ -19,11 +19,21 @@ export interface ReplayRow {
   created_at: string;
   /** Whether `queue` is one registered for the row's consumer (core.replay_queue_allowed). */
   queue_allowed: boolean;
+  /** An undelivered follow-up's sending consumer (migration 0019); null on every other row. */
+  sender: string | null;
+  /**
+   * Why an undelivered follow-up's provenance fails (core.dead_letter_provenance_fault): its sender
+   * does not declare its consumer as a target, its job id is not the one deriveJobId gives, its body
+   * is another job's, or it was recorded without a sender. Null when it holds, and on every other row.
+   */
+  provenance_fault: string | null;
 }
 
 /** The columns of a {@link ReplayRow}, unqualified. */
 export const REPLAY_COLUMNS = `id, status, job_id, consumer, queue, body_form, body, body_utf16, job_fingerprint,
-  message_attributes, ${utc("created_at")} AS created_at, core.replay_queue_allowed(consumer, queue) AS queue_allowed`;
+  message_attributes, ${utc("created_at")} AS created_at, core.replay_queue_allowed(consumer, queue) AS queue_allowed,
+  sender, core.dead_letter_provenance_fault(error_kind, consumer, job_id, body_form, body, sender, parent_job_id,
+                                            follow_up_key) AS provenance_fault`;
 
 /** Locks one dead letter for a decision (replay or discard); waits for a concurrent one to finish. */
 export async function lockDeadLetter(tx: Queryable, id: string): Promise<ReplayRow | undefined> {
