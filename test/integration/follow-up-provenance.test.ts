@@ -14,6 +14,8 @@
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { runMigrations } from "../../shared/db/migrate.ts";
+import { coreMigrationSet } from "../../shared/db/migrations.ts";
 import { beginWithFences } from "../../shared/db/queries/begin-with-fences.ts";
 import {
   consumerRoleName,
@@ -25,6 +27,7 @@ import { canonicalJson } from "../../shared/envelope/canonical-json.ts";
 import { deriveJobId } from "../../shared/producer/job-id.ts";
 import { type ApiTestBed, apiTestBed } from "../support/api-harness.ts";
 import { runBulkToEnd } from "../support/bulk.ts";
+import { createTestDatabase } from "../support/database.ts";
 import { queueDepth } from "../support/sqs.ts";
 
 const A = "award-points";
@@ -551,5 +554,61 @@ describe("a replay of an undelivered dead letter whose provenance fails is refus
     expect(response.status).toBe(200);
     expect(await statusOf(id)).toBe("replayed");
     expect(await queueDepth(bed.sqs, notifyQueue)).toBe(1);
+  });
+});
+
+describe("rows written before the migration", () => {
+  it("keep the provenance that can be established, and no other: an unproven pending undelivered dead letter names no sender", async () => {
+    const db = await createTestDatabase({ empty: true });
+    try {
+      const shipped = coreMigrationSet().migrations;
+      const before = shipped.filter((m) => m.version < 19);
+      await runMigrations({ connectionString: db.url, sets: [{ name: "core", migrations: before }] });
+      const legit = deriveJobId(B, A, "old-parent", 0);
+      const named = deriveJobId(B, A, "old-parent", "summary"); // a key the migration cannot guess
+      const forged = "forged-before-0019";
+      await db.withClient(async (c) => {
+        for (const consumer of [A, B]) await c.query("SELECT core.ensure_consumer_role($1)", [consumer]);
+        for (const jobId of [legit, named, forged]) {
+          const body = JSON.stringify({ job_id: jobId, tenant_id: "t_42", correlation_id: "c", payload: {} });
+          await c.query(
+            `INSERT INTO core.outbox (consumer, parent_job_id, target, job_id, tenant_id, correlation_id, body, job_fingerprint)
+             VALUES ($1, 'old-parent', $2, $3, 't_42', 'c', $4, $5)`,
+            [A, B, jobId, body, FINGERPRINT],
+          );
+          await c.query(
+            `INSERT INTO core.dead_letters (job_id, consumer, queue, tenant_id, correlation_id, attempts, error_kind,
+                                            last_error, body_form, body, message_attributes)
+             VALUES ($1, $2, 'http://127.0.0.1:1/000000000000/notify-user', 't_42', 'c', 1, 'undelivered',
+                     '{"class":"X","message":"y"}', 'text', $3, '{"parent":{"consumer":"award-points","job_id":"old-parent"}}')`,
+            [jobId, B, body],
+          );
+        }
+      });
+      await runMigrations({ connectionString: db.url, sets: [{ name: "core", migrations: shipped }] });
+      await db.withClient(async (c) => {
+        const outbox = await c.query<{ job_id: string; follow_up_key: string | null }>(
+          "SELECT job_id, follow_up_key FROM core.outbox",
+        );
+        expect(Object.fromEntries(outbox.rows.map((r) => [r.job_id, r.follow_up_key]))).toEqual({
+          [legit]: "0",
+          [named]: null,
+          [forged]: null,
+        });
+        await c.query("SELECT core.register_follow_up_targets($1, $2)", [A, [B]]);
+        const dead = await c.query<{ job_id: string; sender: string | null; fault: string | null }>(
+          `SELECT job_id, sender, core.dead_letter_provenance_fault(error_kind, consumer, job_id, body_form, body, sender,
+                                                                    parent_job_id, follow_up_key) AS fault
+             FROM core.dead_letters`,
+        );
+        expect(Object.fromEntries(dead.rows.map((r) => [r.job_id, [r.sender, r.fault === null]]))).toEqual({
+          [legit]: [A, true],
+          [named]: [null, false],
+          [forged]: [null, false],
+        });
+      });
+    } finally {
+      await db.drop();
+    }
   });
 });

@@ -57,6 +57,7 @@ const CORE_TABLES = [
   "dead_letter_counts",
   "dead_letter_groups",
   "dead_letters",
+  "follow_up_targets",
   "message_attempts",
   "outbox",
   "processed_jobs",
