@@ -92,13 +92,21 @@ describe("migrate function", () => {
       alreadyApplied: 0,
       logins: [],
       queuesRegistered: [],
+      followUpTargetsRegistered: ["award-points", "notify-user"],
     });
     expect(await handler()).toEqual({
       applied: [],
       alreadyApplied: expected.length,
       logins: [],
       queuesRegistered: [],
+      followUpTargetsRegistered: ["award-points", "notify-user"],
     });
+    // Every consumer of the registry declares what its definition's `sends` names, and nothing else.
+    const declared = await db.withClient(
+      async (c) =>
+        (await c.query("SELECT sender, target FROM core.follow_up_targets ORDER BY sender, target")).rows,
+    );
+    expect(declared).toEqual([{ sender: "award-points", target: "notify-user" }]);
   });
 
   it("creates each function's login from its secret, and updates them on the next deploy", async () => {
