@@ -13,6 +13,14 @@
  * Either way the statement locks the job's fence, when there is one, until the dead letter commits
  * (core.hold_fence, migration 0013): the TTL cleanup then cannot delete it between looking for
  * pending dead letters and this one committing, so a replay always finds it.
+ *
+ * A failure is never merged into a row that is leaving pending_review (migration 0020): a replay
+ * or a bulk chunk holds the row FOR UPDATE while it sends the body to SQS, and the copy it sent may
+ * fail again before the replay commits. So the pending row a write collides with is looked up
+ * FOR SHARE (core.hold_pending_dead_letter), which waits for whatever transaction is resolving
+ * it; a row that transaction resolved is not returned, and the write inserts a row of its own.
+ * Only the conflict path changes: a write that inserts takes the one statement it always took.
+ * A wait that outlasts the session's lock_timeout is an error, so the record stays in its queue.
  */
 import type { ErrorKind } from "../../dead-letters/error-kind.ts";
 import type { LastError } from "../../dead-letters/last-error.ts";
@@ -82,9 +90,10 @@ const FENCE_MATCHES = `
   SELECT 1 FROM core.consumer_roles AS c JOIN core.processed_jobs AS p ON p.consumer_id = c.id
    WHERE p.job_id = $1 AND c.consumer = $2 AND (p.fingerprint IS NULL OR uuid_send(p.fingerprint) = $3)`;
 
-const FIND_PENDING = `
-  SELECT id, error_kind FROM core.dead_letters
-   WHERE consumer = $1 AND job_id = $2 AND body_fingerprint = $3 AND status = 'pending_review'`;
+// The pending row of this body, locked FOR SHARE until this write's transaction ends: it waits for
+// a replay, bulk chunk, discard or supersede that holds the row, and returns nothing when that
+// resolved it.
+const HOLD_PENDING = "SELECT id, error_kind FROM core.hold_pending_dead_letter($1, $2, $3)";
 
 /** Bounded: each retry means the pending row was resolved between two of our statements. */
 const MAX_TRIES = 3;
@@ -126,8 +135,9 @@ export async function insertDeadLetter(db: Queryable, draft: DeadLetterDraft): P
       return { applied: true };
     }
     // A pending row of this body exists (possibly committed after this statement's snapshot, which
-    // is why it is looked up in a statement of its own).
-    const existing = await db.query<{ id: string; error_kind: ErrorKind }>(FIND_PENDING, [
+    // is why it is looked up in a statement of its own). Merge into it only once no transition can
+    // be taking it; if one did, insert again.
+    const existing = await db.query<{ id: string; error_kind: ErrorKind }>(HOLD_PENDING, [
       draft.consumer,
       draft.jobId,
       body.fingerprint,

@@ -1,0 +1,368 @@
+/**
+ * A failure during a replay is never merged away (issue 30, class 2; migration 0020). A replayed
+ * message that fails again at once (poison, a permanent error, its last attempt) used to find the
+ * dead letter being replayed still pending, merge into it and be acked; the replay then marked the
+ * row `replayed`, and the job was neither applied nor pending. The same with a bulk chunk (the
+ * window is its whole chunk's sends), a discard and a supersede whose UPDATE had not committed.
+ *
+ * Each case is a fixed interleaving of the real code against real PostgreSQL: the real replay and
+ * bulk worker paused inside their SQS send (the send returns only when the test opens a gate), the
+ * real discard and supersede paused before their COMMIT, and the real harness processing the
+ * replayed body meanwhile. The gate opens once the harness has finished the record or is waiting
+ * for a row lock (the fixed write waits for the transition, the old one merged and acked). The
+ * invariant afterwards: the message ends applied, or with exactly one pending dead letter.
+ */
+import type { SQSClient } from "@aws-sdk/client-sqs";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { awardPointsConsumer } from "../../functions/award-points/consumer.ts";
+import type { ConsumerDefinition } from "../../shared/consumer.ts";
+import { createPool } from "../../shared/db/pool.ts";
+import { consumerRoleName } from "../../shared/db/queries/provision-login.ts";
+import { supersedeAppliedDeadLetters } from "../../shared/db/queries/supersede-applied-dead-letters.ts";
+import { planOperation, startOperation } from "../../shared/dead-letters/bulk-operations.ts";
+import { runChunk } from "../../shared/dead-letters/bulk-worker.ts";
+import { discardDeadLetter, replayDeadLetter } from "../../shared/dead-letters/replay.ts";
+import { PermanentJobError } from "../../shared/errors.ts";
+import { TEST_SEAL_KEY } from "../support/api-harness.ts";
+import { award, type ConsumerTestBed, consumerTestBed, invoke, sqsRecord } from "../support/consumer-harness.ts";
+
+let bed: ConsumerTestBed;
+let opsPool: pg.Pool;
+let watcher: pg.Client;
+let queueUrl: string;
+beforeAll(async () => {
+  bed = await consumerTestBed();
+  opsPool = createPool({ connectionString: bed.db.url, role: "jobfence_ops", max: 4 });
+  watcher = new pg.Client({ connectionString: bed.db.url });
+  await watcher.connect();
+  queueUrl = (await bed.queue("replay-failure-races")).url;
+});
+afterAll(async () => {
+  await watcher?.end();
+  await opsPool?.end();
+  await bed?.close();
+});
+
+type Awarded = typeof awardPointsConsumer;
+type FastFailure = "poison" | "hard" | "exhausted";
+
+/** A consumer whose every run fails as `kind`, and a body it fails with. */
+function failing(kind: FastFailure, jobId: string, tenant: string): { definition: Awarded; body: string } {
+  const job = award(jobId, 5, `u-${jobId}`, tenant);
+  if (kind === "poison") {
+    // The envelope (and so the job id) reads; the payload is not what the consumer takes.
+    return {
+      definition: awardPointsConsumer,
+      body: JSON.stringify({ ...job, payload: { user_id: `u-${jobId}`, points: "five" } }),
+    };
+  }
+  const definition: ConsumerDefinition<Awarded["payload"], Awarded["sends"]> = {
+    ...awardPointsConsumer,
+    retry: { maxAttempts: 1, rationale: "every attempt is the last here" },
+    work: async () => {
+      throw kind === "hard" ? new PermanentJobError("the account is closed") : new Error("ledger down");
+    },
+  };
+  return { definition: definition as Awarded, body: JSON.stringify(job) };
+}
+
+/** A consumer built by the real factory on a pool of its own (so a test can watch its statements). */
+function consumerOn(definition: Awarded, lockTimeoutMs = 5000) {
+  const pool = createPool({
+    connectionString: bed.db.url,
+    role: consumerRoleName("award-points"),
+    max: 4,
+    lockTimeoutMs,
+  });
+  // The bed ends the pool with the others.
+  return { handler: bed.consumer(definition, { queueUrl, pool }), pool };
+}
+
+function deferred<T = void>() {
+  let resolve!: (value: T) => void;
+  const promise = new Promise<T>((r) => {
+    resolve = r;
+  });
+  return { promise, resolve };
+}
+
+/**
+ * An SQS client that sends for real, then holds its answer until `open()`: the replay or bulk
+ * chunk is paused between its send and its COMMIT, the row still locked and pending.
+ * `sent(n)` resolves with the bodies once `n` have been sent.
+ */
+function gatedSqs(real: SQSClient) {
+  const gate = deferred();
+  const bodies: string[] = [];
+  const waiting: Array<{ n: number; done: (b: string[]) => void }> = [];
+  const client = {
+    async send(command: { input: { MessageBody?: string; Entries?: Array<{ MessageBody?: string }> } }) {
+      const answer = await real.send(command as never);
+      const { input } = command;
+      for (const b of input.Entries?.map((e) => e.MessageBody) ?? [input.MessageBody]) bodies.push(b ?? "");
+      for (const w of waiting) if (bodies.length >= w.n) w.done([...bodies]);
+      await gate.promise;
+      return answer;
+    },
+  } as unknown as SQSClient;
+  return {
+    client,
+    open: () => gate.resolve(),
+    sent: (n: number) =>
+      new Promise<string[]>((done) => {
+        if (bodies.length >= n) done([...bodies]);
+        else waiting.push({ n, done });
+      }),
+  };
+}
+
+/**
+ * Resolves "finished" when `work` settles, or "blocked" as soon as a session of the test's
+ * database waits for a lock (the fixed dead-letter write waiting for the transition).
+ */
+async function finishedOrBlocked(work: Promise<unknown>): Promise<"finished" | "blocked"> {
+  let settled = false;
+  work.then(
+    () => {
+      settled = true;
+    },
+    () => {
+      settled = true;
+    },
+  );
+  while (!settled) {
+    const { rows } = await watcher.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM pg_stat_activity
+        WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+    );
+    if ((rows[0]?.n ?? 0) > 0) return "blocked";
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  return "finished";
+}
+
+/** Every dead letter of a job, oldest first. */
+async function rowsOf(jobId: string) {
+  const { rows } = await watcher.query<{ id: string; status: string; error_kind: string }>(
+    "SELECT id, status, error_kind FROM core.dead_letters WHERE job_id = $1 ORDER BY created_at, id",
+    [jobId],
+  );
+  return rows;
+}
+
+/** The invariant: not applied, so exactly one pending dead letter, a new one beside `resolved`. */
+async function expectOnePendingBeside(jobId: string, resolved: { id: string; status: string }, kind: string) {
+  const rows = await rowsOf(jobId);
+  expect(rows.find((r) => r.id === resolved.id)?.status).toBe(resolved.status);
+  const pending = rows.filter((r) => r.status === "pending_review");
+  expect(pending, `pending dead letters of ${jobId}`).toHaveLength(1);
+  expect(pending[0]?.error_kind).toBe(kind);
+  const { rows: fences } = await watcher.query("SELECT 1 FROM core.processed_jobs WHERE job_id = $1", [jobId]);
+  expect(fences).toHaveLength(0);
+}
+
+/** Records the message's first failure; returns its pending dead letter's id. */
+async function firstFailure(handler: Parameters<typeof invoke>[0], jobId: string, body: string) {
+  expect(await invoke(handler, [sqsRecord(body)])).toEqual([]);
+  const rows = await rowsOf(jobId);
+  expect(rows.map((r) => r.status)).toEqual(["pending_review"]);
+  return rows[0]?.id as string;
+}
+
+describe("a replayed message that fails again before the replay commits", () => {
+  it.for(["poison", "hard", "exhausted"] as const)(
+    "%s: the failure stays pending as a new dead letter, and the record is acked only after",
+    async (kind) => {
+      const jobId = `rfr-single-${kind}`;
+      const { definition, body } = failing(kind, jobId, "t_rfr_single");
+      const { handler } = consumerOn(definition);
+      const original = await firstFailure(handler, jobId, body);
+
+      const sqs = gatedSqs(bed.sqs);
+      const replaying = replayDeadLetter({ pool: opsPool, sqs: sqs.client }, original, "operator");
+      const [copy] = await sqs.sent(1);
+      expect(copy).toBe(body);
+      // The copy comes back and fails at once, while the replay still holds the row.
+      const processing = invoke(handler, [sqsRecord(copy as string, { receiveCount: 1 })]);
+      const state = await finishedOrBlocked(processing);
+      sqs.open();
+      expect(await replaying).toMatchObject({ status: "replayed" });
+      expect(await processing).toEqual([]);
+      await expectOnePendingBeside(jobId, { id: original, status: "replayed" }, kind);
+      // The write waited for the replay rather than merging into its row.
+      expect(state).toBe("blocked");
+    },
+  );
+
+  it("a write that waits longer than its lock_timeout reports the record failed (SQS keeps it), never acks it", async () => {
+    const jobId = "rfr-timeout";
+    const { definition, body } = failing("poison", jobId, "t_rfr_timeout");
+    const { handler } = consumerOn(definition, 200);
+    const original = await firstFailure(handler, jobId, body);
+
+    const sqs = gatedSqs(bed.sqs);
+    const replaying = replayDeadLetter({ pool: opsPool, sqs: sqs.client }, original, "operator");
+    const [copy] = await sqs.sent(1);
+    const record = sqsRecord(copy as string, { messageId: "m-rfr-timeout" });
+    // The replay stays paused past the writer's lock_timeout.
+    expect(await invoke(handler, [record])).toEqual(["m-rfr-timeout"]);
+    sqs.open();
+    await replaying;
+    expect((await rowsOf(jobId)).map((r) => r.status)).toEqual(["replayed"]);
+    // SQS delivers the record again; now it is recorded.
+    expect(await invoke(handler, [sqsRecord(copy as string, { messageId: "m-rfr-timeout", receiveCount: 2 })])).toEqual([]);
+    await expectOnePendingBeside(jobId, { id: original, status: "replayed" }, "poison");
+  });
+});
+
+describe("a bulk replay chunk whose replayed messages fail again before the chunk commits", () => {
+  it("each of the chunk's rows: one new pending dead letter per message, poison, hard and exhausted alike", async () => {
+    const tenant = "t_rfr_bulk";
+    const kinds = ["poison", "hard", "exhausted"] as const;
+    const cases = kinds.map((kind) => {
+      const jobId = `rfr-bulk-${kind}`;
+      return { kind, jobId, ...failing(kind, jobId, tenant) };
+    });
+    // One consumer that fails each body as its case says.
+    const byBody = new Map(cases.map((c) => [c.body, c]));
+    const definition: Awarded = {
+      ...awardPointsConsumer,
+      retry: { maxAttempts: 1, rationale: "every attempt is the last here" },
+      work: async (job) => {
+        const c = cases.find((x) => x.jobId === job.jobId);
+        throw c?.kind === "hard" ? new PermanentJobError("the account is closed") : new Error("ledger down");
+      },
+    } as Awarded;
+    const { handler } = consumerOn(definition);
+    const originals = new Map<string, string>();
+    for (const c of cases) originals.set(c.jobId, await firstFailure(handler, c.jobId, c.body));
+
+    const plan = await planOperation({ pool: opsPool, sealKey: TEST_SEAL_KEY }, "replay", { tenant_id: tenant });
+    expect(plan.matched).toBe(3);
+    await startOperation(
+      { pool: opsPool, sealKey: TEST_SEAL_KEY },
+      {
+        kind: "replay",
+        filter: { tenant_id: tenant },
+        token: plan.token as string,
+        rate_per_second: 1000,
+        delay_seconds: 0,
+      },
+      "operator",
+    );
+    const sqs = gatedSqs(bed.sqs);
+    const chunk = runChunk({ pool: opsPool, sqs: sqs.client });
+    const copies = await sqs.sent(3);
+    expect(new Set(copies)).toEqual(new Set(byBody.keys()));
+    const processing = invoke(
+      handler,
+      copies.map((b) => sqsRecord(b)),
+    );
+    const state = await finishedOrBlocked(processing);
+    sqs.open();
+    expect(await chunk).toEqual({ kind: "ran", rows: 3 });
+    expect(await processing).toEqual([]);
+    for (const c of cases) {
+      await expectOnePendingBeside(c.jobId, { id: originals.get(c.jobId) as string, status: "replayed" }, c.kind);
+    }
+    expect(state).toBe("blocked");
+  });
+});
+
+/**
+ * Pauses the consumer's dead-letter write once, between the INSERT that found the body's pending
+ * row and its next statement, and runs `meanwhile` there.
+ */
+function pauseAfterConflict(pool: pg.Pool, meanwhile: () => Promise<void>) {
+  const query = pool.query.bind(pool) as (text: unknown, params?: unknown) => Promise<pg.QueryResult>;
+  let armed = true;
+  pool.query = (async (text: unknown, params?: unknown) => {
+    const result = await query(text, params);
+    if (armed && typeof text === "string" && text.includes("INSERT INTO core.dead_letters") && result.rowCount === 0) {
+      armed = false;
+      await meanwhile();
+    }
+    return result;
+  }) as typeof pool.query;
+}
+
+/**
+ * Runs one transition's statements in a transaction of the ops role that commits only when
+ * `commit()` is called: the UPDATE has taken the row, its COMMIT is not done yet.
+ */
+async function heldTransaction(run: (tx: pg.PoolClient) => Promise<unknown>) {
+  const tx = await opsPool.connect();
+  await tx.query("BEGIN");
+  const result = await run(tx);
+  return {
+    result,
+    commit: async () => {
+      await tx.query("COMMIT");
+      tx.release();
+    },
+  };
+}
+
+describe("a failure written while a discard or a supersede takes its pending row", () => {
+  it("discard: the UPDATE took the row before the failure merged, so the failure stays pending", async () => {
+    const jobId = "rfr-discard";
+    const { definition, body } = failing("hard", jobId, "t_rfr_discard");
+    const { handler, pool } = consumerOn(definition);
+    const original = await firstFailure(handler, jobId, body);
+
+    let commit: () => Promise<void> = async () => {};
+    pauseAfterConflict(pool, async () => {
+      // The real discard, its one statement run in a transaction the test commits later.
+      const held = await heldTransaction((tx) =>
+        discardDeadLetter(tx as unknown as pg.Pool, original, "not worth it", "operator"),
+      );
+      expect(held.result).toMatchObject({ status: "discarded" });
+      commit = held.commit;
+    });
+    const processing = invoke(handler, [sqsRecord(body, { receiveCount: 1 })]);
+    const state = await finishedOrBlocked(processing);
+    await commit();
+    expect(await processing).toEqual([]);
+    await expectOnePendingBeside(jobId, { id: original, status: "discarded" }, "hard");
+    expect(state).toBe("blocked");
+  });
+
+  it("discard: a failure merged before the discard took the row is covered by the operator's decision", async () => {
+    const jobId = "rfr-discard-after";
+    const { definition, body } = failing("hard", jobId, "t_rfr_discard");
+    const { handler } = consumerOn(definition);
+    const original = await firstFailure(handler, jobId, body);
+    expect(await invoke(handler, [sqsRecord(body, { receiveCount: 1 })])).toEqual([]);
+    expect((await rowsOf(jobId)).map((r) => r.id)).toEqual([original]);
+    await discardDeadLetter(opsPool, original, "not worth it", "operator");
+    expect((await rowsOf(jobId)).map((r) => r.status)).toEqual(["discarded"]);
+  });
+
+  it("supersede: the poison failure of a job applied since is never merged into the row being superseded", async () => {
+    const jobId = "rfr-supersede";
+    const { definition, body } = failing("poison", jobId, "t_rfr_supersede");
+    const { handler, pool } = consumerOn(definition);
+    const original = await firstFailure(handler, jobId, body);
+    // A corrected resend applies the job: the poison row is now one the escalation supersedes.
+    const corrected = JSON.stringify(award(jobId, 5, `u-${jobId}`, "t_rfr_supersede"));
+    expect(await invoke(handler, [sqsRecord(corrected)])).toEqual([]);
+
+    let commit: () => Promise<void> = async () => {};
+    pauseAfterConflict(pool, async () => {
+      const held = await heldTransaction((tx) => supersedeAppliedDeadLetters(tx, "escalation"));
+      expect(held.result).toBeGreaterThanOrEqual(1);
+      commit = held.commit;
+    });
+    // The malformed message comes back (a duplicate delivery) and is poison again.
+    const processing = invoke(handler, [sqsRecord(body, { receiveCount: 2 })]);
+    const state = await finishedOrBlocked(processing);
+    await commit();
+    expect(await processing).toEqual([]);
+    const rows = await rowsOf(jobId);
+    expect(rows.find((r) => r.id === original)?.status).toBe("superseded");
+    // The new failure is a row of its own (the next escalation run supersedes it in turn).
+    expect(rows.filter((r) => r.status === "pending_review").map((r) => r.error_kind)).toEqual(["poison"]);
+    expect(state).toBe("blocked");
+  });
+});
