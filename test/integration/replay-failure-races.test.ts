@@ -12,6 +12,7 @@
  * for a row lock (the fixed write waits for the transition, the old one merged and acked). The
  * invariant afterwards: the message ends applied, or with exactly one pending dead letter.
  */
+import { randomBytes } from "node:crypto";
 import type { SQSClient } from "@aws-sdk/client-sqs";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -25,7 +26,15 @@ import { runChunk } from "../../shared/dead-letters/bulk-worker.ts";
 import { discardDeadLetter, replayDeadLetter } from "../../shared/dead-letters/replay.ts";
 import { PermanentJobError } from "../../shared/errors.ts";
 import { TEST_SEAL_KEY } from "../support/api-harness.ts";
-import { award, type ConsumerTestBed, consumerTestBed, invoke, sqsRecord } from "../support/consumer-harness.ts";
+import {
+  award,
+  type ConsumerTestBed,
+  consumerTestBed,
+  invoke,
+  sqsRecord,
+} from "../support/consumer-harness.ts";
+import { expectRefused, SQLSTATE } from "../support/expect-pg.ts";
+import { insertDeadLetter } from "../support/fixtures.ts";
 
 let bed: ConsumerTestBed;
 let opsPool: pg.Pool;
@@ -158,7 +167,9 @@ async function expectOnePendingBeside(jobId: string, resolved: { id: string; sta
   const pending = rows.filter((r) => r.status === "pending_review");
   expect(pending, `pending dead letters of ${jobId}`).toHaveLength(1);
   expect(pending[0]?.error_kind).toBe(kind);
-  const { rows: fences } = await watcher.query("SELECT 1 FROM core.processed_jobs WHERE job_id = $1", [jobId]);
+  const { rows: fences } = await watcher.query("SELECT 1 FROM core.processed_jobs WHERE job_id = $1", [
+    jobId,
+  ]);
   expect(fences).toHaveLength(0);
 }
 
@@ -211,7 +222,9 @@ describe("a replayed message that fails again before the replay commits", () => 
     await replaying;
     expect((await rowsOf(jobId)).map((r) => r.status)).toEqual(["replayed"]);
     // SQS delivers the record again; now it is recorded.
-    expect(await invoke(handler, [sqsRecord(copy as string, { messageId: "m-rfr-timeout", receiveCount: 2 })])).toEqual([]);
+    expect(
+      await invoke(handler, [sqsRecord(copy as string, { messageId: "m-rfr-timeout", receiveCount: 2 })]),
+    ).toEqual([]);
     await expectOnePendingBeside(jobId, { id: original, status: "replayed" }, "poison");
   });
 });
@@ -238,7 +251,9 @@ describe("a bulk replay chunk whose replayed messages fail again before the chun
     const originals = new Map<string, string>();
     for (const c of cases) originals.set(c.jobId, await firstFailure(handler, c.jobId, c.body));
 
-    const plan = await planOperation({ pool: opsPool, sealKey: TEST_SEAL_KEY }, "replay", { tenant_id: tenant });
+    const plan = await planOperation({ pool: opsPool, sealKey: TEST_SEAL_KEY }, "replay", {
+      tenant_id: tenant,
+    });
     expect(plan.matched).toBe(3);
     await startOperation(
       { pool: opsPool, sealKey: TEST_SEAL_KEY },
@@ -264,7 +279,11 @@ describe("a bulk replay chunk whose replayed messages fail again before the chun
     expect(await chunk).toEqual({ kind: "ran", rows: 3 });
     expect(await processing).toEqual([]);
     for (const c of cases) {
-      await expectOnePendingBeside(c.jobId, { id: originals.get(c.jobId) as string, status: "replayed" }, c.kind);
+      await expectOnePendingBeside(
+        c.jobId,
+        { id: originals.get(c.jobId) as string, status: "replayed" },
+        c.kind,
+      );
     }
     expect(state).toBe("blocked");
   });
@@ -279,7 +298,12 @@ function pauseAfterConflict(pool: pg.Pool, meanwhile: () => Promise<void>) {
   let armed = true;
   pool.query = (async (text: unknown, params?: unknown) => {
     const result = await query(text, params);
-    if (armed && typeof text === "string" && text.includes("INSERT INTO core.dead_letters") && result.rowCount === 0) {
+    if (
+      armed &&
+      typeof text === "string" &&
+      text.includes("INSERT INTO core.dead_letters") &&
+      result.rowCount === 0
+    ) {
       armed = false;
       await meanwhile();
     }
@@ -364,5 +388,157 @@ describe("a failure written while a discard or a supersede takes its pending row
     // The new failure is a row of its own (the next escalation run supersedes it in turn).
     expect(rows.filter((r) => r.status === "pending_review").map((r) => r.error_kind)).toEqual(["poison"]);
     expect(state).toBe("blocked");
+  });
+});
+
+describe("core.hold_pending_dead_letter, the definer the merge locks through (migration 0020)", () => {
+  const login = `jft_rfr_${randomBytes(4).toString("hex")}`;
+  const password = randomBytes(12).toString("hex");
+  const OTHER = "record-payment";
+  let asA: pg.Client;
+  let ownRow: { id: string; fp: Buffer };
+  let otherRow: { id: string; fp: Buffer };
+
+  const rowOf = async (id: string) => {
+    const { rows } = await watcher.query<{ fp: Buffer }>(
+      "SELECT body_fingerprint AS fp FROM core.dead_letters WHERE id = $1",
+      [id],
+    );
+    return { id, fp: rows[0]?.fp as Buffer };
+  };
+  /** Whether an operator's FOR UPDATE NOWAIT finds the row locked. */
+  const lockedFor = async (id: string) => {
+    const ops = await opsPool.connect();
+    try {
+      await ops.query("BEGIN");
+      await ops.query("SELECT 1 FROM core.dead_letters WHERE id = $1 FOR UPDATE NOWAIT", [id]);
+      return false;
+    } catch (error) {
+      if ((error as { code?: string }).code === "55P03") return true;
+      throw error;
+    } finally {
+      await ops.query("ROLLBACK");
+      ops.release();
+    }
+  };
+
+  beforeAll(async () => {
+    await bed.consumerRole(OTHER);
+    await watcher.query(`CREATE ROLE ${login} LOGIN PASSWORD '${password}'`);
+    await watcher.query(`GRANT ${consumerRoleName("award-points")} TO ${login}`);
+    const url = new URL(bed.db.url);
+    url.username = login;
+    url.password = password;
+    asA = new pg.Client({ connectionString: url.toString() });
+    await asA.connect();
+    ownRow = await rowOf(await insertDeadLetter(watcher, { job_id: "rfr-hold", consumer: "award-points" }));
+    otherRow = await rowOf(
+      await insertDeadLetter(watcher, { job_id: "rfr-hold", consumer: OTHER, payload: { of: OTHER } }),
+    );
+  });
+  afterAll(async () => {
+    await asA?.end();
+    await watcher.query(`DROP OWNED BY ${login}`);
+    await watcher.query(`DROP ROLE IF EXISTS ${login}`);
+  });
+
+  const hold = (consumer: unknown, job: unknown, fp: unknown) =>
+    asA.query("SELECT id FROM core.hold_pending_dead_letter($1, $2, $3)", [consumer, job, fp]);
+
+  it("A's login holds its own pending row, and the lock lasts until its transaction ends", async () => {
+    await asA.query("BEGIN");
+    expect((await hold("award-points", "rfr-hold", ownRow.fp)).rows).toEqual([{ id: ownRow.id }]);
+    expect(await lockedFor(ownRow.id)).toBe(true);
+    await asA.query("COMMIT");
+    expect(await lockedFor(ownRow.id)).toBe(false);
+  });
+
+  it("A's login neither sees nor locks B's row, whichever argument it bends", async () => {
+    await asA.query("BEGIN");
+    try {
+      // B's name, B's job and B's fingerprint.
+      expect((await hold(OTHER, "rfr-hold", otherRow.fp)).rowCount).toBe(0);
+      // A's name with B's fingerprint: that is no row of A's.
+      expect(ownRow.fp.equals(otherRow.fp)).toBe(false);
+      expect((await hold("award-points", "rfr-hold", otherRow.fp)).rowCount).toBe(0);
+      // Nulls and patterns match nothing.
+      expect((await hold(null, "rfr-hold", otherRow.fp)).rowCount).toBe(0);
+      expect((await hold(OTHER, null, otherRow.fp)).rowCount).toBe(0);
+      expect((await hold(OTHER, "rfr-hold", null)).rowCount).toBe(0);
+      expect((await hold("%", "%", otherRow.fp)).rowCount).toBe(0);
+      expect(await lockedFor(otherRow.id)).toBe(false);
+    } finally {
+      await asA.query("ROLLBACK");
+    }
+  });
+
+  it("a consumer's login still may not lock or resolve dead letters itself", async () => {
+    await expectRefused(
+      asA.query("SELECT id FROM core.dead_letters WHERE id = $1 FOR SHARE", [ownRow.id]),
+      SQLSTATE.insufficientPrivilege,
+    );
+    await expectRefused(
+      asA.query("UPDATE core.dead_letters SET status = 'discarded' WHERE id = $1", [ownRow.id]),
+      SQLSTATE.insufficientPrivilege,
+    );
+  });
+});
+
+/**
+ * FOR THE MERGER (issue 30, class 2): `core.outbox_undelivered` (migration 0015) merges into a
+ * pending row with a plain SELECT, so a relay's failure written while a replay of the same follow-up
+ * holds that row is merged into it and the replay then resolves it. Migration 0019 (another branch)
+ * redefines the function, so this branch does not. Apply the fix in that redefinition: replace its
+ * final `RETURN QUERY SELECT d.id, false FROM core.dead_letters AS d WHERE …` with a loop of at most
+ * three tries — the INSERT … ON CONFLICT DO NOTHING as now; when it returned no id,
+ * `SELECT d.id INTO dead_letter_id FROM core.dead_letters AS d WHERE <the same conditions> FOR SHARE OF d`;
+ * when that found a row, `RETURN QUERY SELECT dead_letter_id, false` (the lock is kept until the
+ * relay's transaction commits, together with the outbox row's DELETE); else try the INSERT again —
+ * and, after the tries, raise (SQLSTATE 40001) so the relay keeps its row. Then turn `it.fails` below
+ * into `it`.
+ */
+describe("core.outbox_undelivered while a replay of the same follow-up holds its row", () => {
+  it.fails("MERGER: the relay's failure becomes a new pending dead letter, not one merged into the row being replayed", async () => {
+    const target = "notify-user";
+    const jobId = "rfr-outbox";
+    const queue = bed.followUpQueues[target] as string;
+    const body = JSON.stringify({
+      job_id: jobId,
+      tenant_id: "t_rfr_outbox",
+      correlation_id: `corr-${jobId}`,
+      payload: { user_id: "u-outbox", kind: "points-awarded", points: 1 },
+    });
+    const addOutboxRow = () =>
+      watcher.query(
+        `INSERT INTO core.outbox (consumer, parent_job_id, target, job_id, tenant_id, correlation_id, body, job_fingerprint)
+         VALUES ('award-points', 'rfr-parent', $1, $2, 't_rfr_outbox', $3, $4, $5)`,
+        [target, jobId, `corr-${jobId}`, body, randomBytes(16)],
+      );
+    const relay = new pg.Client({ connectionString: bed.db.url });
+    await relay.connect();
+    try {
+      const undelivered = () =>
+        relay.query<{ id: string; created: boolean }>(
+          "SELECT * FROM core.outbox_undelivered('award-points', $1, $2, $3, NULL, $4::jsonb)",
+          [target, jobId, queue, JSON.stringify({ class: "SendError", message: "refused" })],
+        );
+      await addOutboxRow();
+      const first = (await undelivered()).rows[0];
+      expect(first?.created).toBe(true);
+
+      const sqs = gatedSqs(bed.sqs);
+      const replaying = replayDeadLetter({ pool: opsPool, sqs: sqs.client }, first?.id as string, "operator");
+      await sqs.sent(1);
+      // The same follow-up is written again and fails to send again while the replay holds the row.
+      await addOutboxRow();
+      const moving = undelivered();
+      await finishedOrBlocked(moving);
+      sqs.open();
+      await replaying;
+      await moving;
+      await expectOnePendingBeside(jobId, { id: first?.id as string, status: "replayed" }, "undelivered");
+    } finally {
+      await relay.end();
+    }
   });
 });
