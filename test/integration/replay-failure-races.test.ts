@@ -485,23 +485,22 @@ describe("core.hold_pending_dead_letter, the definer the merge locks through (mi
 });
 
 /**
- * FOR THE MERGER (issue 30, class 2): `core.outbox_undelivered` (migration 0015) merges into a
- * pending row with a plain SELECT, so a relay's failure written while a replay of the same follow-up
- * holds that row is merged into it and the replay then resolves it. Migration 0019 (another branch)
- * redefines the function, so this branch does not. Apply the fix in that redefinition: replace its
- * final `RETURN QUERY SELECT d.id, false FROM core.dead_letters AS d WHERE …` with a loop of at most
- * three tries — the INSERT … ON CONFLICT DO NOTHING as now; when it returned no id,
- * `SELECT d.id INTO dead_letter_id FROM core.dead_letters AS d WHERE <the same conditions> FOR SHARE OF d`;
- * when that found a row, `RETURN QUERY SELECT dead_letter_id, false` (the lock is kept until the
- * relay's transaction commits, together with the outbox row's DELETE); else try the INSERT again —
- * and, after the tries, raise (SQLSTATE 40001) so the relay keeps its row. Then turn `it.fails` below
- * into `it`.
+ * `core.outbox_undelivered` (the relay's move of a follow-up it could not send) merges into a pending
+ * row the same way as the harness's write: it holds the row FOR SHARE, so a replay of the same
+ * follow-up that holds the row is waited for, and the relay's failure then gets a row of its own.
  */
 describe("core.outbox_undelivered while a replay of the same follow-up holds its row", () => {
-  it.fails("MERGER: the relay's failure becomes a new pending dead letter, not one merged into the row being replayed", async () => {
+  it("the relay's failure becomes a new pending dead letter, not one merged into the row being replayed", async () => {
     const target = "notify-user";
-    const jobId = "rfr-outbox";
     const queue = bed.followUpQueues[target] as string;
+    // A follow-up with its provenance (declared target, derived job id), as the harness writes one:
+    // a replay refuses an undelivered row whose provenance fails.
+    const key = '"rfr-outbox"';
+    const derived = await watcher.query<{ id: string }>(
+      "SELECT core.follow_up_job_id($1, 'award-points', 'rfr-parent', $2) AS id",
+      [target, key],
+    );
+    const jobId = derived.rows[0]?.id as string;
     const body = JSON.stringify({
       job_id: jobId,
       tenant_id: "t_rfr_outbox",
@@ -510,18 +509,25 @@ describe("core.outbox_undelivered while a replay of the same follow-up holds its
     });
     const addOutboxRow = () =>
       watcher.query(
-        `INSERT INTO core.outbox (consumer, parent_job_id, target, job_id, tenant_id, correlation_id, body, job_fingerprint)
-         VALUES ('award-points', 'rfr-parent', $1, $2, 't_rfr_outbox', $3, $4, $5)`,
-        [target, jobId, `corr-${jobId}`, body, randomBytes(16)],
+        `INSERT INTO core.outbox (consumer, parent_job_id, target, job_id, tenant_id, correlation_id, body, job_fingerprint,
+                                  follow_up_key, next_attempt_at)
+         VALUES ('award-points', 'rfr-parent', $1, $2, 't_rfr_outbox', $3, $4, $5, $6, now())`,
+        [target, jobId, `corr-${jobId}`, body, randomBytes(16), key],
       );
     const relay = new pg.Client({ connectionString: bed.db.url });
     await relay.connect();
     try {
-      const undelivered = () =>
-        relay.query<{ id: string; created: boolean }>(
+      // As the scheduled relay does: claim the due row, then move it, in one transaction.
+      const undelivered = async () => {
+        await relay.query("BEGIN");
+        await relay.query("SELECT * FROM core.outbox_claim('award-points', 100)");
+        const moved = await relay.query<{ id: string; created: boolean }>(
           "SELECT * FROM core.outbox_undelivered('award-points', $1, $2, $3, NULL, $4::jsonb)",
           [target, jobId, queue, JSON.stringify({ class: "SendError", message: "refused" })],
         );
+        await relay.query("COMMIT");
+        return moved;
+      };
       await addOutboxRow();
       const first = (await undelivered()).rows[0];
       expect(first?.created).toBe(true);

@@ -36,3 +36,79 @@ GRANT EXECUTE ON FUNCTION core.hold_pending_dead_letter(text, text, bytea) TO jo
 
 COMMENT ON FUNCTION core.hold_pending_dead_letter(text, text, bytea) IS
   'The pending dead letter a write of the same body merges into, locked FOR SHARE until the writer''s transaction ends; waits for a replay, bulk chunk, discard or supersede holding it and returns nothing when that resolved it.';
+
+-- The relay's move of an undelivered follow-up (core.outbox_undelivered, as 0019 left it) merges the
+-- same way: it locks the pending row it merges into FOR SHARE, and inserts a row of its own once a
+-- transition it waited for has taken the row. The lock is held until the relay's transaction
+-- commits, together with its claimed outbox row's removal. After three rounds it gives up with a
+-- serialization failure, so the relay keeps its row and tries again later.
+CREATE OR REPLACE FUNCTION core.outbox_undelivered(sender text, target_name text, follow_up_job_id text, queue_url text, message_group text, error jsonb)
+RETURNS TABLE (id uuid, created boolean)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, core, pg_temp AS $$
+DECLARE
+  moved          core.outbox;
+  fault          text;
+  payload        jsonb;
+  dead_letter_id uuid;
+  try            integer;
+BEGIN
+  IF NOT core.session_login_holds(sender) THEN
+    RETURN;
+  END IF;
+  DELETE FROM core.outbox AS o
+   WHERE o.target = target_name AND o.job_id = follow_up_job_id AND o.consumer = sender
+     AND o.claimed_by = pg_current_xact_id()
+  RETURNING o.* INTO moved;
+  IF NOT FOUND THEN
+    RETURN;
+  END IF;
+  fault := core.follow_up_fault(moved.consumer, moved.target, moved.parent_job_id, moved.job_id, moved.follow_up_key, moved.body);
+  IF fault IS NOT NULL AND moved.follow_up_key IS NOT NULL THEN
+    RAISE EXCEPTION 'follow-up % of % to % is not one its sender could have written: %', moved.job_id, moved.consumer, moved.target, fault
+      USING ERRCODE = 'insufficient_privilege';
+  END IF;
+  IF queue_url IS NULL OR NOT core.replay_queue_allowed(target_name, queue_url) THEN
+    RAISE EXCEPTION 'queue % is not one registered for consumer %', queue_url, target_name
+      USING ERRCODE = 'insufficient_privilege';
+  END IF;
+  BEGIN
+    payload := moved.body::jsonb -> 'payload';
+    IF jsonb_typeof(payload) <> 'object' THEN
+      payload := NULL;
+    END IF;
+  EXCEPTION WHEN others THEN
+    payload := NULL; -- jsonb refuses what JSON allows (a number beyond numeric): the body keeps it
+  END;
+  -- Merge only into a row this transaction holds FOR SHARE until the relay commits (see above):
+  -- a row a replay, bulk chunk, discard or supersede is resolving is waited for, then not taken.
+  FOR try IN 1..3 LOOP
+    INSERT INTO core.dead_letters AS d
+      (job_id, consumer, queue, tenant_id, correlation_id, body_form, body, payload, message_attributes,
+       attempts, error_kind, last_error, job_fingerprint, attempt_history, sender, parent_job_id, follow_up_key)
+    VALUES (moved.job_id, moved.target, queue_url, moved.tenant_id, moved.correlation_id, 'text', moved.body, payload,
+            jsonb_strip_nulls(jsonb_build_object(
+              'message_group_id', message_group,
+              'parent', jsonb_build_object('consumer', moved.consumer, 'job_id', moved.parent_job_id),
+              'outbox_created_at', moved.created_at,
+              'message_attributes', CASE WHEN moved.traceparent IS NULL THEN '{}'::jsonb
+                ELSE jsonb_build_object('traceparent', jsonb_build_object('dataType', 'String', 'stringValue', moved.traceparent)) END)),
+            moved.attempts + 1, 'undelivered', error, moved.job_fingerprint, '[]'::jsonb,
+            moved.consumer, moved.parent_job_id, moved.follow_up_key)
+    ON CONFLICT (consumer, job_id, body_fingerprint) WHERE status = 'pending_review' DO NOTHING
+    RETURNING d.id INTO dead_letter_id;
+    IF dead_letter_id IS NOT NULL THEN
+      RETURN QUERY SELECT dead_letter_id, true;
+      RETURN;
+    END IF;
+    SELECT d.id INTO dead_letter_id FROM core.dead_letters AS d
+     WHERE d.consumer = moved.target AND d.job_id = moved.job_id AND d.status = 'pending_review'
+       AND d.body_fingerprint = core.dead_letter_body_fingerprint(moved.body, NULL)
+       FOR SHARE OF d;
+    IF dead_letter_id IS NOT NULL THEN
+      RETURN QUERY SELECT dead_letter_id, false;
+      RETURN;
+    END IF;
+  END LOOP;
+  RAISE EXCEPTION 'the pending dead letter of % kept changing', follow_up_job_id USING ERRCODE = 'serialization_failure';
+END
+$$;
