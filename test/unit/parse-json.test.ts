@@ -44,21 +44,21 @@ const collidingJson = fc.letrec<{ value: unknown }>((tie) => ({
  * (as a producer that escapes all non-ASCII does, Python's json.dumps by default). Recursive: for
  * the small values of these tests.
  */
-function escapedText(value: unknown, escape: (char: number) => boolean): string {
+function escapedText(value: unknown, escapes: (char: number) => boolean): string {
   if (typeof value === "string") {
     let out = '"';
     for (let i = 0; i < value.length; i++) {
       const char = value.charCodeAt(i);
       const forced = char < 0x20 || char === 0x22 || char === 0x5c || (char >= 0xd800 && char <= 0xdfff);
-      if (forced || escape(char)) out += `\\u${char.toString(16).padStart(4, "0")}`;
+      if (forced || escapes(char)) out += `\\u${char.toString(16).padStart(4, "0")}`;
       else out += value[i];
     }
     return `${out}"`;
   }
-  if (Array.isArray(value)) return `[${value.map((v) => escapedText(v, escape)).join(",")}]`;
+  if (Array.isArray(value)) return `[${value.map((v) => escapedText(v, escapes)).join(",")}]`;
   if (typeof value === "object" && value !== null) {
     return `{${Object.entries(value)
-      .map(([k, v]) => `${escapedText(k, escape)}:${escapedText(v, escape)}`)
+      .map(([k, v]) => `${escapedText(k, escapes)}:${escapedText(v, escapes)}`)
       .join(",")}}`;
   }
   return JSON.stringify(value);
@@ -145,9 +145,9 @@ describe("parseJson: properties", () => {
   it("reads texts that write characters as \\u escapes, as Python's json.dumps does", () => {
     fc.assert(
       fc.property(collidingJson, collidingJson, fc.integer(), (poison, value, seed) => {
-        const escape = (char: number) => (char * 31 + seed) % 3 === 0 || char > 0x7f;
-        JSON.parse(escapedText(poison, escape));
-        const text = escapedText(value, escape);
+        const escapes = (char: number) => (char * 31 + seed) % 3 === 0 || char > 0x7f;
+        JSON.parse(escapedText(poison, escapes));
+        const text = escapedText(value, escapes);
         same(parseJson(text), value);
         same(parseJson(text, { exactNumbers: true }), value);
       }),
