@@ -12,6 +12,7 @@ import { parseArgs } from "node:util";
 import { GetQueueAttributesCommand, type SQSClient } from "@aws-sdk/client-sqs";
 import type { z } from "zod";
 import { CONSUMERS } from "../functions/consumers.ts";
+import { parseJson } from "../shared/envelope/parse-json.ts";
 import { InvalidJobError, JobIdDerivationError, SendRefusedError } from "../shared/errors.ts";
 import { type JobEnvelope, jobEnvelope } from "../shared/producer/job-envelope.ts";
 import { deriveJobId } from "../shared/producer/job-id.ts";
@@ -149,7 +150,7 @@ export async function runSend(argv: readonly string[], context: SendContext): Pr
 
   let payload: unknown;
   try {
-    payload = JSON.parse(request.payloadJson);
+    payload = parseJson(request.payloadJson);
   } catch (error) {
     return refuse(`the payload is not JSON (${error instanceof Error ? error.message : String(error)})`);
   }

@@ -3,6 +3,7 @@
  * the operator — an application/problem+json document printed member by member, an unreachable
  * API with the real cause undici hides, a timeout.
  */
+import { parseJson } from "../shared/envelope/parse-json.ts";
 import { type Connection, isLoopback } from "./connection.ts";
 import { ApiError, CliFailure } from "./errors.ts";
 import { clean, truncate } from "./text.ts";
@@ -88,19 +89,12 @@ export async function call<T>(
   }
 }
 
-type Reviver = (key: string, value: unknown, context?: { source?: string }) => unknown;
-const rawJson = (JSON as unknown as { rawJSON?: (text: string) => unknown }).rawJSON;
-const exactNumbers: Reviver = (_key, value, context) =>
-  typeof value === "number" && context?.source !== undefined && context.source !== String(value) && rawJson
-    ? rawJson(context.source)
-    : value;
-
 /**
  * JSON.parse that keeps numbers exactly as sent (a payload may carry integers beyond 2^53, which
- * the API preserves), where the runtime has JSON.rawJSON and the reviver's source text.
+ * the API preserves) and reads escaped keys correctly on every runtime (parse-json.ts).
  */
 function parseExact(text: string): unknown {
-  return JSON.parse(text, exactNumbers as (key: string, value: unknown) => unknown);
+  return parseJson(text, { exactNumbers: true });
 }
 
 function networkFailure(error: unknown, baseUrl: string, what: string): CliFailure {
@@ -157,7 +151,7 @@ function problemFailure(response: Response, text: string, what: string): ApiErro
   let problem: Record<string, unknown> | undefined;
   if (/json/i.test(contentType)) {
     try {
-      const parsed: unknown = JSON.parse(text);
+      const parsed: unknown = parseJson(text);
       if (typeof parsed === "object" && parsed !== null && !Array.isArray(parsed)) {
         problem = parsed as Record<string, unknown>;
       }

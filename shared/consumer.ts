@@ -30,6 +30,7 @@ import { CONSUMER_NAME, databaseConnection } from "./config/fields.ts";
 import { createPool } from "./db/pool.ts";
 import { EMPTY_LEDGER } from "./db/queries/message-attempts.ts";
 import { describeError } from "./dead-letters/last-error.ts";
+import { reportJsonRuntime } from "./envelope/json-runtime-report.ts";
 import { ConfigurationError } from "./errors.ts";
 import { type BatchRecord, settleBatch } from "./fence/batch-transaction.ts";
 import { validateFenceTtl } from "./fence/ttl.ts";
@@ -200,6 +201,7 @@ export function createConsumer<S extends z.ZodType, F extends FollowUpSchemas = 
   logger.appendPersistentKeys({ consumer: definition.name });
   const metrics =
     runtime.metrics ?? new Metrics({ namespace: METRICS_NAMESPACE, serviceName: definition.name });
+  reportJsonRuntime({ logger, metrics });
   const pool =
     runtime.pool ??
     createPool({

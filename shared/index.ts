@@ -52,7 +52,7 @@ export type {
   SendFollowUp,
 } from "./outbox/follow-up.ts";
 // The producer side: typed envelopes, deterministic job ids, and sending jobs to a consumer's queue.
-export { deduplicationId, messageGroupId } from "./producer/fifo-ids.ts";
+export { fifoDeduplicationId, messageGroupId } from "./producer/fifo-ids.ts";
 export {
   type JobEnvelope,
   type JobFields,

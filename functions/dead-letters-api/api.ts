@@ -12,6 +12,7 @@ import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2, Context
 import type pg from "pg";
 import type { BulkSettings } from "../../shared/dead-letters/bulk-operations.ts";
 import type { SealKey } from "../../shared/dead-letters/seal.ts";
+import { reportJsonRuntime } from "../../shared/envelope/json-runtime-report.ts";
 import { HttpProblem } from "../../shared/errors.ts";
 import { requireAnyPermission, type TokenVerifier } from "../../shared/http/auth.ts";
 import { problemDetails } from "../../shared/http/problem-details.ts";
@@ -49,6 +50,7 @@ function pathPattern(template: string): RegExp {
 
 export function createDeadLetterApi(deps: DeadLetterApiDeps): DeadLetterApiHandler {
   const logger = deps.logger ?? new Logger({ serviceName: "dead-letters-api" });
+  reportJsonRuntime({ logger });
   const source = deps.sealKey;
   let key: SealKey | undefined = typeof source === "function" ? undefined : source;
   const sealKey = async (): Promise<SealKey> => {

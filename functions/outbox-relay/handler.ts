@@ -11,6 +11,7 @@ import middy from "@middy/core";
 import { createEventBridgeClient, createSqsClient } from "../../shared/aws/clients.ts";
 import { databaseConnection } from "../../shared/config/fields.ts";
 import { createPool } from "../../shared/db/pool.ts";
+import { reportJsonRuntime } from "../../shared/envelope/json-runtime-report.ts";
 import { METRICS_NAMESPACE } from "../../shared/metrics/names.ts";
 import { outboxRelayConfigFromEnv, outboxRelayInvocation, outboxRelayService } from "./relay.ts";
 
@@ -18,6 +19,7 @@ const config = outboxRelayConfigFromEnv(process.env);
 const service = outboxRelayService(config.consumer);
 const logger = new Logger({ serviceName: service });
 const metrics = new Metrics({ namespace: METRICS_NAMESPACE, serviceName: service });
+reportJsonRuntime({ logger, metrics });
 const pool = createPool({
   ...databaseConnection(config),
   max: 1,

@@ -38,6 +38,7 @@ import { configFromEnv, parseConfig } from "../config/parse.ts";
 import { createPool } from "../db/pool.ts";
 import { EMPTY_LEDGER } from "../db/queries/message-attempts.ts";
 import { writeDeadLetter } from "../dead-letters/write-dead-letter.ts";
+import { reportJsonRuntime } from "../envelope/json-runtime-report.ts";
 import { UnrecordedMessageError } from "../errors.ts";
 import { METRIC, METRICS_NAMESPACE } from "../metrics/names.ts";
 import { observeOutcome } from "../middleware/observe-outcome.ts";
@@ -129,6 +130,7 @@ export function createBackstopDrain(
   const logger = runtime.logger ?? new Logger({ serviceName: service });
   logger.appendPersistentKeys({ consumer: config.consumer });
   const metrics = runtime.metrics ?? new Metrics({ namespace: METRICS_NAMESPACE, serviceName: service });
+  reportJsonRuntime({ logger, metrics });
   const pool =
     runtime.pool ??
     createPool({

@@ -3,6 +3,7 @@
  * payload, byte for byte), its message attributes, and on a FIFO queue its message group. Pure.
  */
 import type { MessageAttributeValue, SendMessageBatchRequestEntry } from "@aws-sdk/client-sqs";
+import { replayDeduplicationId } from "../producer/fifo-ids.ts";
 import { messageSize, SQS_SEND_LIMITS } from "../sqs/batches.ts";
 import { isFifoQueue } from "../sqs/queue-url.ts";
 import { TRACEPARENT_ATTRIBUTE } from "../tracing/trace-context.ts";
@@ -43,9 +44,10 @@ export function replayAttributes(stored: Record<string, unknown>): Record<string
 
 /**
  * The full message, with `traceparent` (the replay's trace context) when given. On a FIFO queue it keeps its message group (ordering) and gets a
- * deduplication id derived from the dead letter, so a replay repeated within SQS's 5-minute
- * deduplication window (after a crash between send and commit) is dropped by SQS itself; the fence
- * absorbs any later one.
+ * deduplication id derived from the dead letter (replayDeduplicationId), so a replay repeated within
+ * SQS's 5-minute deduplication window (after a crash between send and commit) is dropped by SQS
+ * itself, the fence absorbing any later one, while the replay itself is never dropped as a
+ * duplicate of the job's original send.
  */
 export function replayMessage(source: ReplaySource, traceparent: string | null = null): ReplayMessage {
   const received = replayAttributes(source.message_attributes);
@@ -64,7 +66,7 @@ export function replayMessage(source: ReplaySource, traceparent: string | null =
     const group = source.message_attributes.message_group_id;
     message.MessageGroupId =
       typeof group === "string" && group.length > 0 ? group : source.job_id.slice(0, 128);
-    message.MessageDeduplicationId = `replay-${source.id}`;
+    message.MessageDeduplicationId = replayDeduplicationId(source.id);
   }
   return message;
 }

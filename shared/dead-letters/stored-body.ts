@@ -17,6 +17,7 @@
  * `payload` as NULL when the server refuses the rest.
  */
 import { createHash } from "node:crypto";
+import { parseJson } from "../envelope/parse-json.ts";
 
 /** Each value says where the body is. */
 export const BODY_FORM = {
@@ -87,7 +88,7 @@ export const MAX_JSONB_DEPTH = 1000;
 export function jsonbCandidate(body: string): string | null {
   if (!textCanHold(body) || nestingDepth(body) > MAX_JSONB_DEPTH || !jsonbEscapesSafe(body)) return null;
   try {
-    const document: unknown = JSON.parse(body);
+    const document: unknown = parseJson(body);
     return typeof document === "object" && document !== null && !Array.isArray(document) ? body : null;
   } catch {
     return null;

@@ -6,6 +6,7 @@ import { createHash } from "node:crypto";
 import { z } from "zod";
 import { describeError } from "../dead-letters/last-error.ts";
 import { POISON_REASON, PoisonMessageError } from "../errors.ts";
+import { parseJson } from "./parse-json.ts";
 
 /** At most 255 characters; matches the database's CHECK. */
 export const JOB_ID_MAX_LENGTH = 255;
@@ -74,7 +75,7 @@ export type ParsedMessage<P> =
       readonly ok: true;
       readonly job: Job<P>;
       readonly identity: MessageIdentity;
-      /** The envelope's payload as JSON.parse gave it, before the consumer's schema. */
+      /** The envelope's payload as parsed from the body, before the consumer's schema. */
       readonly envelopePayload: unknown;
     }
   | {
@@ -97,7 +98,7 @@ export function parseMessage<S extends z.ZodType>(
 ): ParsedMessage<z.output<S>> {
   let document: unknown;
   try {
-    document = JSON.parse(body);
+    document = parseJson(body);
   } catch (error) {
     return poison(
       POISON_REASON.unparseableBody,

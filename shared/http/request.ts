@@ -1,6 +1,7 @@
 /** Validating the parts of an API Gateway (v2) request with zod; a failure is a 400 problem. */
 import type { APIGatewayProxyEventV2 } from "aws-lambda";
 import type { z } from "zod";
+import { parseJson } from "../envelope/parse-json.ts";
 import { HttpProblem } from "../errors.ts";
 
 /** The zod issues as problem `errors`: where and what. */
@@ -51,7 +52,7 @@ export function parseJsonBody<S extends z.ZodType>(event: APIGatewayProxyEventV2
       );
     }
     try {
-      document = JSON.parse(text);
+      document = parseJson(text);
     } catch (error) {
       throw new HttpProblem("invalidRequest", `the body is not valid JSON: ${(error as Error).message}`);
     }

@@ -59,6 +59,11 @@ export const METRIC = {
   outboxOldestAge: "OutboxOldestAgeSeconds",
   /** Outbox relay: a run that failed (database or SQS unreachable); the rows wait for the next. */
   outboxRelayFailed: "OutboxRelayFailed",
+  /**
+   * At start-up: 1 when the runtime's JSON.parse misreads escaped object keys (Node 24 and 26), 0
+   * when it reads them correctly. Bodies are read correctly either way (shared/envelope/parse-json.ts).
+   */
+  runtimeJsonKeyMisread: "RuntimeJsonKeyMisread",
 } as const;
 
 /** `DeadLetteredPoison`, `DeadLetteredHard`, …: one metric per kind, each alarmable on its own. */

@@ -19,6 +19,7 @@ import { describeError } from "../dead-letters/last-error.ts";
 import { canonicalJson } from "../envelope/canonical-json.ts";
 import type { Job } from "../envelope/envelope.ts";
 import { jobFingerprint } from "../envelope/fingerprint.ts";
+import { parseJson } from "../envelope/parse-json.ts";
 import { FollowUpRefusedError, InvalidJobError, JobIdDerivationError } from "../errors.ts";
 import { checkWire } from "../producer/job-envelope.ts";
 import { deriveJobId, type JobIdKey } from "../producer/job-id.ts";
@@ -202,7 +203,7 @@ export function stagedFollowUp(
     );
   }
   if (body === undefined) throw new FollowUpRefusedError(target, ["the follow-up is not a JSON value"]);
-  const wire = JSON.parse(body) as { payload: unknown };
+  const wire = parseJson(body) as { payload: unknown };
   const { schema, narrow } = targetParts(declared);
   let parsedPayload: unknown;
   try {

@@ -14,6 +14,7 @@ import type { SQSClient } from "@aws-sdk/client-sqs";
 import type pg from "pg";
 import { deleteSentFollowUps, type OutboxKey } from "../db/queries/outbox-rows.ts";
 import { describeError } from "../dead-letters/last-error.ts";
+import { parseJson } from "../envelope/parse-json.ts";
 import { SendRefusedError } from "../errors.ts";
 import { faultHook } from "../fault-points.ts";
 import { METRIC } from "../metrics/names.ts";
@@ -98,7 +99,7 @@ export async function sendFollowUps(
 /** The job sendJobs sends for a row. */
 function jobToSend(f: RelayedFollowUp): JobToSend {
   return {
-    envelope: JSON.parse(f.body) as JobEnvelope,
+    envelope: parseJson(f.body) as JobEnvelope,
     ...(f.groupId === null ? {} : { groupId: f.groupId }),
     ...(f.traceparent === null ? {} : { attributes: traceAttributes(f.traceparent).MessageAttributes }),
   };

@@ -4,6 +4,7 @@
  */
 import type { z } from "zod";
 import { envelopeSchema } from "../envelope/envelope.ts";
+import { parseJson } from "../envelope/parse-json.ts";
 import { INVALID_JOB_REASON, InvalidJobError } from "../errors.ts";
 
 /**
@@ -104,7 +105,7 @@ export function wireForm(envelope: unknown): unknown {
   }
   if (text === undefined)
     throw new InvalidJobError(INVALID_JOB_REASON.notJson, ["the job is not a JSON value"]);
-  return JSON.parse(text);
+  return parseJson(text);
 }
 
 /** Zod's issues as `path: message`, at most ten and a count of the rest. */

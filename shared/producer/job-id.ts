@@ -16,7 +16,8 @@
  * - numbers are written as RFC 8785 writes them (1.0 is 1, -0 is 0), so keys that are equal as
  *   numbers give the same id;
  * - its length is at most 64 + 1 + 43 = 108 characters, all printable ASCII: within the envelope's
- *   255 and SQS's 128 for a deduplication id, which it is used as on a FIFO queue unchanged.
+ *   255 and SQS's alphabet; on a FIFO queue its deduplication id shows it as it is, with the job's
+ *   fingerprint, up to 105 characters (a namespace of at most 61), and hashes a longer one.
  */
 import { createHash } from "node:crypto";
 import { canonicalJson } from "../envelope/canonical-json.ts";

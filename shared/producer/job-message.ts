@@ -4,9 +4,10 @@
  */
 import type { MessageAttributeValue, SendMessageBatchRequestEntry } from "@aws-sdk/client-sqs";
 import { envelopeSchema } from "../envelope/envelope.ts";
+import { jobFingerprint } from "../envelope/fingerprint.ts";
 import { InvalidJobError, SendRefusedError } from "../errors.ts";
 import { sqsJson } from "../sqs/message-text.ts";
-import { deduplicationId, messageGroupId } from "./fifo-ids.ts";
+import { fifoDeduplicationId, messageGroupId } from "./fifo-ids.ts";
 import { issuesOf, type JobEnvelope, wireForm } from "./job-envelope.ts";
 
 /** One job to send. */
@@ -76,7 +77,15 @@ export function jobMessages(jobs: readonly JobToSend[], fifo: boolean): JobMessa
     if (job.attributes && Object.keys(job.attributes).length > 0) message.MessageAttributes = job.attributes;
     if (fifo) {
       message.MessageGroupId = messageGroupId(checked.data.tenant_id, job.groupId);
-      message.MessageDeduplicationId = deduplicationId(jobId);
+      // The job's fingerprint as the consumer's fence takes it, from the payload as it will arrive.
+      let fingerprint: Buffer;
+      try {
+        fingerprint = jobFingerprint(checked.data.tenant_id, checked.data.payload);
+      } catch (error) {
+        problems.push(`${where}: no fingerprint (${error instanceof Error ? error.message : String(error)})`);
+        return undefined;
+      }
+      message.MessageDeduplicationId = fifoDeduplicationId(jobId, fingerprint);
     }
     return message;
   });

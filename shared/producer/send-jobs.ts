@@ -13,7 +13,7 @@
  *   jittered backoff; what is still not sent then is failed with senderFault false.
  *
  * Retrying can send a job twice: a call that timed out may have been taken. That is what the
- * fence is for (and on a FIFO queue the deduplication id, derived from the job id, drops the
+ * fence is for (and on a FIFO queue the deduplication id, derived from the job id and fingerprint, drops the
  * repeat within five minutes): the consumer applies the job once.
  */
 import {

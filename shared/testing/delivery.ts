@@ -17,6 +17,7 @@ import { lambdaContext } from "../../local/lambda-context.ts";
 import type { ConsumerHandler, OutcomeObserver } from "../consumer.ts";
 import type { ErrorKind } from "../dead-letters/error-kind.ts";
 import { messageIdStandIn } from "../envelope/envelope.ts";
+import { parseJson } from "../envelope/parse-json.ts";
 import { whoFailed } from "../record/protocol.ts";
 import type { RecordOutcome } from "../record/record-context.ts";
 import type { TestQueue } from "./queue.ts";
@@ -311,7 +312,7 @@ function resultOf(
 /** The job id of a record that reported no outcome, as the harness would have read it. */
 function jobIdOfBody(record: SQSRecord): string {
   try {
-    const parsed: unknown = JSON.parse(record.body);
+    const parsed: unknown = parseJson(record.body);
     const jobId = (parsed as { job_id?: unknown } | null)?.job_id;
     if (typeof jobId === "string") return jobId;
   } catch {

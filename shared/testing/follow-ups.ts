@@ -4,6 +4,7 @@
  * work sent (and, by their absence, that a rolled-back job sent nothing).
  */
 import { DeleteMessageBatchCommand, ReceiveMessageCommand, type SQSClient } from "@aws-sdk/client-sqs";
+import { parseJson } from "../envelope/parse-json.ts";
 import { createTestQueue, type TestQueue } from "./queue.ts";
 
 /** A follow-up as it arrived in its target's queue. */
@@ -79,7 +80,7 @@ export class FollowUpInbox {
       if (Messages.length === 0) return [...received];
       for (const message of Messages) {
         received.push({
-          envelope: JSON.parse(message.Body ?? "null"),
+          envelope: parseJson(message.Body ?? "null") as ReceivedFollowUp["envelope"],
           attributes: Object.fromEntries(
             Object.entries(message.MessageAttributes ?? {}).map(([name, value]) => [
               name,

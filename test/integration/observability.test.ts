@@ -7,6 +7,7 @@ import { Metrics } from "@aws-lambda-powertools/metrics";
 import { afterAll, beforeAll, expect, it, vi } from "vitest";
 import { awardPointsConsumer } from "../../functions/award-points/consumer.ts";
 import { localSqsClient } from "../../local/aws-clients.ts";
+import { runtimeMisreadsJsonKeys } from "../../shared/envelope/parse-json.ts";
 import { PermanentJobError } from "../../shared/errors.ts";
 import { METRICS_NAMESPACE } from "../../shared/metrics/names.ts";
 import {
@@ -97,13 +98,25 @@ it("emits one EMF document per invocation with a metric per outcome, and logs on
     RetryScheduleFailed: 1,
     // The follow-up of obs-ok could not be sent either: it waits in the outbox for the scheduled relay.
     FollowUpRelayFailed: 1,
+    // The start-up probe, published with the first invocation's metrics.
+    RuntimeJsonKeyMisread: runtimeMisreadsJsonKeys() ? 1 : 0,
   });
   expect(typeof doc.FenceLatency).toBe("number");
   expect(directive?.Metrics).toEqual(
     expect.arrayContaining([{ Name: "FenceLatency", Unit: "Milliseconds" }]),
   );
 
-  const logs = documents.filter((d) => "level" in d) as Array<Record<string, unknown>>;
+  const all = documents.filter((d) => "level" in d) as Array<Record<string, unknown>>;
+  // One line at start-up names the runtime and how it reads JSON; the rest are the invocation's.
+  const startUp = all.filter((l) => "json_key_misread" in l);
+  expect(startUp).toHaveLength(1);
+  expect(startUp[0]).toMatchObject({
+    level: runtimeMisreadsJsonKeys() ? "WARN" : "INFO",
+    node: process.version,
+    json_key_misread: runtimeMisreadsJsonKeys(),
+    consumer: "award-points",
+  });
+  const logs = all.filter((l) => !("json_key_misread" in l));
   // Successes and duplicates are metrics only; obs-ok's line is its follow-up's, left to the relay.
   expect(logs.map((l) => [l.level, l.message, l.job_id]).sort()).toEqual(
     [

@@ -17,7 +17,8 @@ import { localEventBridgeClient, localSqsClient } from "../../local/aws-clients.
 import { createPool } from "../../shared/db/pool.ts";
 import { consumerRoleName, registerConsumerQueues } from "../../shared/db/queries/provision-login.ts";
 import { replayDeadLetter } from "../../shared/dead-letters/replay.ts";
-import { deriveJobId, messageGroupId, type Transaction } from "../../shared/index.ts";
+import { jobFingerprint } from "../../shared/envelope/fingerprint.ts";
+import { deriveJobId, fifoDeduplicationId, messageGroupId, type Transaction } from "../../shared/index.ts";
 import { sweepOutbox } from "../../shared/outbox/sweep.ts";
 import {
   award,
@@ -281,7 +282,7 @@ describe("the relay after COMMIT", () => {
     );
   });
 
-  it("a FIFO target gets the author's message group, or the follow-up's tenant, and a deduplication id from its job id", async () => {
+  it("a FIFO target gets the author's message group, or the follow-up's tenant, and a deduplication id from its job id and fingerprint", async () => {
     const fifo = await bed.queue("notify-user-fifo-target.fifo", { FifoQueue: "true" });
     const grouped = bed.consumer(
       {
@@ -309,12 +310,17 @@ describe("the relay after COMMIT", () => {
           MessageSystemAttributeNames: ["MessageGroupId", "MessageDeduplicationId"],
         }),
       );
-      for (const m of Messages)
+      for (const m of Messages) {
+        const body = JSON.parse(m.Body ?? "{}");
+        expect(m.Attributes?.MessageDeduplicationId).toBe(
+          fifoDeduplicationId(body.job_id, jobFingerprint(body.tenant_id, body.payload)),
+        );
         seen.push({
           group: m.Attributes?.MessageGroupId,
-          dedup: m.Attributes?.MessageDeduplicationId,
-          jobId: JSON.parse(m.Body ?? "{}").job_id,
+          dedup: m.Attributes?.MessageDeduplicationId?.split(":").slice(0, -1).join(":"),
+          jobId: body.job_id,
         });
+      }
     }
     expect(seen.sort((a, b) => a.jobId.localeCompare(b.jobId))).toEqual(
       [

@@ -27,8 +27,12 @@ import { localSqsClient } from "../../local/aws-clients.ts";
 import { runSend, type SendableConsumer } from "../../local/send.ts";
 import { type SqsEmulator, startSqsEmulator } from "../../local/sqs-emulator.ts";
 import type { StackInfo } from "../../local/stack.ts";
+import { replayMessage } from "../../shared/dead-letters/replay-message.ts";
+import { BODY_FORM } from "../../shared/dead-letters/stored-body.ts";
+import { jobFingerprint } from "../../shared/envelope/fingerprint.ts";
 import { SendRefusedError } from "../../shared/errors.ts";
-import { HASHED_TOKEN_PREFIX, sqsToken } from "../../shared/producer/fifo-ids.ts";
+import { sendFollowUps } from "../../shared/outbox/relay.ts";
+import { fifoDeduplicationId, HASHED_TOKEN_PREFIX, sqsToken } from "../../shared/producer/fifo-ids.ts";
 import type { JobEnvelope } from "../../shared/producer/job-envelope.ts";
 import { deriveJobId } from "../../shared/producer/job-id.ts";
 import { type JobToSend, SEND_FAILURE_CODE, sendJobs } from "../../shared/producer/send-jobs.ts";
@@ -422,7 +426,7 @@ describe("sendJobs on a standard queue", () => {
 });
 
 describe("sendJobs on a FIFO queue", () => {
-  it("groups by tenant (or groupId), deduplicates by job id, and keeps each group's order", async () => {
+  it("groups by tenant (or groupId), deduplicates by job id and fingerprint, and keeps each group's order", async () => {
     const target = await queue("producer.fifo");
     const longId = `order-${"9".repeat(200)}`;
     const jobs: JobToSend[] = [
@@ -451,10 +455,15 @@ describe("sendJobs on a FIFO queue", () => {
       sequence: BigInt(m.Attributes?.SequenceNumber ?? "0"),
     }));
     const byJob = new Map(seen.map((s) => [s.jobId, s]));
-    expect(byJob.get("a-1")).toMatchObject({ group: "t_a", dedup: "a-1" });
-    expect(byJob.get("b-1")).toMatchObject({ group: "t_b", dedup: "b-1" });
-    expect(byJob.get("u-1")).toMatchObject({ group: sqsToken("user 7"), dedup: "u-1" });
-    expect(byJob.get(longId)?.dedup).toBe(sqsToken(longId));
+    const dedupOf = (index: number) => {
+      const { envelope } = jobs[index] as JobToSend;
+      return fifoDeduplicationId(envelope.job_id, jobFingerprint(envelope.tenant_id, envelope.payload));
+    };
+    expect(byJob.get("a-1")).toMatchObject({ group: "t_a", dedup: dedupOf(0) });
+    expect(byJob.get("a-1")?.dedup).toMatch(/^a-1:[A-Za-z0-9_-]{22}$/);
+    expect(byJob.get("b-1")).toMatchObject({ group: "t_b", dedup: dedupOf(1) });
+    expect(byJob.get("u-1")).toMatchObject({ group: sqsToken("user 7"), dedup: dedupOf(3) });
+    expect(byJob.get(longId)?.dedup).toBe(dedupOf(4));
     expect(byJob.get(longId)?.dedup?.startsWith(HASHED_TOKEN_PREFIX)).toBe(true);
     const inOrder = (group: string) =>
       seen
@@ -485,6 +494,75 @@ describe("sendJobs on a FIFO queue", () => {
     expect(result.failed).toEqual([]);
     expect(call).toBe(2);
     await expectArrivedOnce(target.url, jobs);
+  });
+
+  it("delivers a different job sent under a used job id within the window, and still drops a resend of the same job", async () => {
+    // Deduplicated by job id alone, SQS would report the second job sent and drop it: the fence
+    // would never see it, and no conflict would be recorded.
+    const target = await queue("producer-conflict.fifo");
+    const first: JobToSend = { envelope: { job_id: "pay-1", tenant_id: "t_a", payload: { cents: 100 } } };
+    const other: JobToSend = { envelope: { job_id: "pay-1", tenant_id: "t_a", payload: { cents: 900 } } };
+    const otherTenant: JobToSend = {
+      envelope: { job_id: "pay-1", tenant_id: "t_b", payload: { cents: 100 } },
+    };
+    // The same job, its keys in another order and a correlation id: the same fingerprint.
+    const resend: JobToSend = {
+      envelope: { correlation_id: "retry-2", payload: { cents: 100.0 }, tenant_id: "t_a", job_id: "pay-1" },
+    };
+    for (const job of [first, other, otherTenant, resend, first]) {
+      const result = await sendJobs(sqs, target.url, [job]);
+      expect(result.failed).toEqual([]);
+    }
+    const bodies = (await receiveAll(sqs, target.url)).map((m) => JSON.parse(m.Body ?? ""));
+    expect(bodies.map((b) => [b.tenant_id, b.payload.cents]).sort()).toEqual([
+      ["t_a", 100],
+      ["t_a", 900],
+      ["t_b", 100],
+    ]);
+  });
+
+  it("the relay deduplicates follow-ups by job id and fingerprint too", async () => {
+    const target = await queue("relay-conflict.fifo");
+    const row = (cents: number) => ({
+      target: "ledger",
+      jobId: "ledger:follow-up-1",
+      body: JSON.stringify({ job_id: "ledger:follow-up-1", tenant_id: "t_a", payload: { cents } }),
+      tenantId: "t_a",
+      groupId: null,
+      traceparent: null,
+    });
+    for (const followUp of [row(1), row(2), row(1)]) {
+      const report = await sendFollowUps(sqs, { ledger: target.url }, [followUp]);
+      expect(report.failed).toEqual([]);
+    }
+    const messages = await receiveAll(sqs, target.url);
+    expect(messages.map((m) => JSON.parse(m.Body ?? "").payload.cents).sort()).toEqual([1, 2]);
+    expect(messages.map((m) => m.Attributes?.MessageDeduplicationId).sort()).toEqual(
+      [1, 2]
+        .map((cents) => fifoDeduplicationId("ledger:follow-up-1", jobFingerprint("t_a", { cents })))
+        .sort(),
+    );
+  });
+
+  it("a replay is not dropped as a duplicate of the job's send, and one replay sent twice arrives once", async () => {
+    const target = await queue("replay-after-send.fifo");
+    const job: JobToSend = { envelope: { job_id: "pay-2", tenant_id: "t_a", payload: { cents: 5 } } };
+    expect((await sendJobs(sqs, target.url, [job])).failed).toEqual([]);
+    const message = replayMessage({
+      id: "6f1c2f9e-8d4b-4c55-9a0e-1e2f3a4b5c6d",
+      job_id: "pay-2",
+      queue: target.url,
+      message_attributes: { message_group_id: "t_a" },
+      body_form: BODY_FORM.text,
+      body: JSON.stringify(job.envelope),
+      body_utf16: null,
+    });
+    for (let i = 0; i < 2; i++)
+      await sqs.send(
+        new SendMessageBatchCommand({ QueueUrl: target.url, Entries: [{ Id: "0", ...message }] }),
+      );
+    const messages = await receiveAll(sqs, target.url);
+    expect(messages.map((m) => m.Body)).toEqual([JSON.stringify(job.envelope), JSON.stringify(job.envelope)]);
   });
 
   it("splits over 1 MiB on FIFO too, and every job arrives once", async () => {
@@ -610,7 +688,9 @@ describe("npm run send (local/send.ts)", () => {
     const messages = await receiveAll(sqs, target.url);
     expect(messages.map((m) => m.Attributes?.MessageGroupId)).toEqual(["t_f", "t_f"]);
     expect(messages.map((m) => m.Attributes?.MessageDeduplicationId)).toEqual(
-      [1, 2].map((n) => deriveJobId("ordered", "fixed-key", n)),
+      [1, 2].map((n) =>
+        fifoDeduplicationId(deriveJobId("ordered", "fixed-key", n), jobFingerprint("t_f", { text: "one" })),
+      ),
     );
   });
 

@@ -2,6 +2,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { parseJsonExact } from "../../shared/db/exact-json.ts";
 import { canonicalJson } from "../../shared/envelope/canonical-json.ts";
+import { parseJsonStrict } from "../../shared/envelope/parse-json.ts";
 import { CanonicalJsonError } from "../../shared/errors.ts";
 import { seededRandom } from "../reliability/support/figures.ts";
 
@@ -75,147 +76,14 @@ function sortKeys(value: unknown): unknown {
   );
 }
 
-/** What each of JSON's two-character escapes stands for. */
-const SHORT_ESCAPES = new Map([
-  ['"', '"'],
-  ["\\", "\\"],
-  ["/", "/"],
-  ["b", "\b"],
-  ["f", "\f"],
-  ["n", "\n"],
-  ["r", "\r"],
-  ["t", "\t"],
-]);
-/** A JSON number (RFC 8259 §6), matched where `lastIndex` says. */
-const JSON_NUMBER = /-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/y;
-const JSON_LITERALS: readonly (readonly [string, unknown])[] = [
-  ["true", true],
-  ["false", false],
-  ["null", null],
-];
-
 /**
- * JSON text read back the way JSON.parse is specified to read it, written out here because the
- * properties cannot trust JSON.parse itself: V8's (Node 24's 13.6 and Node 26's 14.6 alike) can
- * decode an escaped object key as a key an earlier parse left in its cache of object shapes, when
- * that key is how the escape's raw text begins. After `JSON.parse('{"":0,"\\\\":0}')`, the key of
- * `JSON.parse('{"":0,"\\"":0}')` is `\`, not `"` (nodejs/node#63785, still open). A property that
- * re-parses with JSON.parse then fails only when an earlier run happened to leave such a key, which
- * is how "is idempotent under re-parse" failed once in CI with seed 175721566.
- *
- * Strict (RFC 8259: no trailing commas, leading zeros, bad escapes or raw controls, nothing after
- * the value), and it builds what JSON.parse builds: plain objects whose keys are own data
- * properties, "__proto__" included, a repeated key keeping its first place and its last value;
- * lone surrogate escapes as lone surrogates; numbers as Number reads them (so "-0" is -0).
- * Recursive: for the small values of these tests only.
+ * Text is read back with the production strict parser, not JSON.parse: V8's (Node 24's 13.6 and
+ * Node 26's 14.x alike) can decode an escaped object key as a key an earlier parse left in its
+ * cache of object shapes (nodejs/node#63785; see shared/envelope/parse-json.ts). A property that
+ * re-parsed with JSON.parse failed once in CI with seed 175721566, when an earlier run happened to
+ * leave such a key.
  */
-function parseJsonReference(text: string): unknown {
-  let at = 0;
-  const fail = (what: string): never => {
-    throw new SyntaxError(`${what} at position ${at} of ${JSON.stringify(text)}`);
-  };
-  const skipSpace = (): void => {
-    while (at < text.length && " \t\n\r".includes(text[at] as string)) at++;
-  };
-  const take = (char: string): void => {
-    if (text[at] !== char) fail(`expected ${JSON.stringify(char)}`);
-    at++;
-  };
-  const string = (): string => {
-    take('"');
-    let decoded = "";
-    for (;;) {
-      const char = text[at];
-      if (char === undefined) fail("unterminated string");
-      if (char === '"') break;
-      if ((char as string) < " ") fail("unescaped control character");
-      if (char !== "\\") {
-        decoded += char;
-        at++;
-        continue;
-      }
-      const escaped = text[at + 1] ?? "";
-      if (escaped === "u") {
-        const hex = text.slice(at + 2, at + 6);
-        if (!/^[0-9A-Fa-f]{4}$/.test(hex)) fail("bad \\u escape");
-        decoded += String.fromCharCode(Number.parseInt(hex, 16));
-        at += 6;
-      } else {
-        const short = SHORT_ESCAPES.get(escaped);
-        if (short === undefined) fail("bad escape");
-        decoded += short;
-        at += 2;
-      }
-    }
-    at++;
-    return decoded;
-  };
-  const value = (): unknown => {
-    skipSpace();
-    const char = text[at];
-    if (char === "{") {
-      at++;
-      const object: Record<string, unknown> = {};
-      skipSpace();
-      if (text[at] === "}") {
-        at++;
-        return object;
-      }
-      for (;;) {
-        skipSpace();
-        const key = string();
-        skipSpace();
-        take(":");
-        const member = value();
-        // CreateDataProperty, as JSON.parse does: no __proto__ setter, a repeated key stays in place.
-        Object.defineProperty(object, key, {
-          value: member,
-          writable: true,
-          enumerable: true,
-          configurable: true,
-        });
-        skipSpace();
-        if (text[at] !== ",") break;
-        at++;
-      }
-      take("}");
-      return object;
-    }
-    if (char === "[") {
-      at++;
-      const array: unknown[] = [];
-      skipSpace();
-      if (text[at] === "]") {
-        at++;
-        return array;
-      }
-      for (;;) {
-        array.push(value());
-        skipSpace();
-        if (text[at] !== ",") break;
-        at++;
-      }
-      take("]");
-      return array;
-    }
-    if (char === '"') return string();
-    for (const [word, literal] of JSON_LITERALS) {
-      if (text.startsWith(word, at)) {
-        at += word.length;
-        return literal;
-      }
-    }
-    JSON_NUMBER.lastIndex = at;
-    const number = JSON_NUMBER.exec(text)?.[0];
-    if (number === undefined) fail("expected a JSON value");
-    at += (number as string).length;
-    return Number(number);
-  };
-  const result = value();
-  skipSpace();
-  if (at !== text.length) fail("text after the value");
-  return result;
-}
+const parseJsonReference = (text: string): unknown => parseJsonStrict(text);
 
 describe("canonicalJson: RFC 8785's examples", () => {
   it("writes the §3.2.2 example as the RFC does", () => {
@@ -466,7 +334,7 @@ describe("canonicalJson: read back (parseJsonReference, since JSON.parse can mis
   });
 });
 
-describe("parseJsonReference: the properties' JSON reader", () => {
+describe("parseJsonStrict (shared/envelope/parse-json.ts): the properties' JSON reader", () => {
   it("builds what JSON.parse builds: own __proto__ keys, a repeated key in its first place, -0", () => {
     const object = parseJsonReference('{"__proto__":{"x":1}, "a":1, "b":[], "a":-0}') as Record<
       string,

@@ -4,6 +4,7 @@ import { describe, expect, expectTypeOf, it } from "vitest";
 import { z } from "zod";
 import { parseSendArgs, SEND_DEFAULT_TENANT } from "../../local/send.ts";
 import { envelopeSchema, JOB_ID_MAX_LENGTH } from "../../shared/envelope/envelope.ts";
+import { jobFingerprint } from "../../shared/envelope/fingerprint.ts";
 import {
   INVALID_JOB_REASON,
   InvalidJobError,
@@ -12,9 +13,10 @@ import {
   SendRefusedError,
 } from "../../shared/errors.ts";
 import {
-  deduplicationId,
+  fifoDeduplicationId,
   HASHED_TOKEN_PREFIX,
   messageGroupId,
+  replayDeduplicationId,
   sqsToken,
 } from "../../shared/producer/fifo-ids.ts";
 import { type JobEnvelope, jobEnvelope } from "../../shared/producer/job-envelope.ts";
@@ -43,10 +45,17 @@ function refusal(run: () => unknown): SendRefusedError {
 }
 
 describe("FIFO ids", () => {
-  it("uses a job id or tenant that fits SQS's alphabet as it is", () => {
-    expect(deduplicationId("award:order-8812")).toBe("award:order-8812");
-    expect(deduplicationId(`!"#$%&'()*+,-./:;<=>?@[\\]^_\`{|}~`)).toBe(`!"#$%&'()*+,-./:;<=>?@[\\]^_\`{|}~`);
-    expect(deduplicationId("x".repeat(128))).toBe("x".repeat(128));
+  const fp = jobFingerprint("t_42", { points: 5 });
+  const fp64 = fp.toString("base64url");
+
+  it("shows a job id or tenant that fits SQS's alphabet as it is", () => {
+    expect(fp64).toHaveLength(22);
+    expect(fifoDeduplicationId("award:order-8812", fp)).toBe(`award:order-8812:${fp64}`);
+    const punctuation = `!"#$%&'()*+,-./:;<=>?@[\\]^_\`{|}~`;
+    expect(fifoDeduplicationId(punctuation, fp)).toBe(`${punctuation}:${fp64}`);
+    expect(fifoDeduplicationId("x".repeat(105), fp)).toBe(`${"x".repeat(105)}:${fp64}`);
+    expect(fifoDeduplicationId("x".repeat(105), fp)).toHaveLength(128);
+    expect(fifoDeduplicationId("x".repeat(106), fp)).toMatch(/^sha256:[A-Za-z0-9_-]{43}$/);
     expect(messageGroupId("t_42")).toBe("t_42");
     expect(messageGroupId("t_42", "user-7")).toBe("user-7");
   });
@@ -61,6 +70,39 @@ describe("FIFO ids", () => {
     expect(sqsToken("x".repeat(129))).not.toBe(sqsToken("x".repeat(130)));
     expect(sqsToken("\ud800")).not.toBe(sqsToken("\udc00")); // lone surrogates stay apart
     expect(sqsToken("\ud800")).not.toBe(sqsToken("\ufffd"));
+  });
+
+  it("deduplicates a job by its job id and fingerprint: same job, same id; another job under it, another id", () => {
+    const other = jobFingerprint("t_42", { points: 6 });
+    for (const jobId of ["order-1", "x".repeat(200), "a b", "café", `${HASHED_TOKEN_PREFIX}x`]) {
+      expect(fifoDeduplicationId(jobId, fp)).toBe(
+        fifoDeduplicationId(jobId, jobFingerprint("t_42", { points: 5 })),
+      );
+      expect(fifoDeduplicationId(jobId, other)).not.toBe(fifoDeduplicationId(jobId, fp));
+      expect(fifoDeduplicationId(jobId, fp)).toMatch(SQS_TOKEN);
+    }
+    // The tenant is part of the fingerprint: the same payload for another tenant is another job.
+    expect(fifoDeduplicationId("order-1", jobFingerprint("t_43", { points: 5 }))).not.toBe(
+      fifoDeduplicationId("order-1", fp),
+    );
+    expect(() => fifoDeduplicationId("order-1", fp.subarray(0, 8))).toThrow(RangeError);
+  });
+
+  it("never gives two (job id, fingerprint) pairs one id, nor a job's id to a replay", () => {
+    const print = fc.uint8Array({ minLength: 16, maxLength: 16 }).map((b) => Buffer.from(b));
+    const jobId = fc.oneof(
+      fc.string({ unit: "binary", maxLength: 130 }),
+      fc.stringMatching(/^[!-~]{1,110}$/),
+    );
+    fc.assert(
+      fc.property(jobId, print, jobId, print, fc.uuid(), (a, fa, b, fb, deadLetter) => {
+        const id = fifoDeduplicationId(a, fa);
+        expect(id).toMatch(SQS_TOKEN);
+        if (a !== b || !fa.equals(fb)) expect(fifoDeduplicationId(b, fb)).not.toBe(id);
+        expect(replayDeduplicationId(deadLetter)).not.toBe(id);
+        expect(replayDeduplicationId(deadLetter)).toMatch(SQS_TOKEN);
+      }),
+    );
   });
 
   it("is always a valid token, and distinct values never share one", () => {
@@ -121,8 +163,11 @@ describe("deriveJobId", () => {
     expect(id.length).toBe(DERIVED_JOB_ID_MAX_LENGTH);
     expect(DERIVED_JOB_ID_MAX_LENGTH).toBeLessThanOrEqual(JOB_ID_MAX_LENGTH);
     expect(envelopeSchema.shape.job_id.safeParse(id).success).toBe(true);
-    // Used on FIFO queues as its own deduplication id, readable.
-    expect(deduplicationId(id)).toBe(id);
+    // On FIFO queues its deduplication id shows it as it is when its namespace has at most 61 characters.
+    const fp = jobFingerprint("t", {});
+    expect(fifoDeduplicationId(id, fp)).toMatch(SQS_TOKEN);
+    const short = deriveJobId("n".repeat(61), "k");
+    expect(fifoDeduplicationId(short, fp)).toBe(`${short}:${fp.toString("base64url")}`);
   });
 
   it("refuses a namespace or key it cannot derive a stable, unambiguous id from", () => {
@@ -247,7 +292,7 @@ describe("jobEnvelope", () => {
 });
 
 describe("jobMessages", () => {
-  it("writes each envelope as its body; on FIFO the group is the tenant and the dedup id the job id", () => {
+  it("writes each envelope as its body; on FIFO the group is the tenant and the dedup id the job id and fingerprint", () => {
     const jobs: JobToSend[] = [
       { envelope: envelope("a") },
       { envelope: envelope("b", { tenant_id: "t_2" }), groupId: "g-7" },
@@ -265,11 +310,15 @@ describe("jobMessages", () => {
       },
     ]);
     const fifo = jobMessages(jobs, true);
+    const dedup = (job: JobToSend) =>
+      fifoDeduplicationId(job.envelope.job_id, jobFingerprint(job.envelope.tenant_id, job.envelope.payload));
     expect(fifo.map((m) => [m.MessageGroupId, m.MessageDeduplicationId])).toEqual([
-      ["t_1", "a"],
-      ["g-7", "b"],
-      ["t_1", sqsToken("c".repeat(200))],
+      ["t_1", dedup(jobs[0] as JobToSend)],
+      ["g-7", dedup(jobs[1] as JobToSend)],
+      ["t_1", dedup(jobs[2] as JobToSend)],
     ]);
+    expect(fifo[0]?.MessageDeduplicationId).toMatch(/^a:[A-Za-z0-9_-]{22}$/);
+    expect(fifo[2]?.MessageDeduplicationId).toMatch(/^sha256:/);
   });
 
   it("refuses the whole call when any job_id is missing, empty or unusable, listing every one", () => {
