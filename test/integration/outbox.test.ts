@@ -783,4 +783,27 @@ describe("the outbox's invariants, in the database", () => {
     // BEGIN + fence in one, the COMMIT with its check in another: nothing else.
     expect(statements).toHaveLength(2);
   });
+
+  it("a job that sends a follow-up adds one statement before the COMMIT and one after it, checks included", async () => {
+    const statements: string[] = [];
+    const pool = createPool({ connectionString: bed.db.url, role: consumerRoleName("award-points"), max: 1 });
+    pool.on("connect", (client) => {
+      const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+      (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
+        const [text] = args;
+        statements.push(typeof text === "string" ? text : String((text as { text?: unknown })?.text));
+        return query(...args);
+      };
+    });
+    const sending = bed.consumer(awardPointsConsumer, { pool });
+    statements.length = 0;
+    expect(await invoke(sending, [sqsRecord(JSON.stringify(award("ob-one-send", 1)))])).toEqual([]);
+    // BEGIN + fence; the work's own statements; the follow-up's insert (its provenance checked by the
+    // row policy, no statement of its own); the COMMIT; and the delete after it, through core.outbox_sent.
+    const outbox = statements.filter((s) => /outbox/i.test(s));
+    expect(outbox).toHaveLength(2);
+    expect(outbox[0]).toMatch(/INSERT INTO core\.outbox/);
+    expect(outbox[1]).toMatch(/core\.outbox_sent/);
+    expect(await outboxRows()).toEqual([]);
+  });
 });
