@@ -57,6 +57,7 @@ end_idle:
        fi;
        f_clean[j] = 1
      };
+     CRASHPOINT;
      /* 2. delete them, re-checked in a later snapshot: a dead letter committed since keeps its fence */
      d_step {
 #if defined(W2) || defined(W3)
@@ -72,6 +73,11 @@ end_idle:
        :: else
        fi;
        f_clean[j] = 0; j = 0
-     }
+     };
+     goto end_idle;
+crashed:
+     /* the cleanup's transaction rolls back: its locks go, nothing is deleted */
+     skip;
+     d_step { f_clean[j] = 0; j = 0 }
   od
 }

@@ -40,9 +40,10 @@ inline dl_write(job, body, check, old, sender) {
           :: else
           fi;
 #ifndef W5_DRAIN
-          /* a copy older than its fence's lifetime whose fence is gone: `outlived`, not `unrecorded` */
+          /* a drained or undelivered copy older than its fence's lifetime whose fence is gone is
+             recorded `outlived` (the dead letters' BEFORE INSERT trigger, the fence locked) */
           if
-          :: kind == K_UNRECORDED && old && f_fp[job] == 0 -> kind = K_OUTLIVED
+          :: (kind == K_UNRECORDED || kind == K_UNDELIVERED) && old && f_fp[job] == 0 -> kind = K_OUTLIVED
           :: else
           fi;
 #endif

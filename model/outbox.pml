@@ -16,7 +16,7 @@
 /* kind := 0 to send the row, else the dead letter it becomes */
 #define SWEEP_DECIDE \
   if \
-  :: PAST_DEADLINE(r) -> kind = K_OUTLIVED   /* past its deadline: never sent */ \
+  :: PAST_DEADLINE(r) -> kind = K_UNDELIVERED   /* past its deadline (send_by): never sent */ \
   :: !PAST_DEADLINE(r) && !DECLARED(snd, j) -> kind = K_UNDELIVERED   /* no queue for that target */ \
   :: !PAST_DEADLINE(r) && DECLARED(snd, j) -> kind = 0 \
   fi
@@ -34,7 +34,7 @@ end_idle:
      fi;
      CRASHPOINT;
      if
-     :: kind != 0 -> dl_write(j, b, 0, 0, snd)
+     :: kind != 0 -> dl_write(j, b, 0, o_late[r], snd)
      :: else
      fi;
      d_step {
