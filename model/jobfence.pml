@@ -94,6 +94,7 @@ inline copy_of(c, job, body, where) {
 #define P_replayed_applied (ANY_ROW(IS_REPLAYED) && applied[J] == 1)
 #define P_failed_again_after_replay (ANY_ROW(IS_REPLAYED) && applied[J] == 0)
 #define P_discarded ANY_ROW(IS_DISCARDED)
+#define P_bulk_replayed_applied (bulk_replayed && applied[J] == 1)
 #define P_unrecorded_superseded_after_ttl (ttl_passed && f_fp[J] == 0 && ANY_ROW(IS_SUPERSEDED))
 #define P_outlived_backstop_copy (ttl_passed && ANY_ROW(IS_OUTLIVED) && applied[J] == 1)
 #define P_fence_deleted (ttl_passed && f_fp[J] == 0 && applied[J] == 1)

@@ -78,7 +78,7 @@ end_idle:
      d_step {
        for (h_i : 0 .. MAXD - 1) {
          if
-         :: bsend & BIT(h_i) -> d_status[h_i] = REPLAYED
+         :: bsend & BIT(h_i) -> d_status[h_i] = REPLAYED; bulk_replayed = 1
          :: bsup & BIT(h_i) -> d_status[h_i] = SUPERSEDED
          :: else
          fi;

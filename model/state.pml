@@ -80,6 +80,7 @@ byte crashes;           /* crashes so far (every step of every process may crash
 byte lapses;            /* visibility lapses: a copy visible again while its delivery still runs */
 byte lost;              /* COMMITs whose answer was lost */
 byte failures;          /* failed runs of the work (transient or hard) */
+bit  bulk_replayed;      /* a bulk chunk committed a replayed row (for a probe) */
 
 /* ---- invariants: each assert names its invariant, so pan's report says which one broke ----- */
 hidden byte one_effect_per_job = 1;

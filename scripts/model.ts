@@ -90,6 +90,7 @@ export const PROBES: readonly Probe[] = [
   { macro: "P_replayed_applied", scenario: 2 },
   { macro: "P_failed_again_after_replay", scenario: 2 },
   { macro: "P_discarded", scenario: 2 },
+  { macro: "P_bulk_replayed_applied", scenario: 2 },
   { macro: "P_unrecorded_superseded_after_ttl", scenario: 3 },
   { macro: "P_outlived_backstop_copy", scenario: 3 },
   { macro: "P_fence_deleted", scenario: 3 },
