@@ -8,9 +8,9 @@
 #define J 0             /* consumer A's job: the one every scenario delivers */
 #define K 1             /* consumer B's follow-up of J: its id is derived from J's (deriveJobId) */
 #define F 2             /* a job id consumer B's queue never legitimately carries: only a forger names it */
+/* J belongs to consumer A, K and F to consumer B: a dead letter's or fence's job names its consumer */
 #define CONS_A 1
 #define CONS_B 2
-#define CONSUMER_OF(j) ((j) == J -> CONS_A : CONS_B)
 /* the follow-up pairs the deployment declares: A sends B the job K that deriveJobId gives J's */
 #define DECLARED(s, j) ((s) == CONS_A && (j) == K)
 
