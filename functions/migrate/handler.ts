@@ -11,7 +11,7 @@ import { createSecretsManagerClient } from "../../shared/aws/clients.ts";
 import { databaseConnection } from "../../shared/config/fields.ts";
 import { connectClient, SecretCredentials } from "../../shared/db/credentials.ts";
 import { type MigrationReport, runMigrations } from "../../shared/db/migrate.ts";
-import { registerConsumerQueues } from "../../shared/db/queries/provision-login.ts";
+import { registerConsumerQueues, registerFenceTtl } from "../../shared/db/queries/provision-login.ts";
 import { withTransaction } from "../../shared/db/transaction.ts";
 import { migrateConfigFromEnv } from "./config.ts";
 import { type ProvisionedLogin, provisionLogins, readLoginSecret } from "./logins.ts";
@@ -21,6 +21,21 @@ export interface MigrateResult extends MigrationReport {
   readonly logins: readonly ProvisionedLogin[];
   /** The consumers whose replay queues were registered (core.register_consumer_queues). */
   readonly queuesRegistered: readonly string[];
+  /** The consumers whose fence TTL was registered (core.register_fence_ttl). */
+  readonly fenceTtlsRegistered: readonly string[];
+}
+
+/** Registers every consumer's fence TTL in one transaction; returns the consumers, sorted. */
+async function registerFenceTtls(
+  client: pg.ClientBase,
+  ttls: Readonly<Record<string, number>>,
+): Promise<string[]> {
+  const consumers = Object.keys(ttls).sort();
+  if (consumers.length === 0) return [];
+  await withTransaction(client, async (tx) => {
+    for (const consumer of consumers) await registerFenceTtl(tx, consumer, ttls[consumer] as number);
+  });
+  return consumers;
 }
 
 /** Registers every consumer's replay queues in one transaction; returns the consumers, sorted. */
@@ -72,7 +87,10 @@ export function createMigrateHandler(deps: MigrateDependencies = {}): () => Prom
       for (const login of provisioned) log(`login ${login.username} (${login.memberOf}) ${login.outcome}`);
       const registered = await registerQueues(client, config.consumerQueues);
       for (const consumer of registered) log(`queues of ${consumer} registered for replays`);
-      return { ...report, logins: provisioned, queuesRegistered: registered };
+      const ttls = await registerFenceTtls(client, config.consumerFenceTtls);
+      for (const consumer of ttls)
+        log(`fence TTL of ${consumer} registered: ${config.consumerFenceTtls[consumer]} s`);
+      return { ...report, logins: provisioned, queuesRegistered: registered, fenceTtlsRegistered: ttls };
     } finally {
       await client.end();
     }

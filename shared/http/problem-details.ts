@@ -22,6 +22,7 @@ import {
   PlanStaleError,
   PlanUsedError,
   ReplayConflictError,
+  ReplayOutlivedError,
   ReplayQueueRefusedError,
   ReplaySendError,
 } from "../errors.ts";
@@ -46,6 +47,16 @@ export function problemOf(error: unknown): HttpProblem {
   if (error instanceof ReplayQueueRefusedError) {
     return new HttpProblem("conflict", error.message, {
       extensions: { current_status: "pending_review", reason: "foreign-queue" },
+    });
+  }
+  if (error instanceof ReplayOutlivedError) {
+    return new HttpProblem("conflict", error.message, {
+      extensions: {
+        current_status: "pending_review",
+        reason: "outlived",
+        job_id: error.jobId,
+        copy_sent_at: error.copySentAt,
+      },
     });
   }
   if (error instanceof ReplayConflictError) {
