@@ -12,7 +12,7 @@
 import { Logger } from "@aws-lambda-powertools/logger";
 import { Metrics } from "@aws-lambda-powertools/metrics";
 import type { SQSRecord } from "aws-lambda";
-import type pg from "pg";
+import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { awardPointsConsumer } from "../../functions/award-points/consumer.ts";
 import { notifyUserConsumer } from "../../functions/notify-user/consumer.ts";
@@ -20,11 +20,15 @@ import { localEventBridgeClient, localSqsClient } from "../../local/aws-clients.
 import { lambdaContext } from "../../local/lambda-context.ts";
 import { createBackstopDrain, firstSentAt } from "../../shared/backstop/drain.ts";
 import { createPool } from "../../shared/db/pool.ts";
-import { consumerRoleName, registerFenceTtl } from "../../shared/db/queries/provision-login.ts";
+import {
+  consumerRoleName,
+  provisionLogin,
+  registerFenceTtl,
+} from "../../shared/db/queries/provision-login.ts";
 import { replayDeadLetter } from "../../shared/dead-letters/replay.ts";
 import { ReplayOutlivedError } from "../../shared/errors.ts";
 import { runFenceCleanup } from "../../shared/fence/cleanup.ts";
-import { TTL_DEFAULTS } from "../../shared/fence/ttl.ts";
+import { OUTBOX_MAX_WAIT_SECONDS, TTL_DEFAULTS, TTL_MARGIN_SECONDS } from "../../shared/fence/ttl.ts";
 import { deriveJobId } from "../../shared/index.ts";
 import { sweepOutbox } from "../../shared/outbox/sweep.ts";
 import { type ApiTestBed, apiTestBed } from "../support/api-harness.ts";
@@ -438,5 +442,124 @@ describe("the scheduled outbox relay", () => {
     expect((await bed.followUps("notify-user")).slice(before).map((f) => f.envelope.job_id)).toEqual([
       notificationId(parent),
     ]);
+  });
+});
+
+describe("across consumers (the trigger runs with its owner's rights; the registry is the migrator's)", () => {
+  /** A real login of `consumer`'s, made by core.provision_login as the migrate function makes it. */
+  async function loginOf(consumer: string): Promise<pg.Client> {
+    const username = `jft_outlived_${consumer.replace(/-/g, "_")}_${Date.now().toString(36)}`;
+    await bed.db.withClient((c) => provisionLogin(c, { consumer, username, password: "pw-outlived" }));
+    const url = new URL(bed.db.url);
+    url.username = username;
+    url.password = "pw-outlived";
+    const client = new pg.Client({ connectionString: url.toString() });
+    await client.connect();
+    return client;
+  }
+
+  const insertUnrecorded = (client: pg.Client, consumer: string, jobId: string, sentMs: number) =>
+    client.query<{ error_kind: string }>(
+      `INSERT INTO core.dead_letters (job_id, consumer, queue, tenant_id, attempts, error_kind, last_error,
+                                      correlation_id, body_form, body, message_attributes)
+       VALUES ($1, $2, $3, 't_42', 19, 'unrecorded', '{"class":"UnrecordedMessageError","message":"x"}', $1,
+               'text', $4, $5::jsonb)
+       RETURNING error_kind`,
+      [
+        jobId,
+        consumer,
+        sourceUrl,
+        JSON.stringify(award(jobId, 1, "u-x")),
+        JSON.stringify({ sent_timestamp: String(sentMs) }),
+      ],
+    );
+
+  it("consumer A cannot file a row under B, and B's fence of the same job id does not shield A's old copy", async () => {
+    const jobId = "outlived-cross-1";
+    // notify-user (B) applied a job under this id; award-points (A) never did.
+    await bed.db.withClient((c) =>
+      c.query(
+        `INSERT INTO core.processed_jobs (job_id, consumer_id, tenant_id, processed_at, expires_at)
+         SELECT $1, id, 't_42', now(), now() + interval '21 days' FROM core.consumer_roles WHERE consumer = 'notify-user'`,
+        [jobId],
+      ),
+    );
+    const a = await loginOf("award-points");
+    try {
+      // A row naming B: refused by row-level security after the trigger, nothing written, no lock kept.
+      await expect(insertUnrecorded(a, "notify-user", jobId, Date.now() - 30 * DAY_MS)).rejects.toThrow(
+        /row-level security/,
+      );
+      // A's own old copy: B's fence is not A's, so A's job has none: outlived.
+      const { rows } = await insertUnrecorded(a, "award-points", jobId, Date.now() - 30 * DAY_MS);
+      expect(rows).toEqual([{ error_kind: "outlived" }]);
+      // A young copy of another of A's jobs stays unrecorded.
+      const young = await insertUnrecorded(a, "award-points", "outlived-cross-young", Date.now());
+      expect(young.rows).toEqual([{ error_kind: "unrecorded" }]);
+    } finally {
+      await a.end();
+    }
+    // The cleanup can still delete B's fence when it expires: A left no lock on it.
+    const b = await bed.db.withClient(async (c) =>
+      c.query("SELECT 1 FROM core.processed_jobs WHERE job_id = $1 FOR UPDATE NOWAIT", [jobId]),
+    );
+    expect(b.rowCount).toBe(1);
+  });
+
+  it("no consumer may register a TTL (its own or another's) or write the registry's column", async () => {
+    const a = await loginOf("award-points");
+    try {
+      for (const consumer of ["award-points", "notify-user"]) {
+        await expect(
+          a.query("SELECT core.register_fence_ttl($1, 99999999)", [consumer]),
+        ).rejects.toMatchObject({
+          code: "42501",
+        });
+        await expect(
+          a.query("UPDATE core.consumer_roles SET fence_ttl_seconds = 99999999 WHERE consumer = $1", [
+            consumer,
+          ]),
+        ).rejects.toMatchObject({ code: "42501" });
+      }
+      // Nor write an outbox row's deadline: the column is the database's default.
+      await expect(
+        a.query(
+          `INSERT INTO core.outbox (consumer, parent_job_id, target, job_id, tenant_id, correlation_id, body,
+                                    job_fingerprint, send_by)
+           VALUES ('award-points', 'p', 'notify-user', 'outlived-deadline', 't', 'c', '{}',
+                   '\\x00112233445566778899aabbccddeeff', now() + interval '1 year')`,
+        ),
+      ).rejects.toMatchObject({ code: "42501" });
+    } finally {
+      await a.end();
+    }
+    const { rows } = await bed.db.withClient((c) =>
+      c.query(
+        "SELECT consumer, fence_ttl_seconds FROM core.consumer_roles WHERE consumer IN ('award-points', 'notify-user') ORDER BY 1",
+      ),
+    );
+    expect(rows).toEqual([
+      { consumer: "award-points", fence_ttl_seconds: TTL_DEFAULTS.fenceTtlSeconds },
+      { consumer: "notify-user", fence_ttl_seconds: TTL_DEFAULTS.fenceTtlSeconds },
+    ]);
+  });
+
+  it("the database's constants are the library's: the outbox deadline, the margin and the default TTL", async () => {
+    // The default is `now() + '1 day'::interval`: its interval, as text.
+    const { rows: expr } = await bed.db.withClient((c) =>
+      c.query<{ expr: string }>(
+        `SELECT pg_get_expr(d.adbin, d.adrelid) AS expr FROM pg_attrdef d
+           JOIN pg_attribute a ON a.attrelid = d.adrelid AND a.attnum = d.adnum
+          WHERE d.adrelid = 'core.outbox'::regclass AND a.attname = 'send_by'`,
+      ),
+    );
+    expect(expr[0]?.expr).toBe(`(now() + '${OUTBOX_MAX_WAIT_SECONDS / 86_400} day'::interval)`);
+    const { rows: fn } = await bed.db.withClient((c) =>
+      c.query<{ src: string }>(
+        "SELECT prosrc AS src FROM pg_proc WHERE proname = 'dead_letters_outlived_copy'",
+      ),
+    );
+    expect(fn[0]?.src).toContain(`coalesce(ttl, ${TTL_DEFAULTS.fenceTtlSeconds / 86_400} * 86400)`);
+    expect(fn[0]?.src).toContain(`greatest(ttl - ${TTL_MARGIN_SECONDS}, 0)`);
   });
 });
