@@ -98,9 +98,9 @@ export function consumerSuite(commitMode: CommitMode): void {
           ).rows[0],
       );
       expect(fence.tenant_id).toBe("t_42");
-      // At least the 7-day TTL, at most a minute more (expires_at is rounded up to a whole minute).
-      expect(fence.ttl).toBeGreaterThanOrEqual(7 * 86_400);
-      expect(fence.ttl).toBeLessThanOrEqual(7 * 86_400 + 60);
+      // At least the default 21-day TTL, at most a minute more (expires_at is rounded up to a whole minute).
+      expect(fence.ttl).toBeGreaterThanOrEqual(21 * 86_400);
+      expect(fence.ttl).toBeLessThanOrEqual(21 * 86_400 + 60);
       expect(fence.whole_minute).toBe(true);
     });
 

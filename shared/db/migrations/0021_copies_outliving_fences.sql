@@ -80,7 +80,7 @@ ALTER TABLE core.dead_letters
 -- possible first send (`first_sent_at`, ISO 8601: a FIFO backstop's SentTimestamp less the source
 -- retention), else the outbox row's creation (`outbox_created_at`, written by
 -- core.outbox_undelivered from the row), else SQS's SentTimestamp (milliseconds since the epoch).
--- NULL when none can be read.
+-- NULL when none can be read (the row then keeps its kind, see below).
 CREATE FUNCTION core.dead_letter_copy_sent_at(attributes jsonb) RETURNS timestamptz
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
@@ -108,8 +108,11 @@ REVOKE ALL ON FUNCTION core.dead_letter_copy_sent_at(jsonb) FROM PUBLIC;
 --                                                      a replay finds it and supersedes the row;
 --   fence absent, copy_sent_at > now() - (TTL - 1 d) → unchanged: had the job been applied, by
 --                                                      any copy, its fence would still exist;
---   fence absent, copy older, or its age unknown     → `outlived`: the job may have been applied
+--   fence absent, copy older                         → `outlived`: the job may have been applied
 --                                                      and its fence cleaned.
+-- A row whose copy's time cannot be read keeps its kind: the drain and the relay always record it
+-- (SQS sets SentTimestamp on every message; an outbox row has its created_at), so only a row
+-- written by hand lacks it, and a consumer can write its own rows as it likes anyway.
 -- TTL is the consumer's registered one, else the default (21 days). The day subtracted is the TTL
 -- validation's margin (TTL_MARGIN_SECONDS): copies of one job sent apart (a producer's retry), and
 -- the clocks of SQS and the database, differ by less.
@@ -135,7 +138,7 @@ BEGIN
   SELECT c.fence_ttl_seconds INTO ttl FROM core.consumer_roles AS c WHERE c.consumer = NEW.consumer;
   ttl := coalesce(ttl, 21 * 86400);
   sent_at := core.dead_letter_copy_sent_at(NEW.message_attributes);
-  IF sent_at IS NULL OR sent_at <= now() - make_interval(secs => greatest(ttl - 86400, 0)) THEN
+  IF sent_at <= now() - make_interval(secs => greatest(ttl - 86400, 0)) THEN
     NEW.message_attributes := NEW.message_attributes || jsonb_build_object('outlived', jsonb_build_object(
       'recorded_as', NEW.error_kind,
       'copy_sent_at', sent_at,
