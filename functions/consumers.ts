@@ -8,6 +8,7 @@
 import type { z } from "zod";
 import { CONSUMER_DEFAULTS } from "../shared/config/consumer-config.ts";
 import type { ExpectedConsumerQueues } from "../shared/doctor/check-queues.ts";
+import { BACKSTOP_RETENTION_SECONDS } from "../shared/fence/ttl.ts";
 import { type ConsumerDefinition, TTL_DEFAULTS } from "../shared/index.ts";
 import {
   DELIVERY_TIMING_DEFAULTS,
@@ -102,9 +103,8 @@ export interface ConsumerDeployment {
 }
 
 /** The visibility timeout is at least six times the function timeout (defined with the other timings). */
-export { VISIBILITY_TO_TIMEOUT_RATIO };
-/** The backstop queue keeps messages 14 days (docs/design.md §5.6). */
-export const BACKSTOP_RETENTION_SECONDS = 14 * 86_400;
+/** The backstop queue keeps messages 14 days (docs/design.md §5.6); the fence TTL is validated against it. */
+export { BACKSTOP_RETENTION_SECONDS, VISIBILITY_TO_TIMEOUT_RATIO };
 
 /** The tenant of the example job the conformance test sends each consumer. */
 export const EXAMPLE_TENANT = "t_example";

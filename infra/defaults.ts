@@ -8,6 +8,7 @@ import { Architecture, Runtime } from "aws-cdk-lib/aws-lambda";
 import { type BundlingOptions, OutputFormat } from "aws-cdk-lib/aws-lambda-nodejs";
 import { RetentionDays } from "aws-cdk-lib/aws-logs";
 import { BULK_WORKER_METRIC, BULK_WORKER_SERVICE } from "../functions/bulk-operations/worker.ts";
+import { DRAIN_TIMEOUT_SECONDS } from "../shared/fence/ttl.ts";
 
 /** The repository root: NodejsFunction entries and the lock file are resolved from it. */
 export const PROJECT_ROOT = fileURLToPath(new URL("..", import.meta.url)).replace(/\/$/, "");
@@ -64,7 +65,7 @@ export const CONSUMER_DEFAULTS = Object.freeze({
 
 /** The backstop drain: it only records dead letters, one batch at a time. */
 export const BACKSTOP_DRAIN_DEFAULTS = Object.freeze({
-  timeout: Duration.seconds(60),
+  timeout: Duration.seconds(DRAIN_TIMEOUT_SECONDS),
   batchSize: 10,
   maxConcurrency: 2,
 });

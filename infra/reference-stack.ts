@@ -221,6 +221,7 @@ export class JobfenceStack extends Stack {
       database: this.database,
       provisionLogins: props.existingDatabase?.provisionLogins ?? true,
       consumerQueues: Object.fromEntries(this.consumers.map((c) => [c.consumerName, c.queue])),
+      consumerFenceTtls: Object.fromEntries(this.consumers.map((c) => [c.consumerName, c.fenceTtlSeconds])),
       executeAfter: this.referenceDatabase ? [this.referenceDatabase] : [],
       // Only what starts work waits for the schema: the event source mappings, the schedules and
       // the API's stage. (Waiting with whole constructs would cycle through the security groups.)

@@ -29,11 +29,16 @@ import { deploymentMigrationSets } from "../functions/migrate/sets.ts";
 import { outboxRelayInvocation, outboxRelayService } from "../functions/outbox-relay/relay.ts";
 import { verifyConsumerRegistry } from "../functions/registry.ts";
 import { createBackstopDrain } from "../shared/backstop/drain.ts";
+import { CONSUMER_DEFAULTS } from "../shared/config/consumer-config.ts";
 import { createConsumer } from "../shared/consumer.ts";
 import { runMigrations } from "../shared/db/migrate.ts";
 import { createPool } from "../shared/db/pool.ts";
 import { registerDeclaredFollowUpTargets } from "../shared/db/queries/follow-up-targets.ts";
-import { consumerRoleName, registerConsumerQueues } from "../shared/db/queries/provision-login.ts";
+import {
+  consumerRoleName,
+  registerConsumerQueues,
+  registerFenceTtl,
+} from "../shared/db/queries/provision-login.ts";
 import { runBulkOperations } from "../shared/dead-letters/bulk-worker.ts";
 import { escalateStaleDeadLetters, resolveHealedDeadLetters } from "../shared/dead-letters/escalation.ts";
 import { describeError } from "../shared/dead-letters/last-error.ts";
@@ -258,6 +263,7 @@ async function start(
         consumer: name,
         sourceQueueUrl: created.source.url,
         sourceMaxReceiveCount: maxReceiveCount,
+        sourceRetentionSeconds: deployment.queueRetentionSeconds,
         databaseUrl,
         opsBusName: LOCAL_OPS_BUS,
       },
@@ -526,7 +532,7 @@ async function registerFollowUpTargets(
   }
 }
 
-/** Registers `consumer`'s queues, as the migrate function does on deploy. */
+/** Registers `consumer`'s queues and fence TTL, as the migrate function does on deploy. */
 async function registerQueues(
   databaseUrl: string,
   consumer: string,
@@ -536,6 +542,9 @@ async function registerQueues(
   await client.connect();
   try {
     await registerConsumerQueues(client, consumer, queues);
+    // The database judges a copy's age by the consumer's TTL (migration 0021); the local stack's
+    // consumers run with the default one.
+    await registerFenceTtl(client, consumer, CONSUMER_DEFAULTS.fenceTtlSeconds);
   } finally {
     await client.end();
   }

@@ -20,7 +20,9 @@ type FlagKind =
   /** A JSON number in a body: "2.5" → 2.5, so the schema checks the number. */
   | "number"
   /** A flag without a value: "true" when given (the API's boolean query parameters). */
-  | "switch";
+  | "switch"
+  /** A flag without a value: JSON `true` in a body when given (the API's boolean body fields). */
+  | "boolean";
 
 interface FlagSpec {
   readonly flags: string;
@@ -65,6 +67,11 @@ export const API_FLAGS = {
     kind: "switch",
   },
   kind: text("--kind <kind>", operationSchema.shape.kind.options.join(" | ")),
+  force_outlived: {
+    flags: "--force-outlived",
+    description: "replay `outlived` dead letters too (their jobs may have been applied); needs --reason",
+    kind: "boolean",
+  },
 } as const satisfies Record<string, FlagSpec>;
 
 /** A field some flag carries. */
@@ -110,6 +117,7 @@ export function collect(options: OptionValues, fields: readonly ApiField[]): Rec
     const value = rawValue(options, field);
     if (value === undefined) continue;
     if (spec.kind === "switch") values[field] = value === true ? "true" : "false";
+    else if (spec.kind === "boolean") values[field] = value === true;
     else if (spec.kind === "number") values[field] = toNumber(String(value));
     else values[field] = value;
   }

@@ -63,7 +63,7 @@ import {
   type RetryPolicy,
   resolveRetryPolicy,
 } from "./retry/policy.ts";
-import { queueUrlFromArn } from "./sqs/queue-url.ts";
+import { isFifoQueue, queueUrlFromArn } from "./sqs/queue-url.ts";
 import { inSpan, RecordSpans, traceparentOf } from "./tracing/spans.ts";
 
 export type { OutcomeObserver, Transaction, WorkJob, WorkQueries };
@@ -179,9 +179,12 @@ export function createConsumer<S extends z.ZodType, F extends FollowUpSchemas = 
     problems.push(
       ...validateFenceTtl({
         queueRetentionSeconds: config.queueRetentionSeconds,
+        backstopRetentionSeconds: config.backstopRetentionSeconds,
         retryPolicy,
         functionTimeoutSeconds: config.functionTimeoutSeconds,
         fenceTtlSeconds: config.fenceTtlSeconds,
+        // Unknown until a record names its queue: FIFO, the longer of the two waits.
+        fifo: config.fifo ?? (config.queueUrl === undefined ? true : isFifoQueue(config.queueUrl)),
       }),
     );
   }

@@ -364,6 +364,31 @@ export class FollowUpProvenanceError extends JobfenceError {
 }
 
 /**
+ * A replay of an `outlived` dead letter without the operator's forced override (migration 0021,
+ * docs/design.md §7.2): a copy older than its job's fence lifetime, and the job has no fence, so
+ * the job may have been applied and its fence cleaned; sending it could apply it twice. Nothing was
+ * sent; the row stays pending.
+ */
+export class ReplayOutlivedError extends JobfenceError {
+  override name = "ReplayOutlivedError";
+  /** The dead letter's job id. */
+  readonly jobId: string;
+  /** When its copy was first sent, as the database recorded it (ISO 8601), or null when unknown. */
+  readonly copySentAt: string | null;
+  constructor(id: string, jobId: string, copySentAt: string | null) {
+    super(
+      `dead letter ${id} is outlived: its copy of job ${JSON.stringify(jobId)} was first sent ` +
+        `${copySentAt === null ? "at an unknown time" : `at ${copySentAt}`}, longer ago than the fence lifetime of its consumer, ` +
+        "and the job has no fence, so it may have been applied already and its fence cleaned; nothing was sent. " +
+        'Check the job\'s effect in the consumer\'s own records, then replay with {"force_outlived": true, "reason": "…"} ' +
+        "if it was not applied, or discard it",
+    );
+    this.jobId = jobId;
+    this.copySentAt = copySentAt;
+  }
+}
+
+/**
  * A send SQS could not take at all for a reason that may pass (throttling, a 5xx, the network): a
  * bulk operation's chunk is retried later rather than its rows marked failed.
  */

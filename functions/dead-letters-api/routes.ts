@@ -215,8 +215,11 @@ export const ROUTES: readonly RouteSpec[] = [
     errors: [404, 409, 502],
     operate: async ({ event, actor, deps }) => {
       const id = idOf(event);
-      const { delay_seconds } = parseJsonBody(event, replayBodySchema);
-      return replayDeadLetter(deps, id, actor, { delaySeconds: delay_seconds });
+      const { delay_seconds, force_outlived, reason } = parseJsonBody(event, replayBodySchema);
+      return replayDeadLetter(deps, id, actor, {
+        delaySeconds: delay_seconds,
+        ...(force_outlived && reason !== undefined ? { forceOutlived: { reason } } : {}),
+      });
     },
   },
   {
@@ -229,8 +232,8 @@ export const ROUTES: readonly RouteSpec[] = [
     success: { status: 200, schema: planResponseSchema },
     errors: [],
     operate: async ({ event, deps }) => {
-      const { filter, delay_seconds } = parseJsonBody(event, replayPlanBodySchema);
-      return planOperation(deps, "replay", filter, delay_seconds);
+      const { filter, delay_seconds, force_outlived } = parseJsonBody(event, replayPlanBodySchema);
+      return planOperation(deps, "replay", filter, delay_seconds, force_outlived);
     },
   },
   {

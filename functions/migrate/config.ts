@@ -35,12 +35,21 @@ const consumerQueues = jsonField(
   ),
 );
 
+/** Each consumer's fence TTL in seconds, as its harness writes it (migration 0021). */
+const consumerFenceTtls = jsonField(
+  z.record(
+    z.string().regex(CONSUMER_NAME, "must be a consumer name"),
+    z.number().int().min(86_401).max(315_360_000),
+  ),
+);
+
 const schema = withDatabaseCheck(
   z.object({
     /** The migrator's login: a connection string, or its secret and endpoint. */
     ...databaseFields,
     loginSecrets: loginSecrets.default([]),
     consumerQueues: consumerQueues.default({}),
+    consumerFenceTtls: consumerFenceTtls.default({}),
   }),
 );
 
@@ -53,6 +62,8 @@ export const MIGRATE_ENV = Object.freeze({
   loginSecrets: "JOBFENCE_LOGIN_SECRETS",
   /** JSON: `{"award-points": ["https://sqs…/award-points"], ...}`; unset registers none. */
   consumerQueues: "JOBFENCE_CONSUMER_QUEUES",
+  /** JSON: `{"award-points": 1814400, ...}`; unset registers none (the database assumes 21 days). */
+  consumerFenceTtls: "JOBFENCE_CONSUMER_FENCE_TTLS",
 });
 
 export type MigrateConfig = z.output<typeof schema>;

@@ -12,7 +12,7 @@ import { databaseConnection } from "../../shared/config/fields.ts";
 import { connectClient, SecretCredentials } from "../../shared/db/credentials.ts";
 import { type MigrationReport, runMigrations } from "../../shared/db/migrate.ts";
 import { registerDeclaredFollowUpTargets } from "../../shared/db/queries/follow-up-targets.ts";
-import { registerConsumerQueues } from "../../shared/db/queries/provision-login.ts";
+import { registerConsumerQueues, registerFenceTtl } from "../../shared/db/queries/provision-login.ts";
 import { withTransaction } from "../../shared/db/transaction.ts";
 import { declaredFollowUpTargets } from "../consumers.ts";
 import { migrateConfigFromEnv } from "./config.ts";
@@ -25,6 +25,21 @@ export interface MigrateResult extends MigrationReport {
   readonly queuesRegistered: readonly string[];
   /** The consumers whose follow-up targets were registered (core.register_follow_up_targets). */
   readonly followUpTargetsRegistered: readonly string[];
+  /** The consumers whose fence TTL was registered (core.register_fence_ttl). */
+  readonly fenceTtlsRegistered: readonly string[];
+}
+
+/** Registers every consumer's fence TTL in one transaction; returns the consumers, sorted. */
+async function registerFenceTtls(
+  client: pg.ClientBase,
+  ttls: Readonly<Record<string, number>>,
+): Promise<string[]> {
+  const consumers = Object.keys(ttls).sort();
+  if (consumers.length === 0) return [];
+  await withTransaction(client, async (tx) => {
+    for (const consumer of consumers) await registerFenceTtl(tx, consumer, ttls[consumer] as number);
+  });
+  return consumers;
 }
 
 /** Registers every consumer's replay queues in one transaction; returns the consumers, sorted. */
@@ -82,11 +97,15 @@ export function createMigrateHandler(deps: MigrateDependencies = {}): () => Prom
       const senders = await withTransaction(client, (tx) => registerDeclaredFollowUpTargets(tx, declared));
       for (const sender of senders)
         log(`follow-up targets of ${sender} registered: ${declared[sender]?.join(", ") || "none"}`);
+      const ttls = await registerFenceTtls(client, config.consumerFenceTtls);
+      for (const consumer of ttls)
+        log(`fence TTL of ${consumer} registered: ${config.consumerFenceTtls[consumer]} s`);
       return {
         ...report,
         logins: provisioned,
         queuesRegistered: registered,
         followUpTargetsRegistered: senders,
+        fenceTtlsRegistered: ttls,
       };
     } finally {
       await client.end();

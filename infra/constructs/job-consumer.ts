@@ -67,8 +67,9 @@ export interface JobConsumerProps {
    */
   readonly entry?: string;
   /**
-   * The fence TTL; validated against retention and the retry window at synth (docs/design.md §7.1).
-   * @default TTL_DEFAULTS.fenceTtlSeconds (7 days)
+   * The fence TTL; validated at synth against every place a copy of a job can wait (the outbox
+   * deadline, the source and backstop queues, the drain) and the retry window (docs/design.md §7.2).
+   * @default TTL_DEFAULTS.fenceTtlSeconds (21 days)
    */
   readonly fenceTtlSeconds?: number;
   /**
@@ -188,6 +189,9 @@ export function resolveConsumerSettings(props: JobConsumerProps): ConsumerSettin
   problems.push(
     ...validateFenceTtl({
       queueRetentionSeconds: deployment.queueRetentionSeconds,
+      backstopRetentionSeconds: BACKSTOP_RETENTION_SECONDS,
+      fifo: deployment.fifo,
+      drainTimeoutSeconds: BACKSTOP_DRAIN_DEFAULTS.timeout.toSeconds(),
       retryPolicy,
       functionTimeoutSeconds: timeout,
       fenceTtlSeconds,
@@ -302,6 +306,8 @@ export interface ConsumerOutbox {
 export class JobConsumer extends Construct {
   /** The consumer's name: its metrics' `service` dimension. */
   readonly consumerName: string;
+  /** Its validated fence TTL: the migrate function registers it (core.register_fence_ttl, migration 0021). */
+  readonly fenceTtlSeconds: number;
   /** The database connections its function, drain and outbox relay can hold at once, at most. */
   readonly connections: ConsumerConnections;
   /** The queue producers send jobs to. */
@@ -357,6 +363,7 @@ export class JobConsumer extends Construct {
     const name = deployment.definition.name;
     const names = queueNames(deployment);
     this.consumerName = name;
+    this.fenceTtlSeconds = settings.fenceTtlSeconds;
     this.connections = consumerConnections(deployment);
     this.retryPolicy = settings.retryPolicy;
     const fifo = deployment.fifo ? { fifo: true } : {};
@@ -411,6 +418,7 @@ export class JobConsumer extends Construct {
         [CONSUMER_ENV.queueUrl]: this.queue.queueUrl,
         [CONSUMER_ENV.fenceTtlSeconds]: String(settings.fenceTtlSeconds),
         [CONSUMER_ENV.queueRetentionSeconds]: String(deployment.queueRetentionSeconds),
+        [CONSUMER_ENV.backstopRetentionSeconds]: String(BACKSTOP_RETENTION_SECONDS),
         [CONSUMER_ENV.functionTimeoutSeconds]: String(deployment.functionTimeoutSeconds),
         // The delivery timings, so the consumer's start-up validates what was deployed.
         [CONSUMER_ENV.lockTimeoutMs]: String(timings.lockTimeoutMs),
@@ -465,6 +473,7 @@ export class JobConsumer extends Construct {
         [DRAIN_ENV.consumer]: name,
         [DRAIN_ENV.sourceQueueUrl]: this.queue.queueUrl,
         [DRAIN_ENV.sourceMaxReceiveCount]: String(settings.maxReceiveCount),
+        [DRAIN_ENV.sourceRetentionSeconds]: String(deployment.queueRetentionSeconds),
         [DRAIN_ENV.opsBusName]: props.opsBus.eventBusName,
       },
     });

@@ -35,6 +35,12 @@ export interface DatabaseMigrationsProps {
    * Required: a consumer left out would have its replays unrestricted by queue.
    */
   readonly consumerQueues: Readonly<Record<string, sqs.IQueue>>;
+  /**
+   * Each consumer's fence TTL (its JobConsumer's `fenceTtlSeconds`), registered on every run: the
+   * database decides from it when a copy of the consumer's job is `outlived` (migration 0021).
+   * @default none registered: the database assumes the default TTL (21 days)
+   */
+  readonly consumerFenceTtls?: Readonly<Record<string, number>>;
 }
 
 /**
@@ -97,6 +103,13 @@ export class DatabaseMigrations extends Construct {
         Stack.of(this).toJsonString(
           Object.fromEntries(queues.map(([consumer, q]) => [consumer, [q.queueUrl]])),
         ),
+      );
+    }
+    const ttls = Object.entries(props.consumerFenceTtls ?? {}).sort(([a], [b]) => a.localeCompare(b));
+    if (ttls.length > 0) {
+      this.migrateFunction.function.addEnvironment(
+        "JOBFENCE_CONSUMER_FENCE_TTLS",
+        JSON.stringify(Object.fromEntries(ttls)),
       );
     }
     this.trigger = new triggers.Trigger(this, "Trigger", {

@@ -40,12 +40,14 @@ export function registerReplay(group: Command, runtime: Runtime): void {
     .argument("[id]", "the dead letter to replay")
     .usage(
       [
-        "<id> [--delay <seconds>]",
+        "<id> [--delay <seconds>] [--force-outlived --reason <why>]",
         `       ${PROGRAM} dead-letters replay <filters…> | --all  --plan [--delay <seconds>]`,
         `       ${PROGRAM} dead-letters replay <filters…> | --all  [--confirm <plan-token>] [--rate <n>] [--delay <seconds>] [--watch]`,
       ].join("\n"),
     );
-  addApiFlags(command, "Replay:", ["delay_seconds"]);
+  addApiFlags(command, "Replay:", ["delay_seconds", "force_outlived", "reason"], {
+    reason: `with --force-outlived: why the job is known not to have been applied (recorded as discard_reason; ≤ ${API_LIMITS.maxReasonLength} chars)`,
+  });
   addBulkFlags(command, "replay", API_LIMITS.defaultReplayRate);
 
   defineAction(command, runtime, async (invocation) => {
@@ -62,7 +64,7 @@ async function replayOne(invocation: Invocation, id: string): Promise<number> {
       `replay <id> replays one dead letter; ${bulkFlag} is for a bulk replay (without an id)`,
     );
   }
-  const body = validate(replayBodySchema, collect(options, ["delay_seconds"]));
+  const body = validate(replayBodySchema, collect(options, ["delay_seconds", "force_outlived", "reason"]));
   const conn = await invocation.connect();
   const result = await call<ReplayResponse>(conn, "POST", `${idPath(id)}/replay`, { body });
   if (json) {
@@ -87,12 +89,15 @@ async function replaySet(invocation: Invocation): Promise<number> {
   const filter = collect(options, FILTER_FIELDS);
   const delay = asTyped(options, ["delay_seconds"]);
   if (options.plan === true) {
-    const body = validate(replayPlanBodySchema, { filter, ...collect(options, ["delay_seconds"]) });
+    const body = validate(replayPlanBodySchema, {
+      filter,
+      ...collect(options, ["delay_seconds", "force_outlived"]),
+    });
     return planBulk(invocation, { kind: "replay", body, selection: chosen, extras: delay });
   }
   const body = validate(bulkReplayBodySchema, {
     filter,
-    ...collect(options, ["token", "rate_per_second", "delay_seconds"]),
+    ...collect(options, ["token", "rate_per_second", "delay_seconds", "force_outlived", "reason"]),
   });
   return startBulk(
     invocation,

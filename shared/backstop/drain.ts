@@ -21,7 +21,7 @@ import { Metrics, MetricUnit } from "@aws-lambda-powertools/metrics";
 import { logMetrics } from "@aws-lambda-powertools/metrics/middleware";
 import type { EventBridgeClient } from "@aws-sdk/client-eventbridge";
 import middy, { type MiddyfiedHandler } from "@middy/core";
-import type { Context, SQSBatchResponse, SQSEvent } from "aws-lambda";
+import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from "aws-lambda";
 import type pg from "pg";
 import { z } from "zod";
 import { createEventBridgeClient } from "../aws/clients.ts";
@@ -40,6 +40,7 @@ import { EMPTY_LEDGER } from "../db/queries/message-attempts.ts";
 import { writeDeadLetter } from "../dead-letters/write-dead-letter.ts";
 import { reportJsonRuntime } from "../envelope/json-runtime-report.ts";
 import { UnrecordedMessageError } from "../errors.ts";
+import { BACKSTOP_RETENTION_SECONDS, TTL_DEFAULTS } from "../fence/ttl.ts";
 import { METRIC, METRICS_NAMESPACE } from "../metrics/names.ts";
 import { observeOutcome } from "../middleware/observe-outcome.ts";
 import { parseEnvelope } from "../middleware/parse-envelope.ts";
@@ -47,6 +48,7 @@ import { recordDeadLetter } from "../middleware/record-dead-letter.ts";
 import { type OutcomeObserver, observeRecord, readMessage, whoFailed } from "../record/protocol.ts";
 import type { RecordContext, RecordOutcome } from "../record/record-context.ts";
 import { sqsBatchProcessor } from "../record/sqs-batch.ts";
+import { isFifoQueue } from "../sqs/queue-url.ts";
 
 /** The drain's configuration. */
 const drainConfigSchema = withDatabaseCheck(
@@ -58,6 +60,12 @@ const drainConfigSchema = withDatabaseCheck(
       sourceQueueUrl: z.url(),
       /** The source queue's redrive maxReceiveCount: how many receives the message had there. */
       sourceMaxReceiveCount: z.coerce.number().int().min(1).max(1000),
+      /**
+       * The source queue's retention. On a FIFO queue SQS resets a message's enqueue time when it
+       * moves it to the backstop, so the drain counts the copy as first sent up to this long before
+       * its backstop SentTimestamp (see {@link firstSentAt}). @default TTL_DEFAULTS.queueRetentionSeconds
+       */
+      sourceRetentionSeconds: z.coerce.number().int().min(60).max(BACKSTOP_RETENTION_SECONDS).optional(),
       /** The consumer's login (the drain shares it): a connection string, or its secret and endpoint. */
       ...databaseFields,
       opsBusName: opsBusNameField,
@@ -73,6 +81,7 @@ export const DRAIN_ENV = Object.freeze({
   consumer: "JOBFENCE_CONSUMER",
   sourceQueueUrl: "JOBFENCE_SOURCE_QUEUE_URL",
   sourceMaxReceiveCount: "JOBFENCE_SOURCE_MAX_RECEIVE_COUNT",
+  sourceRetentionSeconds: "JOBFENCE_SOURCE_RETENTION_SECONDS",
   ...DATABASE_ENV,
   opsBusName: "JOBFENCE_OPS_BUS_NAME",
   dbRole: "JOBFENCE_DB_ROLE",
@@ -116,6 +125,25 @@ export type BackstopDrainHandler = MiddyfiedHandler<SQSEvent, SQSBatchResponse, 
   readonly pool: pg.Pool;
   readonly config: BackstopDrainConfig;
 };
+
+/**
+ * The earliest the drained copy can have been first sent, which the database compares with its
+ * job's fence lifetime (migration 0021: no fence and a copy this old is `outlived`). A standard
+ * queue's SentTimestamp survives the move to the backstop; a FIFO queue's enqueue time restarts
+ * there, so the copy may have waited the source's whole retention before it: counted as if it
+ * had. Undefined when SQS gave no readable SentTimestamp (the database then decides from what the
+ * row holds).
+ */
+export function firstSentAt(
+  record: SQSRecord,
+  config: Pick<BackstopDrainConfig, "sourceQueueUrl" | "sourceRetentionSeconds">,
+): Date | undefined {
+  const sent = Number(record.attributes.SentTimestamp);
+  if (!Number.isSafeInteger(sent) || sent <= 0) return undefined;
+  const retention = config.sourceRetentionSeconds ?? TTL_DEFAULTS.queueRetentionSeconds;
+  const before = isFifoQueue(config.sourceQueueUrl) ? retention * 1000 : 0;
+  return new Date(sent - before);
+}
 
 /** The drain's Powertools `service` (its metrics' dimension, its logs' service): `<consumer>-backstop`. */
 export function backstopDrainService(consumer: string): string {
@@ -171,6 +199,7 @@ export function createBackstopDrain(
         jobFingerprint: fingerprint,
         fenceFingerprint: null,
         checkFence: false,
+        firstSentAt: firstSentAt(rc.record, config),
       });
       if (written.status === "dead-lettered") {
         const { status: _status, form: _form, ...rest } = written;

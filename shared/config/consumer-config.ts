@@ -4,7 +4,7 @@
  * problem listed when anything is wrong.
  */
 import { z } from "zod";
-import { TTL_DEFAULTS } from "../fence/ttl.ts";
+import { BACKSTOP_RETENTION_SECONDS, TTL_DEFAULTS } from "../fence/ttl.ts";
 import {
   DATABASE_ENV,
   databaseFields,
@@ -17,10 +17,12 @@ import { configFromEnv, parseConfig } from "./parse.ts";
 
 /** Named defaults of {@link ConsumerConfig}. */
 export const CONSUMER_DEFAULTS = Object.freeze({
-  /** Default: 7 days (queue retention 4 days + retry window + 1 day margin fits). */
+  /** Default: 21 days (outbox deadline 1 day + backstop 14 days, or 18 on FIFO + retry window + 1 day margin fits). */
   fenceTtlSeconds: TTL_DEFAULTS.fenceTtlSeconds,
   /** Default queue retention: 4 days. */
   queueRetentionSeconds: TTL_DEFAULTS.queueRetentionSeconds,
+  /** Default backstop retention: 14 days. */
+  backstopRetentionSeconds: BACKSTOP_RETENTION_SECONDS,
   /** The consumer function's timeout; the CDK construct sets the real one. */
   functionTimeoutSeconds: 30,
   /** Bound on a concurrent duplicate's wait for the fence lock. */
@@ -47,6 +49,8 @@ const configSchema = withDatabaseCheck(
       fenceTtlSeconds: positiveInt.default(CONSUMER_DEFAULTS.fenceTtlSeconds),
       /** The source queue's retention; with the retry policy it bounds how late a delivery can come. */
       queueRetentionSeconds: positiveInt.default(CONSUMER_DEFAULTS.queueRetentionSeconds),
+      /** The backstop queue's retention: a copy of a job can wait there too (docs/design.md §7.2). */
+      backstopRetentionSeconds: positiveInt.default(CONSUMER_DEFAULTS.backstopRetentionSeconds),
       functionTimeoutSeconds: positiveInt.default(CONSUMER_DEFAULTS.functionTimeoutSeconds),
       lockTimeoutMs: positiveInt.default(CONSUMER_DEFAULTS.lockTimeoutMs),
       poolMax: positiveInt.max(100).default(CONSUMER_DEFAULTS.poolMax),
@@ -94,6 +98,7 @@ export const CONSUMER_ENV = Object.freeze({
   queueUrl: "JOBFENCE_QUEUE_URL",
   fenceTtlSeconds: "JOBFENCE_FENCE_TTL_SECONDS",
   queueRetentionSeconds: "JOBFENCE_QUEUE_RETENTION_SECONDS",
+  backstopRetentionSeconds: "JOBFENCE_BACKSTOP_RETENTION_SECONDS",
   functionTimeoutSeconds: "JOBFENCE_FUNCTION_TIMEOUT_SECONDS",
   lockTimeoutMs: "JOBFENCE_LOCK_TIMEOUT_MS",
   poolMax: "JOBFENCE_POOL_MAX",

@@ -114,11 +114,52 @@ const delaySeconds = z
     "Deliver the replayed message this many seconds later (SQS DelaySeconds, 0–900; standard queues only).",
   );
 
+/** Replay dead letters of kind `outlived` too (docs/design.md §7.2); only with a reason. */
+const forceOutlived = z
+  .boolean()
+  .default(false)
+  .describe(
+    "Replay a dead letter of kind `outlived` anyway: a copy older than its job's fence lifetime whose job has no fence, which may have been applied already and its fence cleaned. Requires `reason`; without it such a row is refused (409, reason `outlived`) or, in a bulk replay, skipped.",
+  );
+
+/** Why an operator forces the replay of outlived dead letters: required with force_outlived, bounded. */
+const forceReason = z
+  .string()
+  .trim()
+  .min(1, "a reason is required")
+  .max(API_LIMITS.maxReasonLength)
+  .regex(/[\p{L}\p{N}\p{P}\p{S}]/u, "a reason must say something")
+  .pipe(storableText)
+  .optional()
+  .describe(
+    "With force_outlived: why the job is known not to have been applied (recorded as discard_reason of each outlived dead letter replayed, beside resolved_by).",
+  );
+
+/** force_outlived and reason come together: a forced replay says why, and a reason forces nothing else. */
+function refineForce(
+  body: { force_outlived: boolean; reason?: string | undefined },
+  ctx: z.RefinementCtx,
+): void {
+  if (body.force_outlived && body.reason === undefined) {
+    ctx.addIssue({ code: "custom", path: ["reason"], message: "force_outlived needs a reason" });
+  }
+  if (!body.force_outlived && body.reason !== undefined) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["reason"],
+      message: "a replay takes a reason only with force_outlived",
+    });
+  }
+}
+
 /** Body of `POST /v1/core/dead-letters/{id}/replay`. */
 export const replayBodySchema = z
-  .object({ delay_seconds: delaySeconds.default(0) })
+  .object({ delay_seconds: delaySeconds.default(0), force_outlived: forceOutlived, reason: forceReason })
   .strict()
-  .describe("Optional: a delay. The stored envelope is sent unchanged.");
+  .superRefine(refineForce)
+  .describe(
+    "Optional: a delay; force_outlived with a reason for an `outlived` dead letter. The stored envelope is sent unchanged.",
+  );
 
 /** Pace of a bulk operation, rows per second. */
 const rate = (fallback: number) =>
@@ -140,7 +181,14 @@ const confirmationToken = z
 
 /** Body of `POST /v1/core/dead-letters/replay/plan`. */
 export const replayPlanBodySchema = z
-  .object({ filter: bulkFilterSchema.default({}), delay_seconds: delaySeconds.default(0) })
+  .object({
+    filter: bulkFilterSchema.default({}),
+    delay_seconds: delaySeconds.default(0),
+    force_outlived: z
+      .boolean()
+      .default(false)
+      .describe("Count `outlived` dead letters as sent, as a replay started with force_outlived would."),
+  })
   .strict();
 
 /** Body of `POST /v1/core/dead-letters/discard/plan`. */
@@ -153,8 +201,11 @@ export const bulkReplayBodySchema = z
     token: confirmationToken,
     rate_per_second: rate(API_LIMITS.defaultReplayRate),
     delay_seconds: delaySeconds.default(0),
+    force_outlived: forceOutlived,
+    reason: forceReason,
   })
-  .strict();
+  .strict()
+  .superRefine(refineForce);
 
 /** A bulk replay request after validation. */
 export type BulkReplayRequest = z.output<typeof bulkReplayBodySchema>;
@@ -199,7 +250,12 @@ export const deadLetterSummarySchema = z.object({
   error_kind: z.enum(ERROR_KINDS),
   last_error: lastError,
   status: z.enum(DEAD_LETTER_STATUSES),
-  discard_reason: z.string().nullable(),
+  discard_reason: z
+    .string()
+    .nullable()
+    .describe(
+      "Why it was discarded; for an `outlived` dead letter replayed by force, why the operator forced it.",
+    ),
   correlation_id: z.string(),
   created_at: z.string().describe("RFC 3339 with microseconds."),
   resolved_at: z.string().nullable(),
@@ -331,7 +387,9 @@ export const planResponseSchema = z.object({
     .number()
     .int()
     .optional()
-    .describe("Replay: how many would be sent (matched minus superseded and conflicts)."),
+    .describe(
+      "Replay: how many would be sent (matched minus superseded, conflicts and, unless forced, outlived).",
+    ),
   superseded: z
     .number()
     .int()
@@ -342,6 +400,13 @@ export const planResponseSchema = z.object({
     .int()
     .optional()
     .describe("Replay: how many carry another job than the one applied under their job_id (left pending)."),
+  outlived: z
+    .number()
+    .int()
+    .optional()
+    .describe(
+      "Replay: how many are of kind `outlived` with no fence (skipped and left pending unless the replay is started with force_outlived and a reason).",
+    ),
   unreadable: z
     .number()
     .int()
@@ -372,7 +437,13 @@ export const operationSchema = z.object({
   kind: z.enum(["replay", "discard"]),
   status: z.enum(["running", "completed", "cancelled", "failed"]),
   filter: z.record(z.string(), z.unknown()),
-  reason: z.string().nullable(),
+  reason: z
+    .string()
+    .nullable()
+    .describe(
+      "A discard's reason; a replay's with force_outlived (why its outlived dead letters may be sent).",
+    ),
+  force_outlived: z.boolean().describe("A replay that sends `outlived` dead letters too, with its reason."),
   delay_seconds: z.number().int(),
   rate_per_second: z.number(),
   planned: z.number().int().describe("Rows in the planned set."),
@@ -396,7 +467,7 @@ export const operationDetailSchema = operationSchema.extend({
   skipped: z.array(
     z.object({
       dead_letter_id: z.uuid(),
-      reason: z.enum(["conflict", "send-failed", "foreign-queue", "unproven-follow-up"]),
+      reason: z.enum(["conflict", "send-failed", "foreign-queue", "unproven-follow-up", "outlived"]),
       detail: z.string(),
       at: z.string(),
     }),

@@ -88,6 +88,7 @@ export async function planOperation(
   kind: BulkKind,
   filter: BulkFilter,
   delaySeconds = 0,
+  forceOutlived = false,
 ): Promise<Plan> {
   const settings = deps.bulk ?? DEFAULT_BULK_SETTINGS;
   const now = (deps.now ?? Date.now)();
@@ -101,7 +102,8 @@ export async function planOperation(
     };
   });
   if (kind === "replay") refuseFifoDelay(set, delaySeconds);
-  const wouldSend = set.matched - set.superseded - set.conflicts;
+  // Outlived rows are skipped unless the replay forces them.
+  const wouldSend = set.matched - set.superseded - set.conflicts - (forceOutlived ? 0 : set.outlived);
   const issued = set.bound
     ? issuePlanToken(
         deps.sealKey,
@@ -119,6 +121,7 @@ export async function planOperation(
           would_send: wouldSend,
           superseded: set.superseded,
           conflicts: set.conflicts,
+          outlived: set.outlived,
           unreadable: set.unreadable,
           ...(set.unreadable > 0 ? { note: replayPlanNote(set.unreadable, wouldSend) } : {}),
         }
@@ -133,7 +136,9 @@ export async function planOperation(
 /** Starts a bulk replay or discard by `actor`; the worker runs it. */
 export async function startOperation(
   deps: BulkDeps,
-  request: ({ kind: "replay" } & BulkReplayRequest) | ({ kind: "discard" } & BulkDiscardRequest),
+  request:
+    | ({ kind: "replay" } & Omit<BulkReplayRequest, "force_outlived"> & { force_outlived?: boolean })
+    | ({ kind: "discard" } & BulkDiscardRequest),
   actor: string,
 ): Promise<Operation> {
   const settings = deps.bulk ?? DEFAULT_BULK_SETTINGS;
@@ -162,7 +167,9 @@ export async function startOperation(
     const operation = await insertOperation(tx, {
       kind,
       filter,
-      reason: request.kind === "discard" ? request.reason : null,
+      // A discard's reason, or a forced replay's: the operator's word for sending outlived rows.
+      reason: request.kind === "discard" || request.force_outlived ? (request.reason ?? null) : null,
+      forceOutlived: request.kind === "replay" && request.force_outlived === true,
       delaySeconds,
       ratePerSecond: request.rate_per_second,
       planned: set.matched,
@@ -213,6 +220,7 @@ export function toOperation(row: OperationRow): Operation {
     status: row.status,
     filter: row.filter,
     reason: row.reason,
+    force_outlived: row.force_outlived,
     delay_seconds: row.delay_seconds,
     rate_per_second: row.rate_per_second,
     planned: row.planned,

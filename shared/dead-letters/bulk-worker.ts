@@ -28,7 +28,7 @@ import { TransientSendError } from "../errors.ts";
 import { faultHook } from "../fault-points.ts";
 import { replayTraceparent } from "../tracing/spans.ts";
 import { describeError } from "./last-error.ts";
-import { replayDecision } from "./replay.ts";
+import { forcedReason, replayDecision } from "./replay.ts";
 import { replayMessage } from "./replay-message.ts";
 import { sendReplays } from "./send-replays.ts";
 
@@ -135,13 +135,22 @@ async function runClaimedChunk(deps: BulkWorkerDeps, tx: pg.PoolClient, op: Oper
     const fences = await fencesOf(tx, rows);
     const toSend = [];
     for (const row of rows) {
-      const decision = replayDecision(row, fences.get(fenceKey(row)));
+      const force = op.force_outlived && op.reason !== null ? { reason: op.reason } : undefined;
+      const decision = replayDecision(row, fences.get(fenceKey(row)), force);
       if (decision === "superseded") resolutions.push({ id: row.id, status: "superseded" });
       else if (decision === "conflict") {
         skips.push({
           id: row.id,
           reason: "conflict",
           detail: "the job was applied with another payload under this job_id",
+        });
+      } else if (decision === "outlived") {
+        skips.push({
+          id: row.id,
+          reason: "outlived",
+          detail:
+            "outlived: a copy older than its job's fence lifetime, and the job has no fence (it may have been applied " +
+            "and its fence cleaned); nothing was sent. Replay it with force_outlived and a reason, or discard it",
         });
       } else if (decision === "foreign-queue") {
         skips.push({
@@ -175,8 +184,10 @@ async function runClaimedChunk(deps: BulkWorkerDeps, tx: pg.PoolClient, op: Oper
     if (faultHook) await faultHook("replay:after-send", { jobIds: toSend.map((r) => r.job_id) });
     for (const row of toSend) {
       const why = refused.get(row.id);
-      if (why === undefined) resolutions.push({ id: row.id, status: "replayed" });
-      else skips.push({ id: row.id, reason: "send-failed", detail: why });
+      if (why === undefined) {
+        const force = op.force_outlived && op.reason !== null ? { reason: op.reason } : undefined;
+        resolutions.push({ id: row.id, status: "replayed", ...forcedReason(row, force) });
+      } else skips.push({ id: row.id, reason: "send-failed", detail: why });
     }
   }
 

@@ -17,6 +17,13 @@ export const ERROR_KIND = {
    * parent's effect stands, this job of the target consumer waits for review (and replay).
    */
   undelivered: "undelivered",
+  /**
+   * A copy the harness never ran (drained from the backstop, or an outbox row past its deadline)
+   * whose job has no fence, found older than the fence's lifetime (first sent at least TTL - 1 day
+   * ago): the job may have been applied and its fence cleaned. Recorded by the database in place of
+   * `unrecorded` or `undelivered` (migration 0021); a replay refuses it unless forced with a reason.
+   */
+  outlived: "outlived",
 } as const;
 
 /** One of {@link ERROR_KIND}. */

@@ -24,11 +24,13 @@ import {
   FollowUpProvenanceError,
   HttpProblem,
   ReplayConflictError,
+  ReplayOutlivedError,
   ReplayQueueRefusedError,
   ReplaySendError,
 } from "../errors.ts";
 import { faultHook } from "../fault-points.ts";
 import { replayTraceparent } from "../tracing/spans.ts";
+import { ERROR_KIND } from "./error-kind.ts";
 import { replayMessage } from "./replay-message.ts";
 import { replayNote, unreadableReason } from "./replay-note.ts";
 import { sendFailureReason } from "./send-replays.ts";
@@ -41,7 +43,18 @@ export interface ReplayDeps {
 }
 
 /** What a replay does with a pending dead letter, given its job's fence. */
-export type ReplayDecision = "send" | "superseded" | "conflict" | "foreign-queue" | "unproven-follow-up";
+export type ReplayDecision =
+  | "send"
+  | "superseded"
+  | "conflict"
+  | "foreign-queue"
+  | "unproven-follow-up"
+  | "outlived";
+
+/** The operator's override for `outlived` rows: replay them anyway, for this reason. */
+export interface ForceOutlived {
+  readonly reason: string;
+}
 
 /**
  * A fence that exists means the job was applied. The row is `superseded` when it is that job (same
@@ -49,25 +62,42 @@ export type ReplayDecision = "send" | "superseded" | "conflict" | "foreign-queue
  * could not be read); a row carrying another job under the same id is a conflict, and sending it
  * would only record it again as one. Without a fence the row is sent, unless it names a queue not
  * registered for its consumer (`foreign-queue`: the consumer wrote the queue, and it could be
- * another consumer's), or is an undelivered follow-up whose provenance fails
- * (`unproven-follow-up`: another consumer could have forged it, and the replay would deliver it
- * with the operator's rights).
+ * another consumer's), is an undelivered follow-up whose provenance fails (`unproven-follow-up`:
+ * another consumer could have forged it, and the replay would deliver it with the operator's
+ * rights; no override sends it), or it is `outlived` (a copy older than its fence's lifetime:
+ * without a fence nothing tells whether the job was applied and its fence cleaned) and the
+ * operator did not force it.
  */
 export function replayDecision(
-  row: { job_fingerprint: Buffer | null; queue_allowed: boolean; provenance_fault?: string | null },
+  row: {
+    job_fingerprint: Buffer | null;
+    queue_allowed: boolean;
+    provenance_fault?: string | null;
+    error_kind?: string;
+  },
   fence: Buffer | null | undefined,
+  force?: ForceOutlived,
 ): ReplayDecision {
   if (fence === undefined) {
     if (!row.queue_allowed) return "foreign-queue";
-    return row.provenance_fault == null ? "send" : "unproven-follow-up";
+    if (row.provenance_fault != null) return "unproven-follow-up";
+    return row.error_kind === ERROR_KIND.outlived && force === undefined ? "outlived" : "send";
   }
   if (fence === null || row.job_fingerprint === null || fence.equals(row.job_fingerprint))
     return "superseded";
   return "conflict";
 }
 
+/** When an outlived row's copy was first sent, as the database recorded it deciding the kind. */
+export function outlivedCopySentAt(attributes: Record<string, unknown>): string | null {
+  const outlived = attributes.outlived as { copy_sent_at?: unknown } | undefined;
+  return typeof outlived?.copy_sent_at === "string" ? outlived.copy_sent_at : null;
+}
+
 /**
  * Replays one dead letter by `actor`, optionally delayed (SQS DelaySeconds; standard queues only).
+ * An `outlived` one is refused ({@link ReplayOutlivedError}) unless `forceOutlived` gives the
+ * operator's reason, which is recorded with the resolution.
  * A send SQS refuses is a {@link ReplaySendError} whose message names no queue and quotes nothing of
  * SQS's: those are in its cause, for the log.
  */
@@ -75,18 +105,25 @@ export async function replayDeadLetter(
   deps: ReplayDeps,
   id: string,
   actor: string,
-  options: { delaySeconds?: number } = {},
+  options: { delaySeconds?: number; forceOutlived?: ForceOutlived } = {},
 ): Promise<{ id: string; status: "replayed" | "superseded"; message_id: string | null; note?: string }> {
   return inTransaction(deps.pool, async (tx) => {
     const row = await lockDeadLetter(tx, id);
     if (!row) throw new DeadLetterNotFoundError(id);
     if (row.status !== DEAD_LETTER_STATUS.pendingReview) throw new DeadLetterConflictError(id, row.status);
 
-    const decision = replayDecision(row, (await fencesOf(tx, [row])).get(fenceKey(row)));
+    const decision = replayDecision(
+      row,
+      (await fencesOf(tx, [row])).get(fenceKey(row)),
+      options.forceOutlived,
+    );
     if (decision === "conflict") throw new ReplayConflictError(id, row.job_id);
     if (decision === "foreign-queue") throw new ReplayQueueRefusedError(id, row.consumer);
     if (decision === "unproven-follow-up")
       throw new FollowUpProvenanceError(id, row.sender, String(row.provenance_fault));
+    if (decision === "outlived") {
+      throw new ReplayOutlivedError(id, row.job_id, outlivedCopySentAt(row.message_attributes));
+    }
     if (decision === "superseded") {
       await resolveDeadLetters(tx, [{ id, status: "superseded" }], actor);
       return { id, status: "superseded" as const, message_id: null };
@@ -113,7 +150,11 @@ export async function replayDeadLetter(
       );
     }
     if (faultHook) await faultHook("replay:after-send", { jobIds: [row.job_id] });
-    await resolveDeadLetters(tx, [{ id, status: "replayed" }], actor);
+    await resolveDeadLetters(
+      tx,
+      [{ id, status: "replayed", ...forcedReason(row, options.forceOutlived) }],
+      actor,
+    );
     // A body no consumer can read comes back as poison: the answer says so.
     const unreadable = message.MessageBody === undefined ? null : unreadableReason(message.MessageBody);
     return {
@@ -123,6 +164,14 @@ export async function replayDeadLetter(
       ...(unreadable === null ? {} : { note: replayNote(unreadable) }),
     };
   });
+}
+
+/** The reason a replay records: the operator's override, on an outlived row only (the database requires it there and refuses it elsewhere). */
+export function forcedReason(
+  row: { error_kind: string },
+  force: ForceOutlived | undefined,
+): { reason?: string } {
+  return row.error_kind === ERROR_KIND.outlived && force !== undefined ? { reason: force.reason } : {};
 }
 
 /** Discards one pending dead letter by `actor`, with its reason. */

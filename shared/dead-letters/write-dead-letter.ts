@@ -61,6 +61,12 @@ export interface FailedMessage {
   /** Let the job's fence decide: applied after all, or a conflict (insert-dead-letter.ts). */
   readonly checkFence: boolean;
   /**
+   * The earliest the copy can have been first sent, when it is not its SentTimestamp (the drain of
+   * a FIFO backstop): stored as `message_attributes.first_sent_at`, which the database compares with
+   * the job's fence lifetime (migration 0021). @default its SentTimestamp
+   */
+  readonly firstSentAt?: Date;
+  /**
    * The trace context of the span that dead-lettered it: a replay continues its trace.
    * @default the context the message arrived with
    */
@@ -173,6 +179,7 @@ function draftOf(
 ): DeadLetterDraft {
   const text = failed.record.body ?? "";
   const attributes = messageAttributesOf(failed.record, failed.traceparent);
+  if (failed.firstSentAt !== undefined) attributes.first_sent_at = failed.firstSentAt.toISOString();
   const standIn = messageIdStandIn(failed.record.messageId);
   const identity = form < 3 ? failed.identity : { jobId: standIn, tenantId: null, correlationId: standIn };
   return {

@@ -23,6 +23,7 @@ import {
   PlanStaleError,
   PlanUsedError,
   ReplayConflictError,
+  ReplayOutlivedError,
   ReplayQueueRefusedError,
   ReplaySendError,
 } from "../errors.ts";
@@ -56,6 +57,16 @@ export function problemOf(error: unknown): HttpProblem {
         reason: "unproven-follow-up",
         sender: error.sender,
         provenance: error.fault,
+      },
+    });
+  }
+  if (error instanceof ReplayOutlivedError) {
+    return new HttpProblem("conflict", error.message, {
+      extensions: {
+        current_status: "pending_review",
+        reason: "outlived",
+        job_id: error.jobId,
+        copy_sent_at: error.copySentAt,
       },
     });
   }

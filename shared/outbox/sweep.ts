@@ -11,6 +11,13 @@
  *
  * A row is due 30 seconds after its transaction wrote it (the table's default), so the relay after
  * COMMIT, which needs milliseconds, normally takes it first.
+ *
+ * A row past its deadline (`send_by`, a day after it was written: OUTBOX_MAX_WAIT_SECONDS, which
+ * every fence TTL is validated to cover) is never sent: it may have been sent already with its
+ * DELETE lost, and the target's fence may since have been cleaned, so a send could apply the
+ * follow-up twice. It is moved to the dead letters instead, where the database records it
+ * `undelivered` when the target's fence still exists or the row is young enough that it would, and
+ * `outlived` otherwise (migration 0021; docs/design.md §7.2).
  */
 import type { Logger } from "@aws-lambda-powertools/logger";
 import { type Metrics, MetricUnit } from "@aws-lambda-powertools/metrics";
@@ -31,6 +38,7 @@ import { ERROR_KIND } from "../dead-letters/error-kind.ts";
 import { describeError, type LastError } from "../dead-letters/last-error.ts";
 import { fingerprintHex } from "../envelope/fingerprint.ts";
 import { faultHook } from "../fault-points.ts";
+import { OUTBOX_MAX_WAIT_SECONDS } from "../fence/ttl.ts";
 import { METRIC } from "../metrics/names.ts";
 import { messageGroupId } from "../producer/fifo-ids.ts";
 import type { FailedJob } from "../producer/send-jobs.ts";
@@ -100,8 +108,9 @@ export async function sweepOutbox(options: SweepOptions): Promise<SweepReport> {
       await client.query("BEGIN");
       claimed = await claimDueFollowUps(client, options.consumer, batchSize);
       if (claimed.length > 0) {
+        const due = claimed.filter((row) => !row.expired);
         const { sendable, refused } = checkRows(
-          claimed.map((row) => ({
+          due.map((row) => ({
             target: row.target,
             jobId: row.job_id,
             body: row.body,
@@ -111,7 +120,10 @@ export async function sweepOutbox(options: SweepOptions): Promise<SweepReport> {
           })),
         );
         const sentNow = await sendFollowUps(options.sqs, options.queues, sendable);
-        const report = { sent: sentNow.sent, failed: [...refused, ...sentNow.failed] };
+        const report = {
+          sent: sentNow.sent,
+          failed: [...claimed.filter((row) => row.expired).map(pastDeadline), ...refused, ...sentNow.failed],
+        };
         if (faultHook) await faultHook("outbox:sweep-after-send", { jobIds: jobIdsOf(report.sent) });
         await deleteSentFollowUps(client, options.consumer, report.sent);
         sent += report.sent.length;
@@ -187,6 +199,21 @@ export async function sweepOutbox(options: SweepOptions): Promise<SweepReport> {
     });
   }
   return { sent, retried, undelivered, rows: gauge.rows, oldestAgeSeconds: gauge.oldestAgeSeconds };
+}
+
+/** A row past its deadline, as a failure the sender cannot fix by sending again: it goes to the dead letters. */
+function pastDeadline(row: OutboxRow): { key: OutboxKey; failure: FailedJob } {
+  return {
+    key: { target: row.target, jobId: row.job_id },
+    failure: {
+      jobId: row.job_id,
+      code: "OutboxDeadlinePassed",
+      message:
+        `not sent: the follow-up waited in the outbox past its deadline (written ${row.created_at.toISOString()}, ` +
+        `${OUTBOX_MAX_WAIT_SECONDS} s to be sent); it may have been sent already and its target's fence cleaned since`,
+      senderFault: true,
+    },
+  };
 }
 
 function jobIdsOf(keys: readonly OutboxKey[]): string[] {

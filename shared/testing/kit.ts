@@ -15,7 +15,7 @@ import { consumerSchemaText } from "../db/consumer-catalog.ts";
 import { runMigrations } from "../db/migrate.ts";
 import type { MigrationSet } from "../db/migrations.ts";
 import { registerFollowUpTargets } from "../db/queries/follow-up-targets.ts";
-import { ensureConsumerRole } from "../db/queries/provision-login.ts";
+import { ensureConsumerRole, registerFenceTtl } from "../db/queries/provision-login.ts";
 import type { FollowUpSchemas } from "../outbox/follow-up.ts";
 import type { RetryPolicy } from "../retry/policy.ts";
 import { buildTestConsumer } from "./build-consumer.ts";
@@ -219,6 +219,8 @@ export async function consumerTestKit<S extends z.ZodType, F extends FollowUpSch
       },
     );
     cleanup.push(() => pool.end());
+    // As the deployment registers it: the database judges a copy's age by this consumer's TTL.
+    await registerFenceTtl(migrator, definition.name, handler.config.fenceTtlSeconds);
 
     const driver = new QueueDriver({
       sqs: services.sqs,

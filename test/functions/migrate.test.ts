@@ -93,6 +93,7 @@ describe("migrate function", () => {
       logins: [],
       queuesRegistered: [],
       followUpTargetsRegistered: ["award-points", "notify-user"],
+      fenceTtlsRegistered: [],
     });
     expect(await handler()).toEqual({
       applied: [],
@@ -100,6 +101,7 @@ describe("migrate function", () => {
       logins: [],
       queuesRegistered: [],
       followUpTargetsRegistered: ["award-points", "notify-user"],
+      fenceTtlsRegistered: [],
     });
     // Every consumer of the registry declares what its definition's `sends` names, and nothing else.
     const declared = await db.withClient(
@@ -162,5 +164,26 @@ describe("migrate function", () => {
     );
     expect(rows).toEqual([{ queues: [url] }]);
     vi.stubEnv("JOBFENCE_CONSUMER_QUEUES", "");
+  });
+
+  it("registers each consumer's fence TTL, and refuses one of a day or less before touching anything", async () => {
+    vi.stubEnv("DATABASE_URL", db.url);
+    vi.stubEnv("JOBFENCE_LOGIN_SECRETS", "");
+    for (const bad of ['{"award-points": 86400}', '{"award-points": "21d"}', '{"Bad": 1814400}']) {
+      vi.stubEnv("JOBFENCE_CONSUMER_FENCE_TTLS", bad);
+      await expect(createMigrateHandler({ log: quiet })()).rejects.toThrow(ConfigurationError);
+    }
+    vi.stubEnv("JOBFENCE_CONSUMER_FENCE_TTLS", JSON.stringify({ "award-points": 1_900_000 }));
+    const result = await createMigrateHandler({ log: quiet })();
+    expect(result.fenceTtlsRegistered).toEqual(["award-points"]);
+    const { rows } = await db.withClient((c) =>
+      c.query("SELECT fence_ttl_seconds FROM core.consumer_roles WHERE consumer = 'award-points'"),
+    );
+    expect(rows).toEqual([{ fence_ttl_seconds: 1_900_000 }]);
+    // The database refuses what the configuration would have: no path registers a TTL of a day or less.
+    await expect(
+      db.withClient((c) => c.query("SELECT core.register_fence_ttl('award-points', 86400)")),
+    ).rejects.toMatchObject({ code: "22023" });
+    vi.stubEnv("JOBFENCE_CONSUMER_FENCE_TTLS", "");
   });
 });

@@ -163,8 +163,9 @@ describe("JobConsumer function", () => {
         Variables: Match.objectLike({
           JOBFENCE_OPS_BUS_NAME: { Ref: logicalId(env.stack, env.opsBus) },
           JOBFENCE_QUEUE_URL: { Ref: logicalId(env.stack, consumer.queue) },
-          JOBFENCE_FENCE_TTL_SECONDS: String(7 * 86_400),
+          JOBFENCE_FENCE_TTL_SECONDS: String(21 * 86_400),
           JOBFENCE_QUEUE_RETENTION_SECONDS: String(awardPoints.queueRetentionSeconds),
+          JOBFENCE_BACKSTOP_RETENTION_SECONDS: String(14 * 86_400),
           JOBFENCE_FUNCTION_TIMEOUT_SECONDS: String(awardPoints.functionTimeoutSeconds),
           JOBFENCE_DB_SECRET_ARN: {
             Ref: logicalId(env.stack, env.secrets.consumers["award-points"] as IConstruct),
@@ -417,7 +418,20 @@ describe("JobConsumer refuses invalid props at synth", () => {
   it("a fence TTL that a late delivery could outlive", () => {
     const problems = problemsOf(build({}, { fenceTtlSeconds: 4 * 86_400 }));
     expect(problems).toEqual([
-      expect.stringMatching(/^fence TTL 345600 s .* must exceed queue retention 345600 s/),
+      expect.stringMatching(
+        /^fence TTL 345600 s .* must exceed .* max\(queue retention 345600 s, backstop retention 1209600 s\)/,
+      ),
+    ]);
+  });
+
+  it("the 7-day TTL of earlier versions, which a copy waiting in the backstop outlives; on FIFO, the TTL a standard queue needs", () => {
+    expect(problemsOf(build({}, { fenceTtlSeconds: 7 * 86_400 }))).toEqual([
+      expect.stringMatching(
+        /^fence TTL 604800 s .* outbox deadline 86400 s .* backstop retention 1209600 s.* drain 60 s/,
+      ),
+    ]);
+    expect(problemsOf(build({ fifo: true, batchSize: 10 }, { fenceTtlSeconds: 17 * 86_400 }))).toEqual([
+      expect.stringMatching(/queue retention 345600 s \+ backstop retention 1209600 s \(FIFO/),
     ]);
   });
 

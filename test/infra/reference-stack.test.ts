@@ -123,6 +123,12 @@ describe("reference stack", () => {
       expect(rendered).toContain(JSON.stringify({ Ref: logicalId(stack, consumer.queue) }));
     }
   });
+  it("registers each consumer's fence TTL, by which the database judges a copy's age (migration 0021)", () => {
+    const fnId = logicalId(stack, stack.migrations.migrateFunction.function);
+    const fn = template.toJSON().Resources[fnId];
+    const ttls = JSON.parse(fn.Properties.Environment.Variables.JOBFENCE_CONSUMER_FENCE_TTLS);
+    expect(ttls).toEqual(Object.fromEntries(stack.consumers.map((c) => [c.consumerName, 21 * 86_400])));
+  });
   it("creates each function's login from its secret on deploy: the migrate function reads those secrets only", () => {
     const database = stack.referenceDatabase;
     expect(database).toBeDefined();

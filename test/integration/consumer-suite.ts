@@ -98,9 +98,9 @@ export function consumerSuite(commitMode: CommitMode): void {
           ).rows[0],
       );
       expect(fence.tenant_id).toBe("t_42");
-      // At least the 7-day TTL, at most a minute more (expires_at is rounded up to a whole minute).
-      expect(fence.ttl).toBeGreaterThanOrEqual(7 * 86_400);
-      expect(fence.ttl).toBeLessThanOrEqual(7 * 86_400 + 60);
+      // At least the default 21-day TTL, at most a minute more (expires_at is rounded up to a whole minute).
+      expect(fence.ttl).toBeGreaterThanOrEqual(21 * 86_400);
+      expect(fence.ttl).toBeLessThanOrEqual(21 * 86_400 + 60);
       expect(fence.whole_minute).toBe(true);
     });
 
@@ -338,12 +338,45 @@ export function consumerSuite(commitMode: CommitMode): void {
       expect(await effectsOf(bed.db, "vis-1")).toEqual({ ledger: 0, fences: 0, deadLetters: 0 });
     });
 
-    it("a fence TTL that does not outlive retention + retry window + 1 day is refused at start-up", () => {
+    it("a fence TTL that does not outlive every wait of a copy (outbox, queues, drain) + retry window + 1 day is refused at start-up", () => {
       expect(() =>
         bed.consumer(awardPointsConsumer, {
           config: { databaseUrl: bed.db.url, opsBusName: OPS_BUS, fenceTtlSeconds: 4 * 86_400 },
         }),
-      ).toThrow(/fence TTL 345600 s .* must exceed queue retention 345600 s/);
+      ).toThrow(
+        // No queue URL yet: FIFO is assumed, where the two retentions add up.
+        /fence TTL 345600 s .* must exceed .* queue retention 345600 s \+ backstop retention 1209600 s/,
+      );
+      // A copy waits in the backstop 14 days and in an outbox a day: the 7 days of earlier versions are refused.
+      expect(() =>
+        bed.consumer(awardPointsConsumer, {
+          config: { databaseUrl: bed.db.url, opsBusName: OPS_BUS, fenceTtlSeconds: 7 * 86_400 },
+        }),
+      ).toThrow(/fence TTL 604800 s .* outbox deadline 86400 s .* backstop retention 1209600 s/);
+      // On a FIFO queue the backstop's retention restarts at the move: the two add up.
+      expect(() =>
+        bed.consumer(awardPointsConsumer, {
+          config: {
+            databaseUrl: bed.db.url,
+            opsBusName: OPS_BUS,
+            fenceTtlSeconds: 17 * 86_400,
+            queueUrl: "https://sqs.eu-west-1.amazonaws.com/000000000000/award-points.fifo",
+          },
+        }),
+      ).toThrow(/queue retention 345600 s \+ backstop retention 1209600 s \(FIFO/);
+      // A shorter backstop, declared, allows a shorter TTL.
+      expect(() =>
+        bed.consumer(awardPointsConsumer, {
+          config: {
+            databaseUrl: bed.db.url,
+            opsBusName: OPS_BUS,
+            fenceTtlSeconds: 7 * 86_400,
+            backstopRetentionSeconds: 4 * 86_400,
+            queueUrl: "https://sqs.eu-west-1.amazonaws.com/000000000000/award-points",
+            outboxQueues: bed.followUpQueues,
+          },
+        }),
+      ).not.toThrow();
       expect(() =>
         bed.consumer(
           {

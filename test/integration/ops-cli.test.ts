@@ -619,6 +619,44 @@ describe("dead-letters replay <id> --delay", () => {
   });
 });
 
+describe("dead-letters replay <id> --force-outlived --reason", () => {
+  it("an outlived dead letter is refused without the override, and replayed with it and its reason", async () => {
+    const consumer = "ops-outlived";
+    await bed.consumerRole(consumer);
+    // A copy drained 30 days after its first send, its job without a fence: the database records it outlived.
+    const id = await bed.db.withClient(async (c) => {
+      const { rows } = await c.query<{ id: string; error_kind: string }>(
+        `INSERT INTO core.dead_letters (job_id, consumer, queue, tenant_id, attempts, error_kind, last_error,
+                                        correlation_id, body_form, body, message_attributes)
+         VALUES ('ops-outlived-1', $1, $2, 't_42', 19, 'unrecorded', '{"class":"UnrecordedMessageError","message":"x"}',
+                 'c-1', 'text', $3, $4::jsonb)
+         RETURNING id, error_kind`,
+        [
+          consumer,
+          queueUrl,
+          JSON.stringify(award("ops-outlived-1")),
+          JSON.stringify({ sent_timestamp: String(Date.now() - 30 * 86_400_000) }),
+        ],
+      );
+      expect(rows[0]?.error_kind).toBe("outlived");
+      return rows[0]?.id as string;
+    });
+    const refused = await ops(["dead-letters", "replay", id]);
+    expect(refused.code).not.toBe(0);
+    expect(refused.err).toMatch(/outlived/);
+    const noReason = await ops(["dead-letters", "replay", id, "--force-outlived"]);
+    expect(noReason.code).toBe(2);
+    expect(noReason.err).toMatch(/reason/);
+    expect(await rowsOf(consumer)).toMatchObject([{ id, status: "pending_review" }]);
+    const reason = "ledger has no entry for ops-outlived-1";
+    const run = await ops(["dead-letters", "replay", id, "--force-outlived", "--reason", reason]);
+    expect(run.err).toBe("");
+    expect(run.code).toBe(0);
+    expect(run.out).toMatch(new RegExp(`^replayed ${id} \\(SQS message \\S+\\)$`));
+    expect(await rowsOf(consumer)).toMatchObject([{ id, status: "replayed", discard_reason: reason }]);
+  });
+});
+
 describe("dead-letters replay (bulk)", () => {
   const jobs = ["ops-bulk-1", "ops-bulk-2", "ops-bulk-3", "ops-bulk-4", "ops-bulk-5"];
 

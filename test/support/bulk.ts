@@ -19,12 +19,13 @@ import { TEST_SEAL_KEY } from "./api-harness.ts";
 export async function runBulkToEnd(
   deps: { pool: pg.Pool; sqs: SQSClient },
   request:
-    | { kind: "replay"; filter: BulkFilter; delaySeconds?: number }
+    | { kind: "replay"; filter: BulkFilter; delaySeconds?: number; forceOutlived?: { reason: string } }
     | { kind: "discard"; filter: BulkFilter; reason: string },
   actor = "test",
 ): Promise<OperationDetail> {
   const bulkDeps = { pool: deps.pool, sealKey: TEST_SEAL_KEY };
-  const plan = await planOperation(bulkDeps, request.kind, request.filter);
+  const force = request.kind === "replay" ? request.forceOutlived : undefined;
+  const plan = await planOperation(bulkDeps, request.kind, request.filter, 0, force !== undefined);
   if (plan.token === null) throw new Error("the filter matches nothing to run");
   const started = await startOperation(
     bulkDeps,
@@ -35,6 +36,7 @@ export async function runBulkToEnd(
           token: plan.token,
           rate_per_second: 1000,
           delay_seconds: request.delaySeconds ?? 0,
+          ...(force ? { force_outlived: true, reason: force.reason } : {}),
         }
       : {
           kind: "discard",

@@ -28,17 +28,18 @@ function variablesNamed(error: ConfigurationError): string[] {
 }
 
 describe("CONSUMER_DEFAULTS", () => {
-  it("keeps fences 7 days against 4 days' retention, waits 5 s for a fence lock and pools 2 connections", () => {
+  it("keeps fences 21 days against 4 days' retention and a 14-day backstop, waits 5 s for a fence lock and pools 2 connections", () => {
     expect(CONSUMER_DEFAULTS).toEqual({
-      fenceTtlSeconds: 604_800,
+      fenceTtlSeconds: 1_814_400,
       queueRetentionSeconds: 345_600,
+      backstopRetentionSeconds: 1_209_600,
       functionTimeoutSeconds: 30,
       lockTimeoutMs: 5000,
       poolMax: 2,
       maxInterruptions: 2,
       batchingWindowSeconds: 0,
     });
-    expect(CONSUMER_DEFAULTS.fenceTtlSeconds).toBe(7 * 24 * 60 * 60);
+    expect(CONSUMER_DEFAULTS.fenceTtlSeconds).toBe(21 * 24 * 60 * 60);
     expect(Object.isFrozen(CONSUMER_DEFAULTS)).toBe(true);
   });
 });
@@ -56,6 +57,7 @@ describe("CONSUMER_ENV", () => {
       queueUrl: "JOBFENCE_QUEUE_URL",
       fenceTtlSeconds: "JOBFENCE_FENCE_TTL_SECONDS",
       queueRetentionSeconds: "JOBFENCE_QUEUE_RETENTION_SECONDS",
+      backstopRetentionSeconds: "JOBFENCE_BACKSTOP_RETENTION_SECONDS",
       functionTimeoutSeconds: "JOBFENCE_FUNCTION_TIMEOUT_SECONDS",
       lockTimeoutMs: "JOBFENCE_LOCK_TIMEOUT_MS",
       poolMax: "JOBFENCE_POOL_MAX",
@@ -79,6 +81,7 @@ describe("parseConsumerConfig", () => {
       opsBusName: BUS,
       fenceTtlSeconds: CONSUMER_DEFAULTS.fenceTtlSeconds,
       queueRetentionSeconds: CONSUMER_DEFAULTS.queueRetentionSeconds,
+      backstopRetentionSeconds: CONSUMER_DEFAULTS.backstopRetentionSeconds,
       functionTimeoutSeconds: CONSUMER_DEFAULTS.functionTimeoutSeconds,
       lockTimeoutMs: CONSUMER_DEFAULTS.lockTimeoutMs,
       poolMax: CONSUMER_DEFAULTS.poolMax,
@@ -95,6 +98,7 @@ describe("parseConsumerConfig", () => {
       queueUrl: "https://sqs.eu-west-1.amazonaws.com/123456789012/orders",
       fenceTtlSeconds: 86_400,
       queueRetentionSeconds: 3600,
+      backstopRetentionSeconds: 7200,
       functionTimeoutSeconds: 60,
       lockTimeoutMs: 250,
       poolMax: 100,
@@ -188,8 +192,9 @@ describe("consumerConfigFromEnv", () => {
     expect(consumerConfigFromEnv(minimal)).toEqual({
       databaseUrl: DATABASE_URL,
       opsBusName: BUS,
-      fenceTtlSeconds: 604_800,
+      fenceTtlSeconds: 1_814_400,
       queueRetentionSeconds: 345_600,
+      backstopRetentionSeconds: 1_209_600,
       functionTimeoutSeconds: 30,
       lockTimeoutMs: 5000,
       poolMax: 2,
@@ -205,6 +210,7 @@ describe("consumerConfigFromEnv", () => {
       JOBFENCE_QUEUE_URL: "https://sqs.us-east-1.amazonaws.com/123456789012/orders.fifo",
       JOBFENCE_FENCE_TTL_SECONDS: "86400",
       JOBFENCE_QUEUE_RETENTION_SECONDS: "7200",
+      JOBFENCE_BACKSTOP_RETENTION_SECONDS: "86400",
       JOBFENCE_FUNCTION_TIMEOUT_SECONDS: "15",
       JOBFENCE_LOCK_TIMEOUT_MS: "1500",
       JOBFENCE_POOL_MAX: "4",
@@ -225,6 +231,7 @@ describe("consumerConfigFromEnv", () => {
       queueUrl: "https://sqs.us-east-1.amazonaws.com/123456789012/orders.fifo",
       fenceTtlSeconds: 86_400,
       queueRetentionSeconds: 7200,
+      backstopRetentionSeconds: 86_400,
       functionTimeoutSeconds: 15,
       lockTimeoutMs: 1500,
       poolMax: 4,
@@ -255,6 +262,7 @@ describe("consumerConfigFromEnv", () => {
     const config = consumerConfigFromEnv({ ...minimal, AWS_REGION: "eu-west-1", JOBFENCE_UNRELATED: "x" });
     expect(config).not.toHaveProperty("AWS_REGION");
     expect(Object.keys(config).sort()).toEqual([
+      "backstopRetentionSeconds",
       "batchingWindowSeconds",
       "databaseUrl",
       "fenceTtlSeconds",

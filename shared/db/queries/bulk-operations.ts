@@ -40,6 +40,8 @@ export interface MatchedSet {
   /** Of the matched rows, the replay decisions the fences give today (replayDecision's rule). */
   readonly superseded: number;
   readonly conflicts: number;
+  /** Of the rows without a fence, how many are `outlived`: skipped unless the replay forces them. */
+  readonly outlived: number;
   /** Of the rows a replay would send (no fence), how many carry no readable job (no job fingerprint). */
   readonly unreadable: number;
   /** Whether any matched row's queue is FIFO (they take no per-message delay). */
@@ -66,6 +68,7 @@ export async function matchedSet(
     checksum: string | null;
     superseded: string;
     conflicts: string;
+    outlived: string;
     unreadable: string;
     any_fifo: boolean | null;
   }>(
@@ -75,9 +78,10 @@ export async function matchedSet(
                                AND (p.fingerprint IS NULL OR m.job_fingerprint IS NULL
                                     OR uuid_send(p.fingerprint) = m.job_fingerprint)) AS superseded,
             count(*) FILTER (WHERE uuid_send(p.fingerprint) <> m.job_fingerprint) AS conflicts,
+            count(*) FILTER (WHERE p.job_id IS NULL AND m.error_kind = 'outlived') AS outlived,
             count(*) FILTER (WHERE p.job_id IS NULL AND m.job_fingerprint IS NULL) AS unreadable,
             bool_or(m.queue LIKE '%.fifo') AS any_fifo
-       FROM (SELECT id, job_id, consumer, job_fingerprint, queue FROM ${OPS_DEAD_LETTERS} ${sqlWhere(where)}) AS m
+       FROM (SELECT id, job_id, consumer, job_fingerprint, queue, error_kind FROM ${OPS_DEAD_LETTERS} ${sqlWhere(where)}) AS m
        LEFT JOIN core.consumer_roles c ON c.consumer = m.consumer
        LEFT JOIN core.processed_jobs p ON p.job_id = m.job_id AND p.consumer_id = c.id`,
     [...where.params, checksumKey],
@@ -95,6 +99,7 @@ export async function matchedSet(
     bound: found ? { createdAt: found.created_at, id: found.id } : null,
     superseded: Number(row?.superseded ?? 0),
     conflicts: Number(row?.conflicts ?? 0),
+    outlived: Number(row?.outlived ?? 0),
     unreadable: Number(row?.unreadable ?? 0),
     anyFifo: row?.any_fifo === true,
   };
@@ -130,6 +135,8 @@ export interface OperationRow {
   status: "running" | "completed" | "cancelled" | "failed";
   filter: Record<string, unknown>;
   reason: string | null;
+  /** A replay that sends `outlived` rows too, with `reason` (migration 0021). */
+  force_outlived: boolean;
   delay_seconds: number;
   rate_per_second: number;
   planned: number;
@@ -152,7 +159,7 @@ export interface OperationRow {
 
 // ORDER BY below names the table's columns: the select list renders the timestamps as text under
 // the same names, and an unqualified name would sort by that text instead of using the indexes.
-const OPERATION_COLUMNS = `id, kind, status, filter, reason, delay_seconds, rate_per_second, planned::int AS planned,
+const OPERATION_COLUMNS = `id, kind, status, filter, reason, force_outlived, delay_seconds, rate_per_second, planned::int AS planned,
   cursor_position::int AS cursor_position,
   processed::int AS processed, replayed::int AS replayed, superseded::int AS superseded, discarded::int AS discarded,
   conflicts::int AS conflicts, failed::int AS failed, chunk_failures, last_error, submitted_by,
@@ -164,6 +171,8 @@ export interface NewOperation {
   readonly kind: "replay" | "discard";
   readonly filter: BulkFilter;
   readonly reason: string | null;
+  /** Replay `outlived` rows too; needs `reason`. @default false */
+  readonly forceOutlived?: boolean;
   readonly delaySeconds: number;
   readonly ratePerSecond: number;
   readonly planned: number;
@@ -175,8 +184,9 @@ export interface NewOperation {
 export async function insertOperation(db: Queryable, op: NewOperation): Promise<OperationRow> {
   const { rows } = await db.query<OperationRow>(
     `INSERT INTO core.bulk_operations
-            (kind, filter, reason, delay_seconds, rate_per_second, planned, plan_token_digest, submitted_by)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+            (kind, filter, reason, delay_seconds, rate_per_second, planned, plan_token_digest, submitted_by,
+             force_outlived)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
      RETURNING ${OPERATION_COLUMNS}`,
     [
       op.kind,
@@ -187,6 +197,7 @@ export async function insertOperation(db: Queryable, op: NewOperation): Promise<
       op.planned,
       op.planTokenDigest,
       op.submittedBy,
+      op.forceOutlived ?? false,
     ],
   );
   return rows[0] as OperationRow;
@@ -279,7 +290,7 @@ export async function cancelOperation(
  * refused the send, it names a queue not registered for its consumer, or it is an undelivered
  * follow-up whose provenance fails (migration 0019).
  */
-export type SkipReason = "conflict" | "send-failed" | "foreign-queue" | "unproven-follow-up";
+export type SkipReason = "conflict" | "send-failed" | "foreign-queue" | "unproven-follow-up" | "outlived";
 
 /** The dead letters an operation left pending, and why. */
 export interface OperationSkip {

@@ -22,6 +22,11 @@ export interface OutboxRow {
   readonly traceparent: string | null;
   readonly attempts: number;
   readonly created_at: Date;
+  /**
+   * Whether the row is past its `send_by` deadline (migration 0021), by the database's clock: a
+   * relay must not send it, the target's fence may be gone.
+   */
+  readonly expired: boolean;
 }
 
 /** A row's key. */
@@ -51,7 +56,7 @@ export async function deleteSentFollowUps(
 
 const CLAIM_DUE = `
   SELECT target, job_id, parent_job_id, tenant_id, correlation_id, body, job_fingerprint, group_id, traceparent,
-         attempts, created_at
+         attempts, created_at, expired
     FROM core.outbox_claim($1, $2)`;
 
 /**

@@ -100,6 +100,14 @@ export async function ensureConsumerRole(db: Queryable, consumer: string): Promi
  * what was registered. The deployment calls it after migrating: a dead letter's queue is written by
  * the consumer, so only a queue registered here is trusted (migration 0014).
  */
+/**
+ * Registers `consumer`'s fence TTL, as its harness writes it: the database decides from it when a
+ * copy of the consumer's job is too old to trust without its fence (`outlived`, migration 0021).
+ */
+export async function registerFenceTtl(db: Queryable, consumer: string, ttlSeconds: number): Promise<void> {
+  await db.query("SELECT core.register_fence_ttl($1, $2)", [consumer, ttlSeconds]);
+}
+
 export async function registerConsumerQueues(
   db: Queryable,
   consumer: string,

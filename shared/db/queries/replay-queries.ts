@@ -15,6 +15,8 @@ export interface ReplayRow {
   body: string | null;
   body_utf16: Buffer | null;
   job_fingerprint: Buffer | null;
+  /** Why it was recorded; `outlived` rows are replayed only by force (migration 0021). */
+  error_kind: string;
   message_attributes: Record<string, unknown>;
   created_at: string;
   /** Whether `queue` is one registered for the row's consumer (core.replay_queue_allowed). */
@@ -31,7 +33,7 @@ export interface ReplayRow {
 
 /** The columns of a {@link ReplayRow}, unqualified. */
 export const REPLAY_COLUMNS = `id, status, job_id, consumer, queue, body_form, body, body_utf16, job_fingerprint,
-  message_attributes, ${utc("created_at")} AS created_at, core.replay_queue_allowed(consumer, queue) AS queue_allowed,
+  error_kind, message_attributes, ${utc("created_at")} AS created_at, core.replay_queue_allowed(consumer, queue) AS queue_allowed,
   sender, core.dead_letter_provenance_fault(error_kind, consumer, job_id, body_form, body, sender, parent_job_id,
                                             follow_up_key) AS provenance_fault`;
 
@@ -74,6 +76,7 @@ export function fenceKey(job: { job_id: string; consumer: string }): string {
 export interface Resolution {
   readonly id: string;
   readonly status: "replayed" | "superseded" | "discarded";
+  /** A discard's reason, or an outlived row's forced replay's (the only resolutions that carry one). */
   readonly reason?: string;
 }
 
