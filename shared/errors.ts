@@ -49,6 +49,29 @@ export class MigrationUnknownError extends MigrationError {
   override name = "MigrationUnknownError";
 }
 
+/** A session that holds the migration runner's lock, as pg_locks and pg_stat_activity show it. */
+export interface MigrationLockHolder {
+  readonly pid: number | null;
+  readonly role: string | null;
+  readonly applicationName: string | null;
+  /** Whether the holder may be another migration runner (the runner's own role, or a superuser). */
+  readonly migrator: boolean;
+}
+
+/**
+ * The migration runner's lock is held by a session that is no migration runner (any role may take
+ * an advisory lock), or by another runner for longer than the runner waits; `holders` names them.
+ */
+export class MigrationLockError extends MigrationError {
+  override name = "MigrationLockError";
+  /** The sessions holding the lock. */
+  readonly holders: readonly MigrationLockHolder[];
+  constructor(message: string, holders: readonly MigrationLockHolder[]) {
+    super(message);
+    this.holders = holders;
+  }
+}
+
 /** Configuration was refused at start-up (or synth); `problems` lists every problem found, not just the first. */
 export class ConfigurationError extends JobfenceError {
   override name = "ConfigurationError";

@@ -5,9 +5,22 @@
  * Concurrency: runners take a session-level advisory lock before reading the history, so two
  * runners against one database (two deploys, two test workers) apply each migration exactly once
  * and never interleave; the second waits, then finds nothing left to do.
+ *
+ * Any role may take any advisory lock, a consumer's login included (and on an empty database, a
+ * login of another database of the cluster: CONNECT is PUBLIC's by default). So the runner never
+ * queues on the lock blindly: it tries it, and while it is taken it looks the holders up
+ * (pg_locks, pg_stat_activity). A holder that cannot be a runner (neither the runner's role nor a
+ * superuser) fails the run at once with a MigrationLockError naming its pid, role and
+ * application_name; another runner is waited for, up to `lockWaitMs`, then named the same way.
  */
 import pg from "pg";
-import { MigrationChecksumError, MigrationError, MigrationUnknownError } from "../errors.ts";
+import {
+  MigrationChecksumError,
+  MigrationError,
+  MigrationLockError,
+  type MigrationLockHolder,
+  MigrationUnknownError,
+} from "../errors.ts";
 import { coreMigrationSet, type Migration, type MigrationSet } from "./migrations.ts";
 import { ensureConsumerRole } from "./queries/provision-login.ts";
 import { withTransaction } from "./transaction.ts";
@@ -28,6 +41,12 @@ export interface RunMigrationsOptions {
    * @default no output
    */
   readonly log?: (line: string) => void;
+  /**
+   * How long to wait for another migration runner that holds the lock before failing, naming it.
+   * A holder that is no runner fails the run at once.
+   * @default 600000 (ten minutes)
+   */
+  readonly lockWaitMs?: number;
 }
 
 /** One applied migration. */
@@ -54,7 +73,7 @@ interface AppliedRow {
 
 // The key is computed server-side from a name, so it is stable and does not collide with the
 // small integers other tools tend to use for their own advisory locks.
-const LOCK = "SELECT pg_advisory_lock(hashtextextended('jobfence.migrate', 0))";
+const TRY_LOCK = "SELECT pg_try_advisory_lock(hashtextextended('jobfence.migrate', 0)) AS locked";
 const UNLOCK = "SELECT pg_advisory_unlock(hashtextextended('jobfence.migrate', 0))";
 
 const BOOTSTRAP = `
@@ -81,7 +100,7 @@ export async function runMigrations(options: RunMigrationsOptions): Promise<Migr
   const client = options.client ?? (owned as pg.Client);
   if (owned) await owned.connect();
   try {
-    await client.query(LOCK);
+    await acquireLock(client, options.lockWaitMs ?? 600_000);
     let failed = false;
     try {
       await client.query(BOOTSTRAP);
@@ -122,6 +141,59 @@ export async function runMigrations(options: RunMigrationsOptions): Promise<Migr
   } finally {
     if (owned) await owned.end();
   }
+}
+
+// A bigint advisory key shows in pg_locks as classid (high 32 bits), objid (low 32 bits), objsubid 1.
+// Reads only catalogs and views every role may read, so it works before `core` exists.
+const HOLDERS = `
+  WITH k AS (SELECT hashtextextended('jobfence.migrate', 0) AS key)
+  SELECT l.pid, a.usename::text AS role, a.application_name AS "applicationName",
+         -- A session whose role cannot be seen (a backend still starting) is waited for, as a runner's.
+         coalesce(a.usename = current_user OR r.rolsuper, a.usename IS NULL) AS migrator
+    FROM k, pg_locks AS l
+    LEFT JOIN pg_stat_activity AS a ON a.pid = l.pid
+    LEFT JOIN pg_roles AS r ON r.oid = a.usesysid
+   WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+     AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+     AND l.classid = ((k.key >> 32) & 4294967295)::oid AND l.objid = (k.key & 4294967295)::oid
+     AND l.pid IS DISTINCT FROM pg_backend_pid()
+   ORDER BY l.pid`;
+
+const POLL_MS = 100;
+
+/** Takes the runner's lock, or fails naming who holds it (see the module comment). */
+async function acquireLock(client: pg.ClientBase, waitMs: number): Promise<void> {
+  const deadline = Date.now() + waitMs;
+  for (;;) {
+    const { rows } = await client.query<{ locked: boolean }>(TRY_LOCK);
+    if (rows[0]?.locked) return;
+    const holders = (await client.query<MigrationLockHolder>(HOLDERS)).rows;
+    const foreign = holders.filter((h) => !h.migrator);
+    if (foreign.length > 0) {
+      throw new MigrationLockError(
+        `the migration lock (pg_advisory_lock(hashtextextended('jobfence.migrate', 0))) is held by ${describeHolders(foreign)}, ` +
+          "which is no migration runner: end that session (pg_terminate_backend) and run the migrations again",
+        holders,
+      );
+    }
+    if (Date.now() >= deadline) {
+      throw new MigrationLockError(
+        `another migration runner has held the migration lock for more than ${waitMs} ms: ${describeHolders(holders)}`,
+        holders,
+      );
+    }
+    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+  }
+}
+
+function describeHolders(holders: readonly MigrationLockHolder[]): string {
+  return holders.length === 0
+    ? "a session that let it go meanwhile"
+    : holders
+        .map(
+          (h) => `pid ${h.pid ?? "?"} (role ${h.role ?? "?"}, application_name '${h.applicationName ?? ""}')`,
+        )
+        .join(", ");
 }
 
 /** Checks a set's recorded history against its files and returns the migrations still to apply. */

@@ -1,0 +1,88 @@
+-- A login holding two consumers' roles acts for neither, whatever role it has set (issue 30).
+--
+-- Until now core.session_consumer() and core.session_consumer_id() (migration 0017) looked at the
+-- current role only. A login granted two consumers' roles (a misconfiguration core.provision_login
+-- never makes, but a grant by hand can) was refused while it inherited both, yet after
+-- `SET ROLE jobfence_consumer_a` it acted as consumer a, and after `SET ROLE jobfence_consumer_b` as
+-- b: one credential, two consumers. From here both functions also refuse when the session's login
+-- (session_user, which SET ROLE does not change) is a member of more than one registered
+-- consumer's group role, naming the consumers. A superuser is a member of every role and may do
+-- anything anyway (tests, the local stack): it is not refused, and acts for the role it has set.
+-- The refusal is in both functions, not in a helper both call: a policy's lookup must stay one
+-- function call per statement, and a role that may call the lookups need not be granted another.
+--
+-- Cost: the same single query, planned once per session. It keeps the registry rows whose role the
+-- login is a member of (one membership test per row, as before), and tests the current role's
+-- USAGE only on those: SET ROLE reaches only roles the login is a member of, so no consumer of the
+-- current role is missed. Everything else (the names, the superuser check) runs on the refusal path
+-- alone, in an IF of its own: a PL/pgSQL condition holding a subquery is run through the executor on
+-- every call, even when its first operand is false.
+--
+-- Also: a consumer's role reads only the registry columns the fence and dead-letter paths use (id,
+-- consumer, role_name). The whole-table SELECT of migration 0014 let every consumer read every
+-- other consumer's replay queue URLs (`queues`). jobfence_ops keeps the whole table.
+
+CREATE OR REPLACE FUNCTION core.session_consumer_id() RETURNS smallint
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  ids   smallint[];
+  held  integer;
+  names text[];
+  held_names text[];
+BEGIN
+  SELECT array_agg(c.id) FILTER (WHERE pg_has_role(current_user, to_regrole(quote_ident(c.role_name)), 'USAGE')),
+         count(*)
+    INTO ids, held
+    FROM core.consumer_roles AS c
+   WHERE pg_has_role(session_user, to_regrole(quote_ident(c.role_name)), 'MEMBER');
+  -- A superuser is a member of every role: only it gets past this, on the path it alone takes.
+  IF held > 1 THEN
+    IF NOT coalesce((SELECT a.rolsuper FROM pg_catalog.pg_roles AS a WHERE a.rolname = session_user), false) THEN
+      SELECT array_agg(c.consumer ORDER BY c.consumer) INTO held_names
+        FROM core.consumer_roles AS c
+       WHERE pg_has_role(session_user, to_regrole(quote_ident(c.role_name)), 'MEMBER');
+      RAISE EXCEPTION 'login % is a member of several consumers'' roles (%): a login must be granted one consumer''s role only, whatever role it sets', session_user, held_names
+        USING ERRCODE = 'insufficient_privilege';
+    END IF;
+  END IF;
+  IF cardinality(ids) > 1 THEN
+    SELECT array_agg(c.consumer ORDER BY c.consumer) INTO names FROM core.consumer_roles AS c WHERE c.id = ANY (ids);
+    RAISE EXCEPTION 'role % acts for several consumers (%): a login must be granted one consumer''s role only', current_user, names
+      USING ERRCODE = 'insufficient_privilege';
+  END IF;
+  RETURN ids[1];
+END
+$$;
+
+CREATE OR REPLACE FUNCTION core.session_consumer() RETURNS text
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  names text[];
+  held  integer;
+  held_names text[];
+BEGIN
+  SELECT array_agg(c.consumer ORDER BY c.consumer) FILTER (WHERE pg_has_role(current_user, to_regrole(quote_ident(c.role_name)), 'USAGE')),
+         count(*)
+    INTO names, held
+    FROM core.consumer_roles AS c
+   WHERE pg_has_role(session_user, to_regrole(quote_ident(c.role_name)), 'MEMBER');
+  -- A superuser is a member of every role: only it gets past this, on the path it alone takes.
+  IF held > 1 THEN
+    IF NOT coalesce((SELECT a.rolsuper FROM pg_catalog.pg_roles AS a WHERE a.rolname = session_user), false) THEN
+      SELECT array_agg(c.consumer ORDER BY c.consumer) INTO held_names
+        FROM core.consumer_roles AS c
+       WHERE pg_has_role(session_user, to_regrole(quote_ident(c.role_name)), 'MEMBER');
+      RAISE EXCEPTION 'login % is a member of several consumers'' roles (%): a login must be granted one consumer''s role only, whatever role it sets', session_user, held_names
+        USING ERRCODE = 'insufficient_privilege';
+    END IF;
+  END IF;
+  IF cardinality(names) > 1 THEN
+    RAISE EXCEPTION 'role % acts for several consumers (%): a login must be granted one consumer''s role only', current_user, names
+      USING ERRCODE = 'insufficient_privilege';
+  END IF;
+  RETURN names[1];
+END
+$$;
+
+REVOKE SELECT ON core.consumer_roles FROM jobfence_consumer;
+GRANT SELECT (id, consumer, role_name) ON core.consumer_roles TO jobfence_consumer;
