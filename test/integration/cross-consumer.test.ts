@@ -1,0 +1,470 @@
+/**
+ * One consumer cannot reach or create another's rows (issue 30): logged in as a real login of
+ * consumer A (award-points) made by core.provision_login, every privilege a consumer holds — each
+ * table and column grant, row policy and function of the privilege inventory (docs/schema.md) — is
+ * tried with consumer B's (notify-user's) values: B's name, job ids, queue URL, outbox keys. After
+ * every attempt, B's rows (read as the migrator) are exactly what they were. Each test's title is
+ * what the inventory's "cross-consumer test" column names.
+ */
+import { randomBytes } from "node:crypto";
+import pg from "pg";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import {
+  consumerRoleName,
+  provisionLogin,
+  registerConsumerQueues,
+} from "../../shared/db/queries/provision-login.ts";
+import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+import { insertDeadLetter, insertFence } from "../support/fixtures.ts";
+
+const A = "award-points";
+const B = "notify-user";
+const QUEUE_A = "https://sqs.eu-west-1.amazonaws.com/123456789012/award-points";
+const QUEUE_B = "https://sqs.eu-west-1.amazonaws.com/123456789012/notify-user";
+const FINGERPRINT = "\\x00112233445566778899aabbccddeeff";
+const ERROR = JSON.stringify({ class: "Error", message: "send failed" });
+
+let db: TestDatabase;
+let admin: pg.Client;
+/** A's login, and B's (for the other direction of the consumers' own tables). */
+let loginA: pg.Client;
+let loginB: pg.Client;
+const logins: string[] = [];
+let baseline: string;
+
+async function connectAs(consumer: string): Promise<pg.Client> {
+  const username = `jft_cc_${randomBytes(4).toString("hex")}`;
+  const password = randomBytes(18).toString("base64url");
+  logins.push(username);
+  await provisionLogin(admin, { username, password, consumer });
+  const url = new URL(db.url);
+  url.username = username;
+  url.password = password;
+  const client = new pg.Client({
+    connectionString: url.toString(),
+    application_name: `cross-consumer ${consumer}`,
+  });
+  await client.connect();
+  return client;
+}
+
+/** Everything of B's, read as the migrator (past row-level security). */
+async function rowsOfB(): Promise<string> {
+  const read = async (sql: string) => (await admin.query(sql, [B])).rows;
+  return JSON.stringify({
+    fences: await read(
+      "SELECT p.* FROM core.processed_jobs p JOIN core.consumer_roles c ON c.id = p.consumer_id WHERE c.consumer = $1 ORDER BY job_id",
+    ),
+    deadLetters: await read("SELECT * FROM core.dead_letters WHERE consumer = $1 ORDER BY id"),
+    attempts: await read("SELECT * FROM core.message_attempts WHERE consumer = $1 ORDER BY message_id"),
+    outbox: await read("SELECT * FROM core.outbox WHERE consumer = $1 OR target = $1 ORDER BY job_id"),
+    registry: await read("SELECT * FROM core.consumer_roles WHERE consumer = $1"),
+    notifications: (await admin.query("SELECT * FROM notify_user.notifications ORDER BY 1")).rows,
+  });
+}
+
+/** Runs `sql` as `client`, committing whatever it may do; the refusal, if any, is returned. */
+async function attempt(client: pg.Client, sql: string, params: unknown[] = []) {
+  try {
+    const result = await client.query(sql, params);
+    return { rows: result.rows as Record<string, unknown>[], rowCount: result.rowCount, error: undefined };
+  } catch (error) {
+    await client.query("ROLLBACK").catch(() => {});
+    return { rows: [], rowCount: 0, error: error as { code?: string; message: string } };
+  }
+}
+
+async function expectBUntouched(): Promise<void> {
+  expect(JSON.parse(await rowsOfB())).toEqual(JSON.parse(baseline));
+}
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  admin = new pg.Client({ connectionString: db.url });
+  await admin.connect();
+  await registerConsumerQueues(admin, A, [QUEUE_A]);
+  await registerConsumerQueues(admin, B, [QUEUE_B]);
+  // B's rows: a fence, a pending dead letter, an attempt, a follow-up it sends to A.
+  await insertFence(admin, "b:fence", { consumer: B });
+  await insertDeadLetter(admin, { job_id: "b:dead", consumer: B, queue: QUEUE_B });
+  await admin.query(
+    "INSERT INTO core.message_attempts (consumer, message_id, job_id, failures) VALUES ($1, 'm-b', 'b:dead', 1)",
+    [B],
+  );
+  await admin.query(
+    `INSERT INTO core.outbox (consumer, parent_job_id, target, job_id, tenant_id, correlation_id, body, job_fingerprint)
+     VALUES ($1, 'b:parent', $2, 'b:follow-up', 't', 'c', '{"payload":{}}', '${FINGERPRINT}')`,
+    [B, A],
+  );
+  loginA = await connectAs(A);
+  loginB = await connectAs(B);
+  baseline = await rowsOfB();
+});
+
+afterAll(async () => {
+  await loginA?.end();
+  await loginB?.end();
+  for (const login of logins) await admin?.query(`DROP ROLE IF EXISTS ${login}`);
+  await admin?.end();
+  await db?.drop();
+});
+
+beforeEach(async () => {
+  // A test that found a hole committed something of B's: start every test from the baseline.
+  if (baseline !== undefined && (await rowsOfB()) !== baseline)
+    throw new Error("B's rows changed in an earlier test");
+});
+
+describe("the tables a consumer may write, tried with B's values", () => {
+  it("A's login reads none of B's fences, dead letters, attempts or outbox rows", async () => {
+    for (const sql of [
+      "SELECT * FROM core.processed_jobs WHERE consumer_id = core.consumer_id($1)",
+      "SELECT * FROM core.processed_jobs WHERE job_id = 'b:fence'",
+      "SELECT id, consumer, job_id, status, created_at, body_fingerprint, error_kind FROM core.dead_letters WHERE consumer = $1 OR job_id = 'b:dead'",
+      "SELECT * FROM core.message_attempts WHERE consumer = $1 OR job_id = 'b:dead'",
+      "SELECT * FROM core.outbox WHERE consumer = $1 OR job_id = 'b:follow-up'",
+    ]) {
+      const params = sql.includes("$1") ? [B] : [];
+      const { rows, error } = await attempt(loginA, sql, params);
+      expect(error, sql).toBeUndefined();
+      expect(rows, sql).toEqual([]);
+    }
+    // The body, payload and error of any dead letter are not a consumer's to read at all.
+    const bodies = await attempt(loginA, "SELECT body, payload, last_error FROM core.dead_letters");
+    expect(bodies.error?.code).toBe("42501");
+    await expectBUntouched();
+  });
+
+  it("A's login cannot insert a fence, a dead letter, an attempt or an outbox row in B's name", async () => {
+    for (const sql of [
+      "INSERT INTO core.processed_jobs (job_id, consumer_id, tenant_id, expires_at) VALUES ('b:forged', core.consumer_id($1), 't', now() + interval '1 day')",
+      `INSERT INTO core.dead_letters (job_id, consumer, queue, attempts, error_kind, last_error, correlation_id, body_form, body)
+       VALUES ('b:forged', $1, '${QUEUE_B}', 1, 'hard', '{"class":"E","message":"m"}', 'c', 'text', '{}')`,
+      "INSERT INTO core.message_attempts (consumer, message_id, job_id, failures) VALUES ($1, 'm-forged', 'b:forged', 9)",
+      `INSERT INTO core.outbox (consumer, parent_job_id, target, job_id, tenant_id, correlation_id, body, job_fingerprint)
+       VALUES ($1, 'p', '${A}', 'b:forged', 't', 'c', '{"payload":{}}', '${FINGERPRINT}')`,
+      // Under the key of B's existing follow-up: refused, not merged.
+      `INSERT INTO core.outbox (consumer, parent_job_id, target, job_id, tenant_id, correlation_id, body, job_fingerprint)
+       VALUES ($1, 'b:parent', '${A}', 'b:follow-up', 't', 'c', '{"payload":{"x":1}}', '${FINGERPRINT}') ON CONFLICT DO NOTHING`,
+    ]) {
+      const { error } = await attempt(loginA, sql, [B]);
+      expect(error?.code, sql).toBe("42501");
+    }
+    await expectBUntouched();
+  });
+
+  it("A's login cannot update or delete B's rows, nor move its own rows to B", async () => {
+    for (const sql of [
+      "UPDATE core.message_attempts SET failures = 0 WHERE consumer = $1",
+      "UPDATE core.outbox SET attempts = 999, next_attempt_at = now() + interval '1 year' WHERE consumer = $1 OR target = $1",
+      "DELETE FROM core.outbox WHERE consumer = $1 OR target = $1",
+    ]) {
+      const { error, rowCount } = await attempt(loginA, sql, [B]);
+      expect(error, sql).toBeUndefined();
+      expect(rowCount, sql).toBe(0);
+    }
+    for (const sql of [
+      "DELETE FROM core.processed_jobs WHERE consumer_id = core.consumer_id($1)",
+      "UPDATE core.processed_jobs SET expires_at = now() WHERE consumer_id = core.consumer_id($1)",
+      "UPDATE core.dead_letters SET status = 'discarded' WHERE consumer = $1",
+      "DELETE FROM core.dead_letters WHERE consumer = $1",
+      "DELETE FROM core.message_attempts WHERE consumer = $1",
+      "UPDATE core.outbox SET consumer = $1",
+      "UPDATE core.consumer_roles SET queues = '{}' WHERE consumer = $1",
+    ]) {
+      const { error } = await attempt(loginA, sql, [B]);
+      expect(error?.code, sql).toBe("42501");
+    }
+    // A's own attempt row cannot be handed to B: the policy's check applies to the new row.
+    await attempt(
+      loginA,
+      "INSERT INTO core.message_attempts (consumer, message_id, job_id, failures) VALUES ($1, 'm-a', 'a:1', 1)",
+      [A],
+    );
+    const moved = await attempt(
+      loginA,
+      "UPDATE core.message_attempts SET consumer = $1 WHERE message_id = 'm-a'",
+      [B],
+    );
+    expect(moved.error?.code).toBe("42501");
+    await admin.query("DELETE FROM core.message_attempts WHERE message_id = 'm-a'");
+    await expectBUntouched();
+  });
+
+  it("A's login reads no queue URL of B's from the registry", async () => {
+    const { rows, error } = await attempt(
+      loginA,
+      "SELECT queues FROM core.consumer_roles WHERE consumer = $1",
+      [B],
+    );
+    expect(rows).toEqual([]);
+    expect(error?.code).toBe("42501");
+    // What the fence path needs of the registry stays readable.
+    const ids = await attempt(
+      loginA,
+      "SELECT id, consumer, role_name FROM core.consumer_roles WHERE consumer = $1",
+      [A],
+    );
+    expect(ids.rows).toHaveLength(1);
+    await expectBUntouched();
+  });
+});
+
+describe("the functions a consumer may call, each argument B's", () => {
+  it("core.hold_fence with B's job and B's name answers nothing and locks nothing", async () => {
+    await loginA.query("BEGIN");
+    try {
+      for (const [job, consumer] of [
+        ["b:fence", B],
+        ["b:fence", A],
+      ] as const) {
+        const { rows, error } = await attempt(loginA, "SELECT * FROM core.hold_fence($1, $2)", [
+          job,
+          consumer,
+        ]);
+        expect(error).toBeUndefined();
+        expect(rows).toEqual([]);
+      }
+      // B's fence is not locked by A's open transaction: a lock that conflicts with KEY SHARE is free.
+      await admin.query("BEGIN");
+      await admin.query(
+        "SELECT 1 FROM core.processed_jobs p JOIN core.consumer_roles c ON c.id = p.consumer_id WHERE c.consumer = $1 AND p.job_id = 'b:fence' FOR UPDATE OF p NOWAIT",
+        [B],
+      );
+      await admin.query("ROLLBACK");
+    } finally {
+      await loginA.query("ROLLBACK");
+    }
+    await expectBUntouched();
+  });
+
+  it("core.withdraw_own_fences with B's name and B's job ids deletes nothing", async () => {
+    await loginA.query("BEGIN");
+    try {
+      // A fences the same job id in this transaction, so the transaction's own fences are not empty.
+      await loginA.query(
+        "INSERT INTO core.processed_jobs (job_id, consumer_id, tenant_id, expires_at) VALUES ('b:fence', core.consumer_id($1), 't', now() + interval '1 day')",
+        [A],
+      );
+      const { rows, error } = await attempt(
+        loginA,
+        "SELECT core.withdraw_own_fences($1, ARRAY['b:fence', 'b:dead']) AS n",
+        [B],
+      );
+      expect(error).toBeUndefined();
+      expect(rows).toEqual([{ n: 0 }]);
+    } finally {
+      await loginA.query("ROLLBACK");
+    }
+    await expectBUntouched();
+  });
+
+  it("core.outbox_undelivered with B as the sender, or B's row's key, moves nothing of B's", async () => {
+    for (const args of [
+      [B, A, "b:follow-up", QUEUE_A],
+      [A, A, "b:follow-up", QUEUE_A],
+      [B, A, "b:follow-up", QUEUE_B],
+      [A, B, "b:follow-up", QUEUE_B],
+    ]) {
+      const { rows, error } = await attempt(
+        loginA,
+        "SELECT * FROM core.outbox_undelivered($1, $2, $3, $4, NULL, $5::jsonb)",
+        [...args, ERROR],
+      );
+      expect(error, JSON.stringify(args)).toBeUndefined();
+      expect(rows, JSON.stringify(args)).toEqual([]);
+    }
+    await expectBUntouched();
+  });
+
+  it("a follow-up A's login forges for B never becomes B's pending dead letter", async () => {
+    // A writes a row of its own naming B as the target, with a body and job id of its choosing,
+    // and moves it to the dead letters as undelivered: B's pending row, which an operator replays
+    // to B's queue. The row's provenance must be refused (issue 30, class 1; migration 0019).
+    // In a transaction rolled back afterwards: a dead letter, once written, can never be deleted.
+    await loginA.query("BEGIN");
+    try {
+      const forged = await attempt(
+        loginA,
+        `INSERT INTO core.outbox (consumer, parent_job_id, target, job_id, tenant_id, correlation_id, body, job_fingerprint)
+         VALUES ($1, 'a:parent', $2, 'b:forged-follow-up', 't', 'c', '{"job_id":"b:forged-follow-up","tenant_id":"t","payload":{"user_id":"u","message":"pay me"}}', '${FINGERPRINT}')`,
+        [A, B],
+      );
+      if (forged.error === undefined) {
+        const moved = await attempt(
+          loginA,
+          "SELECT * FROM core.outbox_undelivered($1, $2, 'b:forged-follow-up', $3, NULL, $4::jsonb)",
+          [A, B, QUEUE_B, ERROR],
+        );
+        expect(moved.rows, "a forged follow-up became B's pending dead letter").toEqual([]);
+      }
+    } finally {
+      await loginA.query("ROLLBACK");
+    }
+    await expectBUntouched();
+  });
+
+  it("core.consumer_id with B's name gives B's id and nothing of B's rows; the session lookups name A's consumer", async () => {
+    const { rows } = await attempt(
+      loginA,
+      "SELECT core.consumer_id($1) AS b, core.session_consumer() AS consumer, core.session_consumer_id() AS id, core.consumer_id($2) AS a",
+      [B, A],
+    );
+    expect(rows[0]?.consumer).toBe(A);
+    expect(rows[0]?.id).toBe(rows[0]?.a);
+    expect(rows[0]?.b).not.toBe(rows[0]?.a);
+    await expectBUntouched();
+  });
+
+  it("core.assert_fence_transaction with any transaction id reads and changes nothing of B's", async () => {
+    const { rows: xid } = await admin.query("SELECT pg_current_xact_id()::text AS x");
+    const { error } = await attempt(loginA, "SELECT core.assert_fence_transaction($1::xid8)", [xid[0]?.x]);
+    expect(error?.code).toBe("JF001");
+    await expectBUntouched();
+  });
+
+  it("the functions every role may call are pure: immutable, with no definer's rights, or triggers that cannot be called", async () => {
+    // pg_trgm's (schema public) are no definers either; set_limit sets the session's own threshold.
+    const { rows } = await admin.query<{
+      fn: string;
+      volatility: string;
+      definer: boolean;
+      trigger: boolean;
+    }>(
+      `SELECT p.oid::regprocedure::text AS fn,
+              CASE WHEN p.pronamespace = 'core'::regnamespace THEN p.provolatile ELSE 'i' END AS volatility,
+              p.prosecdef AS definer, p.prorettype = 'trigger'::regtype AS trigger
+         FROM pg_proc p
+        WHERE p.pronamespace IN ('core'::regnamespace, 'public'::regnamespace)
+          AND EXISTS (SELECT 1 FROM aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a WHERE a.grantee = 0)`,
+    );
+    expect(rows.length).toBeGreaterThan(0);
+    for (const r of rows) {
+      expect(r.definer, r.fn).toBe(false);
+      if (!r.trigger) expect(r.volatility, r.fn).toBe("i");
+    }
+    for (const r of rows.filter((f) => f.trigger)) {
+      const { error } = await attempt(loginA, `SELECT ${r.fn.replace(/\(\)$/, "")}()`);
+      expect(error?.code, r.fn).toBe("0A000");
+    }
+    // The helpers with B's values: answers computed from the arguments alone.
+    const { error } = await attempt(
+      loginA,
+      "SELECT core.consumer_role_name($1), core.dead_letter_body_fingerprint('{}', NULL), core.error_fingerprint('{}'::jsonb), core.first_own_frame('x'), core.normalise_error_message('x'), similarity('a', 'b')",
+      [B],
+    );
+    expect(error).toBeUndefined();
+    await expectBUntouched();
+  });
+
+  it("the definer trigger functions cannot be called by A's login, and fire for A's own rows only", async () => {
+    for (const fn of [
+      "core.dead_letters_count_inserted",
+      "core.dead_letters_count_updated",
+      "core.dead_letters_group_inserted",
+      "core.dead_letters_group_updated",
+      "core.dead_letters_guard_update",
+    ]) {
+      const { error } = await attempt(loginA, `SELECT ${fn}()`);
+      expect(error?.code, fn).toBe("42501");
+    }
+    // A's own dead letter fires the counting and grouping triggers; B's rows stay as they were.
+    const own = await attempt(
+      loginA,
+      `INSERT INTO core.dead_letters (job_id, consumer, queue, attempts, error_kind, last_error, correlation_id, body_form, body)
+       VALUES ('a:dead', $1, '${QUEUE_A}', 1, 'hard', '{"class":"E","message":"m"}', 'c', 'text', '{}')`,
+      [A],
+    );
+    expect(own.error).toBeUndefined();
+    await admin.query("DELETE FROM core.dead_letters WHERE job_id = 'a:dead'").catch(() => {});
+    await expectBUntouched();
+  });
+});
+
+describe("schemas, the database and the consumers' own tables", () => {
+  it("each consumer's login reaches none of the other consumer's own tables", async () => {
+    for (const sql of [
+      "SELECT * FROM notify_user.notifications",
+      "INSERT INTO notify_user.notifications SELECT * FROM notify_user.notifications LIMIT 0",
+    ]) {
+      expect((await attempt(loginA, sql)).error?.code, sql).toBe("42501");
+    }
+    for (const sql of [
+      "SELECT * FROM award_points.balances",
+      "INSERT INTO award_points.ledger (job_id, tenant_id, user_id, points) VALUES ('j', 't', 'u', 5)",
+      "UPDATE award_points.balances SET balance = 0",
+    ]) {
+      expect((await attempt(loginB, sql)).error?.code, sql).toBe("42501");
+    }
+    await expectBUntouched();
+  });
+
+  it("A's login creates nothing in core, public or a consumer's schema, and its temporary tables shadow nothing", async () => {
+    for (const sql of [
+      "CREATE TABLE core.x (id int)",
+      "CREATE TABLE public.x (id int)",
+      "CREATE TABLE notify_user.x (id int)",
+      "CREATE TABLE award_points.x (id int)",
+      "CREATE FUNCTION core.session_consumer_x() RETURNS text LANGUAGE sql AS 'SELECT 1::text'",
+    ]) {
+      expect((await attempt(loginA, sql)).error?.code, sql).toBe("42501");
+    }
+    await loginA.query(
+      "CREATE TEMP TABLE consumer_roles AS SELECT $1::text AS consumer, $2::name AS role_name, 1::smallint AS id",
+      [B, consumerRoleName(A)],
+    );
+    try {
+      const { rows } = await attempt(loginA, "SELECT core.session_consumer() AS c");
+      expect(rows[0]?.c).toBe(A);
+    } finally {
+      await loginA.query("DROP TABLE pg_temp.consumer_roles");
+    }
+    await expectBUntouched();
+  });
+
+  it("a consumer's group role is a member of jobfence_consumer and of nothing else", async () => {
+    const { rows } = await admin.query<{ role: string }>(
+      `SELECT g.rolname AS role FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid
+        WHERE m.member = $1::regrole ORDER BY 1`,
+      [consumerRoleName(A)],
+    );
+    expect(rows.map((r) => r.role)).toEqual(["jobfence_consumer"]);
+  });
+});
+
+describe("a login holding two consumers' roles", () => {
+  it("is refused after SET ROLE to either consumer's role, naming both", async () => {
+    const username = `jft_cc_both_${randomBytes(4).toString("hex")}`;
+    logins.push(username);
+    await provisionLogin(admin, { username, password: "pw-both-1234", consumer: A });
+    // A grant by hand, which core.provision_login never makes (it revokes it on the next deploy).
+    await admin.query(`GRANT ${consumerRoleName(B)} TO ${username}`);
+    const url = new URL(db.url);
+    url.username = username;
+    url.password = "pw-both-1234";
+    const both = new pg.Client({ connectionString: url.toString() });
+    await both.connect();
+    try {
+      for (const role of [consumerRoleName(A), consumerRoleName(B)]) {
+        await both.query(`SET ROLE ${role}`);
+        for (const sql of [
+          "SELECT core.session_consumer()",
+          "SELECT core.session_consumer_id()",
+          "SELECT count(*) FROM core.dead_letters",
+          "INSERT INTO core.processed_jobs (job_id, consumer_id, tenant_id, expires_at) VALUES ('both:1', core.consumer_id('notify-user'), 't', now() + interval '1 day')",
+        ]) {
+          const { error } = await attempt(both, sql);
+          expect(error?.code, `${role}: ${sql}`).toBe("42501");
+          expect(error?.message, `${role}: ${sql}`).toMatch(/award-points.*notify-user/);
+        }
+        await both.query("RESET ROLE");
+      }
+      // Without SET ROLE too.
+      const { error } = await attempt(both, "SELECT core.session_consumer()");
+      expect(error?.code).toBe("42501");
+    } finally {
+      await both.end();
+    }
+    await expectBUntouched();
+  });
+});
