@@ -156,8 +156,6 @@ describe("the tables a consumer may write, tried with B's values", () => {
   it("A's login cannot update or delete B's rows, nor move its own rows to B", async () => {
     for (const sql of [
       "UPDATE core.message_attempts SET failures = 0 WHERE consumer = $1",
-      "UPDATE core.outbox SET attempts = 999, next_attempt_at = now() + interval '1 year' WHERE consumer = $1 OR target = $1",
-      "DELETE FROM core.outbox WHERE consumer = $1 OR target = $1",
     ]) {
       const { error, rowCount } = await attempt(loginA, sql, [B]);
       expect(error, sql).toBeUndefined();
@@ -169,6 +167,10 @@ describe("the tables a consumer may write, tried with B's values", () => {
       "UPDATE core.dead_letters SET status = 'discarded' WHERE consumer = $1",
       "DELETE FROM core.dead_letters WHERE consumer = $1",
       "DELETE FROM core.message_attempts WHERE consumer = $1",
+      // A consumer changes and deletes no outbox row at all, its own included (0019): the relays do
+      // it through their functions.
+      "UPDATE core.outbox SET attempts = 999, next_attempt_at = now() + interval '1 year' WHERE consumer = $1 OR target = $1",
+      "DELETE FROM core.outbox WHERE consumer = $1 OR target = $1",
       "UPDATE core.outbox SET consumer = $1",
       "UPDATE core.consumer_roles SET queues = '{}' WHERE consumer = $1",
     ]) {
@@ -462,6 +464,22 @@ describe("a login holding two consumers' roles", () => {
       // Without SET ROLE too.
       const { error } = await attempt(both, "SELECT core.session_consumer()");
       expect(error?.code).toBe("42501");
+      // Nor through a definer function that acts for the consumer it is named (they run as their
+      // owner, so they check the login): each names the consumers whichever one it is given.
+      for (const consumer of [A, B]) {
+        for (const sql of [
+          `SELECT * FROM core.hold_fence('both:1', '${consumer}')`,
+          `SELECT * FROM core.hold_pending_dead_letter('${consumer}', 'both:1', '\\x00')`,
+          `SELECT * FROM core.outbox_claim('${consumer}', 10)`,
+          `SELECT core.outbox_sent('${consumer}', ARRAY['${A}'], ARRAY['both:1'])`,
+          `SELECT * FROM core.outbox_retry('${consumer}', '${A}', 'both:1', 1, '{}'::jsonb)`,
+          `SELECT * FROM core.outbox_undelivered('${consumer}', '${A}', 'both:1', 'q', NULL, '{}'::jsonb)`,
+        ]) {
+          const refused = await attempt(both, sql);
+          expect(refused.error?.code, sql).toBe("42501");
+          expect(refused.error?.message, sql).toMatch(/award-points.*notify-user/);
+        }
+      }
     } finally {
       await both.end();
     }

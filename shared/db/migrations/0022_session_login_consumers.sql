@@ -86,3 +86,43 @@ $$;
 
 REVOKE SELECT ON core.consumer_roles FROM jobfence_consumer;
 GRANT SELECT (id, consumer, role_name) ON core.consumer_roles TO jobfence_consumer;
+
+-- The definer functions a consumer calls (the relay's claim, sends, retries and moves; the
+-- dead-letter write's holds on a fence and on a pending row) check the session's login, not the
+-- current role, since they run as their owner: each asked whether the login holds the named
+-- consumer's role, so a login holding two consumers' roles could act for either through them. One
+-- check serves them all: core.session_login_holds refuses such a login, naming the consumers, and
+-- the two holds that tested the membership inline now ask it too.
+CREATE OR REPLACE FUNCTION core.session_login_holds(consumer text) RETURNS boolean
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  held text[];
+BEGIN
+  SELECT array_agg(c.consumer ORDER BY c.consumer) INTO held
+    FROM core.consumer_roles AS c
+   WHERE pg_has_role(session_user, to_regrole(quote_ident(c.role_name)), 'MEMBER');
+  IF cardinality(held) > 1
+     AND NOT coalesce((SELECT a.rolsuper FROM pg_catalog.pg_roles AS a WHERE a.rolname = session_user), false) THEN
+    RAISE EXCEPTION 'login % is a member of several consumers'' roles (%): a login must be granted one consumer''s role only, whatever role it sets', session_user, held
+      USING ERRCODE = 'insufficient_privilege';
+  END IF;
+  RETURN session_login_holds.consumer = ANY (held);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION core.hold_fence(job text, consumer_name text) RETURNS TABLE (fingerprint uuid)
+LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, core, pg_temp AS $$
+  SELECT p.fingerprint FROM core.consumer_roles AS c
+    JOIN core.processed_jobs AS p ON p.consumer_id = c.id
+   WHERE c.consumer = consumer_name AND p.job_id = job AND core.session_login_holds(consumer_name)
+     FOR KEY SHARE OF p
+$$;
+
+CREATE OR REPLACE FUNCTION core.hold_pending_dead_letter(consumer_name text, job text, fingerprint bytea)
+RETURNS TABLE (id uuid, error_kind text)
+LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, core, pg_temp AS $$
+  SELECT d.id, d.error_kind FROM core.dead_letters AS d
+   WHERE d.consumer = consumer_name AND d.job_id = job AND d.body_fingerprint = fingerprint
+     AND d.status = 'pending_review' AND core.session_login_holds(consumer_name)
+     FOR SHARE OF d
+$$;
