@@ -154,9 +154,7 @@ describe("the tables a consumer may write, tried with B's values", () => {
   });
 
   it("A's login cannot update or delete B's rows, nor move its own rows to B", async () => {
-    for (const sql of [
-      "UPDATE core.message_attempts SET failures = 0 WHERE consumer = $1",
-    ]) {
+    for (const sql of ["UPDATE core.message_attempts SET failures = 0 WHERE consumer = $1"]) {
       const { error, rowCount } = await attempt(loginA, sql, [B]);
       expect(error, sql).toBeUndefined();
       expect(rowCount, sql).toBe(0);
