@@ -10,8 +10,9 @@
  * beside it and drops it afterwards; without, an embedded PostgreSQL started for the run.
  * `--check` changes nothing and exits 1 when the section is not up to date.
  */
-import { randomBytes } from "node:crypto";
+
 import { execFileSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { readFile, writeFile } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
