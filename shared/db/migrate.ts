@@ -47,6 +47,14 @@ export interface RunMigrationsOptions {
    * @default 600000 (ten minutes)
    */
   readonly lockWaitMs?: number;
+  /**
+   * How long one migration may wait for a lock on an object it changes (PostgreSQL's `lock_timeout`,
+   * for its transaction) before it fails, naming the sessions that hold locks on the `core` tables.
+   * Any session with a table of `core` open in a transaction (a consumer's, idle in its
+   * transaction) would otherwise stall the migration without end, and every session queued behind it.
+   * @default 30000 (thirty seconds)
+   */
+  readonly migrationLockTimeoutMs?: number;
 }
 
 /** One applied migration. */
@@ -121,7 +129,7 @@ export async function runMigrations(options: RunMigrationsOptions): Promise<Migr
         // is registered) first. Every run, so a consumer added to an existing database gets one.
         if (set.consumer !== undefined) await ensureConsumerRole(client, set.consumer);
         for (const migration of migrations) {
-          await applyOne(client, set.name, migration);
+          await applyOne(client, set.name, migration, options.migrationLockTimeoutMs ?? 30_000);
           applied.push({ set: set.name, version: migration.version, name: migration.name });
           log(`applied migration ${label(set.name, migration)}`);
         }
@@ -220,9 +228,15 @@ function verifyHistory(set: MigrationSet, recorded: readonly AppliedRow[]): Migr
   return set.migrations.filter((m) => !done.has(m.version));
 }
 
-async function applyOne(client: pg.ClientBase, set: string, migration: Migration): Promise<void> {
+async function applyOne(
+  client: pg.ClientBase,
+  set: string,
+  migration: Migration,
+  lockTimeoutMs: number,
+): Promise<void> {
   try {
     await withTransaction(client, async (tx) => {
+      await tx.query(`SET LOCAL lock_timeout = ${Math.max(1, Math.floor(lockTimeoutMs))}`);
       await tx.query(migration.sql);
       await tx.query(
         "INSERT INTO core.schema_migrations (migration_set, version, name, checksum) VALUES ($1, $2, $3, $4)",
@@ -230,6 +244,15 @@ async function applyOne(client: pg.ClientBase, set: string, migration: Migration
       );
     });
   } catch (error) {
+    if ((error as { code?: string }).code === LOCK_NOT_AVAILABLE) {
+      const holders = (await client.query<MigrationLockHolder>(TABLE_LOCK_HOLDERS)).rows;
+      throw new MigrationLockError(
+        `migration ${label(set, migration)} waited more than ${lockTimeoutMs} ms for a lock and was rolled back; ` +
+          `sessions holding locks on core's tables: ${describeHolders(holders)}. End their transactions ` +
+          "(or the sessions: pg_terminate_backend) and run the migrations again",
+        holders,
+      );
+    }
     throw new MigrationError(
       `migration ${label(set, migration)} failed and was rolled back: ${describe(error)}`,
       {
@@ -238,6 +261,22 @@ async function applyOne(client: pg.ClientBase, set: string, migration: Migration
     );
   }
 }
+
+/** PostgreSQL's SQLSTATE for a lock wait that passed lock_timeout. */
+const LOCK_NOT_AVAILABLE = "55P03";
+
+/** The other sessions holding a lock on a table, view or sequence of `core`, as a migration's wait names them. */
+const TABLE_LOCK_HOLDERS = `
+  SELECT DISTINCT l.pid, a.usename::text AS role, a.application_name AS "applicationName",
+         coalesce(a.usename = current_user OR r.rolsuper, false) AS migrator
+    FROM pg_locks AS l
+    JOIN pg_class AS c ON c.oid = l.relation
+    JOIN pg_namespace AS n ON n.oid = c.relnamespace AND n.nspname = 'core'
+    LEFT JOIN pg_stat_activity AS a ON a.pid = l.pid
+    LEFT JOIN pg_roles AS r ON r.oid = a.usesysid
+   WHERE l.locktype = 'relation' AND l.granted AND l.pid IS DISTINCT FROM pg_backend_pid()
+     AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+   ORDER BY l.pid`;
 
 function label(set: string, m: Migration): string {
   return `${set}/${String(m.version).padStart(4, "0")}_${m.name}`;

@@ -2,6 +2,7 @@
  * The message a replay sends: the body exactly as it was received (same job_id, correlation_id and
  * payload, byte for byte), its message attributes, and on a FIFO queue its message group. Pure.
  */
+import { randomBytes } from "node:crypto";
 import type { MessageAttributeValue, SendMessageBatchRequestEntry } from "@aws-sdk/client-sqs";
 import { replayDeduplicationId } from "../producer/fifo-ids.ts";
 import { messageSize, SQS_SEND_LIMITS } from "../sqs/batches.ts";
@@ -43,11 +44,12 @@ export function replayAttributes(stored: Record<string, unknown>): Record<string
 }
 
 /**
- * The full message, with `traceparent` (the replay's trace context) when given. On a FIFO queue it keeps its message group (ordering) and gets a
- * deduplication id derived from the dead letter (replayDeduplicationId), so a replay repeated within
- * SQS's 5-minute deduplication window (after a crash between send and commit) is dropped by SQS
- * itself, the fence absorbing any later one, while the replay itself is never dropped as a
- * duplicate of the job's original send.
+ * The full message, with `traceparent` (the replay's trace context) when given. On a FIFO queue it
+ * keeps its message group (ordering) and gets a deduplication id of this replay attempt
+ * (replayDeduplicationId: the dead letter's id and a fresh nonce), so it is never dropped as a
+ * duplicate of the job's original send, nor of an earlier attempt whose answer was lost: a copy
+ * that attempt did deliver may have failed again and merged into the row, which this attempt then
+ * resolves. The fence absorbs an extra copy when the job applies.
  */
 export function replayMessage(source: ReplaySource, traceparent: string | null = null): ReplayMessage {
   const received = replayAttributes(source.message_attributes);
@@ -66,7 +68,7 @@ export function replayMessage(source: ReplaySource, traceparent: string | null =
     const group = source.message_attributes.message_group_id;
     message.MessageGroupId =
       typeof group === "string" && group.length > 0 ? group : source.job_id.slice(0, 128);
-    message.MessageDeduplicationId = replayDeduplicationId(source.id);
+    message.MessageDeduplicationId = replayDeduplicationId(source.id, randomBytes(12).toString("base64url"));
   }
   return message;
 }

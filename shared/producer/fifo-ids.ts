@@ -59,15 +59,18 @@ export function fifoDeduplicationId(jobId: string, fingerprint: Uint8Array): str
 }
 
 /**
- * The deduplication id of a replay of a dead letter to a FIFO queue: derived from the dead
- * letter's id (a UUID), not from the job. So a replay is never dropped as a duplicate of the
- * job's own send (or of another dead letter's replay) however soon it follows, and one replay sent
- * twice (a crash between its send and its COMMIT, then the operator's retry) is enqueued once
- * within the five minutes; the fence absorbs any later copy. It cannot equal a job's deduplication
- * id: a UUID has no `:` and does not begin with {@link HASHED_TOKEN_PREFIX}.
+ * The deduplication id of one replay attempt of a dead letter to a FIFO queue: the dead letter's id
+ * (a UUID) and a nonce of the attempt, never the job's. So a replay is never dropped as a duplicate
+ * of the job's own send (or of another dead letter's replay) however soon it follows, and a replay
+ * tried again (its first send reached SQS but the answer was lost, so its transaction rolled back)
+ * is delivered again: had the retry reused the first attempt's id, SQS would drop it within five
+ * minutes while the dead letter became `replayed`, and a first copy that had failed again at once
+ * (merged into the still-pending row) would leave the job neither applied nor pending. The fence
+ * absorbs the extra copy when the job applies. It cannot equal a job's deduplication id: it has no
+ * `:` and does not begin with {@link HASHED_TOKEN_PREFIX}.
  */
-export function replayDeduplicationId(deadLetterId: string): string {
-  return sqsToken(`replay-${deadLetterId}`);
+export function replayDeduplicationId(deadLetterId: string, attempt: string): string {
+  return sqsToken(`replay-${deadLetterId}-${attempt}`);
 }
 
 /**

@@ -301,6 +301,29 @@ describe("a consumer's login writes only follow-ups it could have sent", () => {
     await expect(insertRow(asA, followUp(earlier))).rejects.toMatchObject(RLS_REFUSED);
   });
 
+  it("a parent's fence cannot be withdrawn once a follow-up names it", async () => {
+    // The harness's core.withdraw_own_fences removes fences this transaction wrote (batch mode's
+    // unreached records); a work or a login calling it after writing a follow-up would leave the
+    // follow-up without a parent, under a job id it could then fill with any number of bodies.
+    for (const how of [
+      "SELECT core.withdraw_own_fences($1, ARRAY[$2])",
+      "DO $$BEGIN PERFORM core.withdraw_own_fences('award-points', ARRAY['${parent}']); END$$",
+    ]) {
+      const parent = parentId("withdrawn");
+      await openFence(asA, parent);
+      try {
+        await insertRow(asA, followUp(parent));
+        const sql = how.replace("${parent}", parent);
+        await expect(asA.query(sql, sql.includes("$1") ? [A, parent] : []), how).rejects.toMatchObject({
+          code: "23000",
+        });
+      } finally {
+        await asA.query("ROLLBACK").catch(() => {});
+      }
+      expect(await rowExists({ target: B, job_id: deriveJobId(B, A, parent, 0) }), how).toBeUndefined();
+    }
+  });
+
   it("a row in another consumer's name is refused", async () => {
     await inFence("as-b", async (parent) => {
       const row = followUp(parent, { consumer: B, job_id: deriveJobId(B, B, parent, 0) });

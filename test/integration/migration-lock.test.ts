@@ -5,7 +5,7 @@
  * the login is one of another database of the cluster (CONNECT is PUBLIC's by default). Another
  * runner that holds it is waited for, up to a bound, then named.
  */
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runMigrations } from "../../shared/db/migrate.ts";
@@ -93,6 +93,51 @@ describe("a session holding the migration runner's lock", () => {
       await expect(waiting).resolves.toMatchObject({ applied: [] });
     } finally {
       await other.end();
+    }
+  });
+});
+
+describe("a session holding a lock on a core table a migration changes", () => {
+  it("a consumer's login idle in its transaction fails the migration within its lock timeout, named", async () => {
+    const holder = loginTo(migrated, "idle-in-transaction");
+    await holder.connect();
+    // A migration of the next release that changes the outbox (here: takes the lock such a change takes).
+    const sql = "LOCK TABLE core.outbox IN ACCESS EXCLUSIVE MODE";
+    const probe = {
+      name: "lock-probe",
+      migrations: [
+        {
+          version: 1,
+          name: "changes_the_outbox",
+          sql,
+          checksum: createHash("sha256").update(sql).digest("hex"),
+        },
+      ],
+    };
+    try {
+      await holder.query("BEGIN");
+      await holder.query("SELECT count(*) FROM core.outbox");
+      const { rows } = await holder.query<{ pid: number }>("SELECT pg_backend_pid() AS pid");
+      const outcome = await within(
+        runMigrations({ connectionString: migrated.url, sets: [probe], migrationLockTimeoutMs: 300 }),
+        10_000,
+      );
+      expect(outcome).toBeInstanceOf(MigrationLockError);
+      const error = outcome as MigrationLockError;
+      expect(error.message).toMatch(/lock-probe\/0001_changes_the_outbox waited more than 300 ms/);
+      expect(error.holders).toContainEqual({
+        pid: rows[0]?.pid,
+        role: username,
+        applicationName: "idle-in-transaction",
+        migrator: false,
+      });
+      await holder.query("ROLLBACK");
+      // Once the transaction is over the migration applies.
+      await expect(runMigrations({ connectionString: migrated.url, sets: [probe] })).resolves.toMatchObject({
+        applied: [{ set: "lock-probe", version: 1, name: "changes_the_outbox" }],
+      });
+    } finally {
+      await holder.end();
     }
   });
 });

@@ -544,7 +544,7 @@ describe("sendJobs on a FIFO queue", () => {
     );
   });
 
-  it("a replay is not dropped as a duplicate of the job's send, and one replay sent twice arrives once", async () => {
+  it("a replay is not dropped as a duplicate of the job's send, and one replay attempt sent twice (an SDK retry) arrives once", async () => {
     const target = await queue("replay-after-send.fifo");
     const job: JobToSend = { envelope: { job_id: "pay-2", tenant_id: "t_a", payload: { cents: 5 } } };
     expect((await sendJobs(sqs, target.url, [job])).failed).toEqual([]);

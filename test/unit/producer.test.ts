@@ -95,13 +95,25 @@ describe("FIFO ids", () => {
       fc.stringMatching(/^[!-~]{1,110}$/),
     );
     fc.assert(
-      fc.property(jobId, print, jobId, print, fc.uuid(), (a, fa, b, fb, deadLetter) => {
-        const id = fifoDeduplicationId(a, fa);
-        expect(id).toMatch(SQS_TOKEN);
-        if (a !== b || !fa.equals(fb)) expect(fifoDeduplicationId(b, fb)).not.toBe(id);
-        expect(replayDeduplicationId(deadLetter)).not.toBe(id);
-        expect(replayDeduplicationId(deadLetter)).toMatch(SQS_TOKEN);
-      }),
+      fc.property(
+        jobId,
+        print,
+        jobId,
+        print,
+        fc.uuid(),
+        fc.base64String({ minLength: 16, maxLength: 16 }),
+        (a, fa, b, fb, deadLetter, nonce) => {
+          const id = fifoDeduplicationId(a, fa);
+          expect(id).toMatch(SQS_TOKEN);
+          if (a !== b || !fa.equals(fb)) expect(fifoDeduplicationId(b, fb)).not.toBe(id);
+          expect(replayDeduplicationId(deadLetter, nonce)).not.toBe(id);
+          expect(replayDeduplicationId(deadLetter, nonce)).toMatch(SQS_TOKEN);
+          // Two attempts of one replay are two messages to SQS (a retry after a lost answer is sent).
+          expect(replayDeduplicationId(deadLetter, `${nonce}x`)).not.toBe(
+            replayDeduplicationId(deadLetter, nonce),
+          );
+        },
+      ),
     );
   });
 

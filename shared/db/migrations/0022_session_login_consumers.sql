@@ -126,3 +126,39 @@ LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, core, pg_te
      AND d.status = 'pending_review' AND core.session_login_holds(consumer_name)
      FOR SHARE OF d
 $$;
+
+-- A follow-up commits only with its parent's fence. The outbox's insert policy (0019) checks that
+-- this transaction wrote the parent's fence when the row goes in; core.withdraw_own_fences (the
+-- harness's way to drop the fences of a batch's unreached records, whose works never ran) could
+-- remove it afterwards, and the follow-up would commit without a parent: a job id its consumer
+-- could then fill again with any body, and an outbox row (then an undelivered dead letter) for a
+-- job that never ran. It now refuses to withdraw a fence that a follow-up written by this
+-- transaction names (created_at is the transaction's start, which a consumer cannot write), and, as
+-- the other definers, acts only for a consumer whose role the session's login alone holds.
+CREATE OR REPLACE FUNCTION core.withdraw_own_fences(consumer text, job_ids text[]) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, core, pg_temp AS $$
+DECLARE
+  parent    text;
+  withdrawn integer;
+BEGIN
+  IF NOT core.session_login_holds(withdraw_own_fences.consumer) THEN
+    RETURN 0;
+  END IF;
+  SELECT o.parent_job_id INTO parent FROM core.outbox AS o
+   WHERE o.consumer = withdraw_own_fences.consumer AND o.parent_job_id = ANY (withdraw_own_fences.job_ids)
+     AND o.created_at = now()
+   LIMIT 1;
+  IF parent IS NOT NULL THEN
+    RAISE EXCEPTION 'the fence of job % of % cannot be withdrawn: a follow-up this transaction wrote names it as its parent', parent, withdraw_own_fences.consumer
+      USING ERRCODE = 'integrity_constraint_violation';
+  END IF;
+  DELETE FROM core.processed_jobs AS f
+   USING core.consumer_roles AS c
+   WHERE c.consumer = withdraw_own_fences.consumer
+     AND f.consumer_id = c.id
+     AND f.job_id = ANY (withdraw_own_fences.job_ids)
+     AND f.xmin = xid(pg_current_xact_id());
+  GET DIAGNOSTICS withdrawn = ROW_COUNT;
+  RETURN withdrawn;
+END
+$$;
