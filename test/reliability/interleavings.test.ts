@@ -4,12 +4,17 @@
  * outbox relays, against PostgreSQL, and the model's invariants are checked after each run: at most
  * one effect per job (counted in the work's own table), every message ends applied or with exactly
  * one pending dead letter, and no consumer acts for another (every fence, dead letter and effect
- * of a job is its own consumer's). Each family is a property with a pinned seed (the same runs
- * every time) plus runs from a fresh seed; a failure prints the seed and path that replay it.
+ * of a job is its own consumer's); for copies older than their job's fence (family 6), no such copy
+ * is sent or applied again once its fence is gone. Each family is a property with a pinned seed
+ * (the same runs every time) plus runs from a fresh seed; a failure prints the seed and path that
+ * replay it.
  * Family 3 (a failure during a replay) is interleavings-replay-failure.test.ts.
  */
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { registerFenceTtl } from "../../shared/db/queries/provision-login.ts";
+import { ReplayOutlivedError } from "../../shared/errors.ts";
+import { TTL_DEFAULTS } from "../../shared/fence/ttl.ts";
 import { createWorld, envelope, poisonEnvelope, record, type World } from "./support/interleaving-world.ts";
 import { assertInterleavings, interleavingRuns } from "./support/interleavings.ts";
 
@@ -19,6 +24,25 @@ beforeAll(async () => {
   world = await createWorld("il");
   // The scheduled relay may take a row at once, as if the relay after COMMIT had had its 30 seconds.
   await world.sql("ALTER TABLE core.outbox ALTER COLUMN next_attempt_at SET DEFAULT now()");
+  // As the deployment registers it after migrating: the fence TTL the harness writes (family 6).
+  await world.bed.db.withClient(async (c) => {
+    await registerFenceTtl(c, "award-points", TTL_DEFAULTS.fenceTtlSeconds);
+    await registerFenceTtl(c, "notify-user", TTL_DEFAULTS.fenceTtlSeconds);
+  });
+  // A follow-up sent whose DELETE was lost (family 6): the outbox keeps the rows of the parents
+  // listed here, whoever deletes them.
+  await world.sql(`
+    CREATE TABLE interleave_effects.keep_outbox (parent_job_id text PRIMARY KEY);
+    CREATE FUNCTION interleave_effects.keep_outbox_row() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog AS $$
+    BEGIN
+      IF EXISTS (SELECT 1 FROM interleave_effects.keep_outbox AS k WHERE k.parent_job_id = OLD.parent_job_id) THEN
+        RETURN NULL;
+      END IF;
+      RETURN OLD;
+    END $$;
+    CREATE TRIGGER interleave_keep_outbox BEFORE DELETE ON core.outbox
+      FOR EACH ROW EXECUTE FUNCTION interleave_effects.keep_outbox_row();`);
 });
 afterAll(async () => {
   await world?.close();
@@ -228,6 +252,200 @@ async function outboxRelays(s: fc.Scheduler, parents: number, downstream: number
   expect(outbox, context).toEqual([]);
 }
 
+/** How long ago family 6's jobs were applied and their copies first sent: past the fence TTL less its day of margin. */
+const OUTLIVED_AGE_DAYS = TTL_DEFAULTS.fenceTtlSeconds / 86_400 + 1;
+
+/** A copy that outlives its job's fence: a backstop drain's, or an outbox row the scheduled relay finds. */
+type OldCopy = "drain" | "relay";
+
+/**
+ * Family 6: copies outliving their fence (issue 30, class 3). A job applied long ago (its fence
+ * expired) has an old copy in the backstop, and a parent's follow-up, applied downstream long ago
+ * (its fence expired too), is still in the outbox past its deadline (sent, its DELETE lost). The TTL
+ * cleanup races the backstop drain and the scheduled relay recording them; an operator replays
+ * each row as soon as it exists and a bulk replay (not forced) takes every row of the run; a late
+ * delivery takes whatever was sent. Each copy ends with one dead letter: `outlived` when its write
+ * found no fence (the cleanup went first), refused by every replay; otherwise its first kind, having
+ * found (and held) the fence, superseded on replay. No copy is sent again; each job applied once.
+ */
+async function copiesOutlivingFences(
+  s: fc.Scheduler,
+  copies: OldCopy[],
+  operators: ("replay" | "bulk-replay")[],
+  late: boolean,
+  cleanupAfter: number,
+): Promise<void> {
+  const { il } = world;
+  const ageFence = (jobId: string) =>
+    world.sql(
+      `UPDATE core.processed_jobs SET processed_at = now() - make_interval(days => $2), expires_at = now() - interval '1 minute'
+        WHERE job_id = $1`,
+      [jobId, OUTLIVED_AGE_DAYS],
+    );
+  const jobs: Partial<Record<OldCopy, { jobId: string; consumer: string; recordedAs: string }>> = {};
+  const actors: Record<string, () => Promise<unknown>> = {
+    // It starts once the others have taken `cleanupAfter` steps (or can take no more): a writer
+    // needs several statements before its insert, the cleanup one.
+    cleanup: async () => {
+      await il.when(() => il.trace.length >= cleanupAfter);
+      return world.cleanup("cleanup");
+    },
+  };
+  const done = { drain: !copies.includes("drain"), relay: !copies.includes("relay") };
+  const writer = (copy: OldCopy, act: () => Promise<unknown>) => async () => {
+    try {
+      return await act();
+    } finally {
+      done[copy] = true;
+    }
+  };
+
+  // Only a failed run leaves a bulk operation running (its chunk rolled back, to be tried again
+  // later): ended here, so the runs fast-check shrinks to fail for their own reason, not in settle().
+  await world.sql(
+    "UPDATE core.bulk_operations SET status = 'cancelled', cancelled_by = 'interleavings', finished_at = now() WHERE status = 'running'",
+  );
+  let parentId = "";
+  if (copies.includes("drain")) {
+    const jobId = world.jobId("outlived");
+    const body = envelope(jobId);
+    expect(await world.invoke("setup", [record(body)])).toEqual([]);
+    await ageFence(jobId);
+    // The backstop's copy: SQS's SentTimestamp is when it was first sent.
+    const copy = record(body);
+    const sentAt = String(Date.now() - OUTLIVED_AGE_DAYS * 86_400_000);
+    const oldCopy = { ...copy, attributes: { ...copy.attributes, SentTimestamp: sentAt } };
+    jobs.drain = { jobId, consumer: "award-points", recordedAs: "unrecorded" };
+    actors.drain = writer("drain", () => world.drain("backstop", oldCopy));
+  }
+  if (copies.includes("relay")) {
+    parentId = world.jobId("outlived-parent");
+    await world.sql("INSERT INTO interleave_effects.keep_outbox (parent_job_id) VALUES ($1)", [parentId]);
+    expect(await world.invoke("setup", [record(envelope(parentId))])).toEqual([]);
+    await world.sql("DELETE FROM interleave_effects.keep_outbox WHERE parent_job_id = $1", [parentId]);
+    // Applied downstream (with the follow-ups of any other setup job), its fence then aged below.
+    while ((await world.deliverFollowUps("setup")) > 0);
+    expect(await world.downstreamEffects(parentId)).toBe(1);
+    const [row] = await world.sql<{ job_id: string }>(
+      "SELECT job_id FROM core.outbox WHERE parent_job_id = $1",
+      [parentId],
+    );
+    const jobId = row?.job_id as string;
+    await world.sql(
+      `UPDATE core.outbox SET created_at = now() - make_interval(days => $2),
+              send_by = now() - make_interval(days => $2 - 1), next_attempt_at = now()
+        WHERE parent_job_id = $1`,
+      [parentId, OUTLIVED_AGE_DAYS],
+    );
+    await ageFence(jobId);
+    jobs.relay = { jobId, consumer: "notify-user", recordedAs: "undelivered" };
+    actors.relay = writer("relay", () => world.sweep("relay"));
+  }
+
+  const sentBefore = il.sentTo(world.queue.url) + il.sentTo(world.followUpQueue.url);
+  const sentSince = () => il.sentTo(world.queue.url) + il.sentTo(world.followUpQueue.url) - sentBefore;
+  const runStart = (await world.sql<{ now: Date }>("SELECT now() AS now"))[0]?.now as Date;
+  if (operators.includes("replay")) {
+    actors.replay = async () => {
+      const outcomes: unknown[] = [];
+      for (const copy of copies) {
+        await il.when(() => done[copy]);
+        for (const id of await world.pendingDeadLetters("operator", jobs[copy]?.jobId as string))
+          outcomes.push(await world.replay("operator", id).catch((error: unknown) => error));
+      }
+      return outcomes;
+    };
+  }
+  if (operators.includes("bulk-replay")) {
+    actors.bulk = async () => {
+      await il.when(() => done.drain && done.relay);
+      await world.startBulk("replay", { created_after: runStart.toISOString() });
+      for (let chunk = 0; chunk < 5; chunk++) {
+        const ran = (await world.bulkChunk("worker")) as { kind: string };
+        if (ran.kind === "failed") throw new Error("a bulk replay chunk failed and rolled back");
+        if (ran.kind === "idle") break;
+      }
+    };
+  }
+  if (late) {
+    actors.late = async () =>
+      (await il.when(() => sentSince() > 0))
+        ? (await world.deliverFromQueue("late")) + (await world.deliverFollowUps("late"))
+        : 0;
+  }
+  const results = await il.run(s, actors);
+  const runContext = contextOf({ copies, operators, late, cleanupAfter, results });
+  expect(sentSince(), `an old copy was sent again\n${runContext}`).toBe(0);
+  // Every replay decided without sending: superseded, refused as outlived, or resolved by the other operator first.
+  const replays = results.replay?.ok ? (results.replay.value as unknown[]) : [];
+  expect(results.replay?.ok ?? true, runContext).toBe(true);
+  for (const outcome of replays) {
+    if (outcome instanceof Error)
+      expect(["ReplayOutlivedError", "DeadLetterConflictError"], runContext).toContain(outcome.name);
+    else expect(outcome, runContext).toMatchObject({ status: "superseded" });
+  }
+  // The bulk replay ran to its end, or the single replay resolved what it planned on first
+  // (nothing left pending to plan, or its start found the planned set changed).
+  if (results.bulk && !results.bulk.ok)
+    expect(String(results.bulk.error), runContext).toMatch(/no pending dead letter|PlanStaleError/);
+  await world.settle();
+
+  const effectsOf = (copy: OldCopy, jobId: string) =>
+    copy === "drain" ? world.fate(jobId).then((f) => f.effects) : world.downstreamEffects(parentId);
+  for (const copy of copies) {
+    const { jobId, consumer, recordedAs } = jobs[copy] as NonNullable<(typeof jobs)[OldCopy]>;
+    const fate = await world.fate(jobId);
+    const context = contextOf({
+      copies,
+      operators,
+      late,
+      cleanupAfter,
+      copy,
+      results,
+      fate,
+      sent: sentSince(),
+    });
+    expect(
+      [...fate.fences.map((f) => f.consumer), ...fate.deadLetters.map((d) => d.consumer)].every(
+        (c) => c === consumer,
+      ),
+      context,
+    ).toBe(true);
+    expect(await effectsOf(copy, jobId), `applied once\n${context}`).toBe(1);
+    expect(fate.deadLetters, `one dead letter for the old copy\n${context}`).toHaveLength(1);
+    const row = fate.deadLetters[0] as (typeof fate.deadLetters)[number];
+    if (row.error_kind === "outlived") {
+      expect(row.fence_seen, context).toBe(false);
+      expect(row.status, `an outlived copy is never replayed (unforced)\n${context}`).toBe("pending_review");
+      await expect(world.replay("after", row.id), context).rejects.toBeInstanceOf(ReplayOutlivedError);
+      // The operator's decision: with nothing to tell whether it was applied, it is discarded.
+      await world.discard("after", row.id);
+    } else {
+      expect(row.error_kind, context).toBe(recordedAs);
+      expect(
+        row.fence_seen,
+        `a copy older than its fence's lifetime found no fence, yet is not outlived\n${context}`,
+      ).toBe(true);
+      expect(["pending_review", "superseded"], context).toContain(row.status);
+      if (row.status === "pending_review") {
+        expect(
+          fate.fences,
+          `the cleanup deleted a fence a pending dead letter holds\n${context}`,
+        ).toHaveLength(1);
+        expect(await world.replay("after", row.id), context).toMatchObject({ status: "superseded" });
+      }
+    }
+    expect(await effectsOf(copy, jobId), `applied once\n${context}`).toBe(1);
+  }
+  expect(sentSince(), `an old copy was sent again\n${runContext}`).toBe(0);
+  if (parentId) {
+    expect(
+      await world.sql("SELECT job_id FROM core.outbox WHERE parent_job_id = $1", [parentId]),
+      runContext,
+    ).toEqual([]);
+  }
+}
+
 describe("interleavings of the real code", () => {
   it("family 1: the TTL cleanup never deletes a fence a concurrently written pending dead letter found", async () => {
     await assertInterleavings(
@@ -276,6 +494,21 @@ describe("interleavings of the real code", () => {
         outboxRelays,
       ),
       interleavingRuns(30_5, { pinned: 4, generated: 1 }, { pinned: 60, generated: 60 }),
+    );
+  }, 600_000);
+
+  it("family 6: a copy outliving its fence is recorded outlived and never sent again, whatever the cleanup's order", async () => {
+    await assertInterleavings(
+      FILE,
+      fc.asyncProperty(
+        fc.scheduler(),
+        fc.subarray(["drain", "relay"] as OldCopy[], { minLength: 1 }),
+        fc.subarray(["replay", "bulk-replay"] as ("replay" | "bulk-replay")[]),
+        fc.boolean(),
+        fc.nat({ max: 8 }),
+        copiesOutlivingFences,
+      ),
+      interleavingRuns(30_6, { pinned: 12, generated: 2 }, { pinned: 60, generated: 60 }),
     );
   }, 600_000);
 });

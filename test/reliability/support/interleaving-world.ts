@@ -20,6 +20,7 @@ import { lambdaContext } from "../../../local/lambda-context.ts";
 import { createBackstopDrain } from "../../../shared/backstop/drain.ts";
 import type { ConsumerDefinition, ConsumerHandler } from "../../../shared/consumer.ts";
 import { consumerRoleName } from "../../../shared/db/queries/provision-login.ts";
+import type { BulkFilter } from "../../../shared/dead-letters/api-schemas.ts";
 import { planOperation, startOperation } from "../../../shared/dead-letters/bulk-operations.ts";
 import { runChunk } from "../../../shared/dead-letters/bulk-worker.ts";
 import { discardDeadLetter, replayDeadLetter } from "../../../shared/dead-letters/replay.ts";
@@ -79,9 +80,14 @@ export interface World {
   /** The same for the downstream consumer and the follow-up queue. */
   deliverFollowUps(actor: string): Promise<number>;
   replay(actor: string, id: string): Promise<unknown>;
+  /** The ids of `jobId`'s pending dead letters, oldest first, as the operator `actor` reads them (jobfence_ops). */
+  pendingDeadLetters(actor: string, jobId: string): Promise<string[]>;
   discard(actor: string, id: string): Promise<unknown>;
-  /** Plans and starts (unscheduled) a bulk operation on `jobId`'s pending dead letters. */
-  startBulk(kind: "replay" | "discard", jobId: string): Promise<string>;
+  /**
+   * Plans and starts a bulk operation (unscheduled outside a run, as actor `bulk-start` in one) on
+   * `jobId`'s pending dead letters, or on those `filter` matches.
+   */
+  startBulk(kind: "replay" | "discard", jobId: string | BulkFilter): Promise<string>;
   /** One chunk of the bulk worker as `actor`. */
   bulkChunk(actor: string): Promise<unknown>;
   cleanup(actor: string): Promise<unknown>;
@@ -273,11 +279,19 @@ export async function createWorld(name: string): Promise<World> {
     replay: (actor, id) => replayDeadLetter(ops(actor), id, `interleave:${actor}`),
     discard: (actor, id) =>
       discardDeadLetter(ops(actor).pool, id, "discarded in an interleaving", `interleave:${actor}`),
+    async pendingDeadLetters(actor, jobId) {
+      const { rows } = await ops(actor).pool.query<{ id: string }>(
+        "SELECT id FROM core.dead_letters WHERE job_id = $1 AND status = 'pending_review' ORDER BY created_at, id",
+        [jobId],
+      );
+      return rows.map((r) => r.id);
+    },
     async startBulk(kind, jobId) {
       const deps = { pool: ops("bulk-start").pool, sealKey: TEST_SEAL_KEY };
-      const filter = { job_id: jobId };
+      const filter = typeof jobId === "string" ? { job_id: jobId } : jobId;
       const plan = await planOperation(deps, kind, filter);
-      if (plan.token === null) throw new Error(`no pending dead letter of ${jobId} to ${kind}`);
+      if (plan.token === null)
+        throw new Error(`no pending dead letter of ${JSON.stringify(filter)} to ${kind}`);
       const started = await startOperation(
         deps,
         kind === "replay"
