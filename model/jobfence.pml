@@ -2,7 +2,7 @@
  * jobfence's protocol, checked exhaustively by SPIN at small bounds (docs/reliability.md,
  * "The model"). Compile-time switches:
  *   -DSCENARIO=n   which world to build (below); every scenario must hold
- *   -DW1 … -DW6    a historical defect put back (a regression witness): must be caught
+ *   -DW1 … -DW7    a historical defect put back (a regression witness): must be caught
  * Run everything with `npm run model`.
  */
 #ifndef SCENARIO
@@ -18,14 +18,17 @@
 #define MAXLOST 1
 #define MAXFAIL 2
 #define MAXOPS 0
+#define MAXLOSTSEND 0
 #define NWORKERS 2
 #elif SCENARIO == 2
-/* replays: a failing job, its dead letter replayed (single or bulk), discarded, and failing again */
+/* replays: a failing job, its dead letter replayed (single or bulk), discarded, and failing again;
+   a replay's send whose answer is lost, and the replay tried again */
 #define MAXCRASH 1
 #define MAXLAPSE 0
 #define MAXLOST 0
 #define MAXFAIL 2
 #define MAXOPS 2
+#define MAXLOSTSEND 1
 #define NWORKERS 1
 #elif SCENARIO == 3
 /* the TTL: an applied job, a copy of it in the backstop, the TTL passing, the cleanup, the drain,
@@ -35,6 +38,7 @@
 #define MAXLOST 1
 #define MAXFAIL 1
 #define MAXOPS 1
+#define MAXLOSTSEND 0
 #define NWORKERS 1
 #elif SCENARIO == 4
 /* the outbox: J's follow-up K for consumer B, the relay after COMMIT, the scheduled relay and its
@@ -44,6 +48,7 @@
 #define MAXLOST 0
 #define MAXFAIL 0
 #define MAXOPS 1
+#define MAXLOSTSEND 0
 #define NWORKERS 1
 #define WITH_OUTBOX
 #elif SCENARIO == 5
@@ -54,6 +59,7 @@
 #define MAXLOST 1
 #define MAXFAIL 1
 #define MAXOPS 0
+#define MAXLOSTSEND 0
 #define NWORKERS 2
 #endif
 
@@ -95,6 +101,7 @@ inline copy_of(c, job, body, where) {
 #define P_failed_again_after_replay (ANY_ROW(IS_REPLAYED) && applied[J] == 0)
 #define P_discarded ANY_ROW(IS_DISCARDED)
 #define P_bulk_replayed_applied (bulk_replayed && applied[J] == 1)
+#define P_replay_retried_after_lost_answer (lost_sends > 0 && resent && ANY_ROW(IS_REPLAYED))
 #define P_unrecorded_superseded_after_ttl (ttl_passed && f_fp[J] == 0 && ANY_ROW(IS_SUPERSEDED))
 #define P_outlived_backstop_copy (ttl_passed && ANY_ROW(IS_OUTLIVED) && applied[J] == 1)
 #define P_fence_deleted (ttl_passed && f_fp[J] == 0 && applied[J] == 1)

@@ -81,6 +81,10 @@ byte lapses;            /* visibility lapses: a copy visible again while its del
 byte lost;              /* COMMITs whose answer was lost */
 byte failures;          /* failed runs of the work (transient or hard) */
 bit  bulk_replayed;      /* a bulk chunk committed a replayed row (for a probe) */
+byte lost_sends;        /* replay sends SQS took whose answer was lost */
+byte r_sent;            /* dead letters (a bit per row) a replay attempt has sent, all within SQS's
+                           five-minute deduplication window (the model's replays are that close) */
+bit  resent;            /* a replay attempt sent a row an earlier attempt had sent (for a probe) */
 
 /* ---- invariants: each assert names its invariant, so pan's report says which one broke ----- */
 hidden byte one_effect_per_job = 1;

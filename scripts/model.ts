@@ -73,6 +73,12 @@ export const WITNESSES: readonly Witness[] = [
     breaks: "one_effect_per_job",
   },
   { flag: "W6", name: "the forged undelivered row", scenario: 4, breaks: "no_consumer_acts_for_another" },
+  {
+    flag: "W7",
+    name: "a FIFO replay retried after a lost answer",
+    scenario: 2,
+    breaks: "every_message_ends",
+  },
 ];
 
 /** An end state of the real model that must be reachable (`-DPROBE=<macro>`). */
@@ -91,6 +97,7 @@ export const PROBES: readonly Probe[] = [
   { macro: "P_failed_again_after_replay", scenario: 2 },
   { macro: "P_discarded", scenario: 2 },
   { macro: "P_bulk_replayed_applied", scenario: 2 },
+  { macro: "P_replay_retried_after_lost_answer", scenario: 2 },
   { macro: "P_unrecorded_superseded_after_ttl", scenario: 3 },
   { macro: "P_outlived_backstop_copy", scenario: 3 },
   { macro: "P_fence_deleted", scenario: 3 },
