@@ -122,14 +122,18 @@ const forceOutlived = z
     "Replay a dead letter of kind `outlived` anyway: a copy older than its job's fence lifetime whose job has no fence, which may have been applied already and its fence cleaned. Requires `reason`; without it such a row is refused (409, reason `outlived`) or, in a bulk replay, skipped.",
   );
 
-/** Why an operator forces the replay of outlived dead letters: required with force_outlived, bounded. */
-const forceReason = z
+/** An operator's reason (a discard's, a forced replay's): required, visible, bounded. */
+const reasonText = z
   .string()
   .trim()
   .min(1, "a reason is required")
   .max(API_LIMITS.maxReasonLength)
+  // Only invisible characters (zero-width spaces and the like) are no reason either.
   .regex(/[\p{L}\p{N}\p{P}\p{S}]/u, "a reason must say something")
-  .pipe(storableText)
+  .pipe(storableText);
+
+/** Why an operator forces the replay of outlived dead letters: required with force_outlived. */
+const forceReason = reasonText
   .optional()
   .describe(
     "With force_outlived: why the job is known not to have been applied (recorded as discard_reason of each outlived dead letter replayed, beside resolved_by).",
@@ -211,15 +215,9 @@ export const bulkReplayBodySchema = z
 export type BulkReplayRequest = z.output<typeof bulkReplayBodySchema>;
 
 /** Why dead letters are discarded: required, visible, bounded. */
-const discardReason = z
-  .string()
-  .trim()
-  .min(1, "a reason is required")
-  .max(API_LIMITS.maxReasonLength)
-  // Only invisible characters (zero-width spaces and the like) are no reason either.
-  .regex(/[\p{L}\p{N}\p{P}\p{S}]/u, "a reason must say something")
-  .pipe(storableText)
-  .describe("Why the dead letter will never be replayed (recorded as discard_reason).");
+const discardReason = reasonText.describe(
+  "Why the dead letter will never be replayed (recorded as discard_reason).",
+);
 
 /** Body of `POST /v1/core/dead-letters/{id}/discard`. */
 export const discardBodySchema = z.object({ reason: discardReason }).strict();
