@@ -2,7 +2,7 @@
  * `npm run inventory`: regenerates the privilege inventory of docs/schema.md (the section between
  * its markers) from a freshly migrated database: every privilege the jobfence roles hold and every
  * SECURITY DEFINER function, read from the catalog (shared/db/privilege-inventory.ts). An entry
- * that still exists keeps its why and its test; a new one gets TODO in both, for a person to fill
+ * that still exists keeps its why and its test; a new one gets "(to fill in)" in both, for a person to fill
  * in (test/integration/privilege-inventory.test.ts fails until they are); one that no longer exists
  * is dropped. Prints what it added and dropped.
  *

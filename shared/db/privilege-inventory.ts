@@ -37,7 +37,7 @@ export interface InventoryEntry extends InventoryKey {
 }
 
 /** What a new entry's why and test say until a person fills them in. */
-export const TODO = "TODO";
+export const UNFILLED = "(to fill in)";
 
 /** The key as one string, for comparisons and messages. */
 export function keyOf(entry: InventoryKey): string {
@@ -269,12 +269,12 @@ function unformat(cell: string): string {
 
 function cell(text: string, code: boolean): string {
   const escaped = text.replaceAll("|", "\\|");
-  return code && text !== "—" && text !== TODO ? `\`${escaped}\`` : escaped;
+  return code && text !== "—" && text !== UNFILLED ? `\`${escaped}\`` : escaped;
 }
 
 /**
  * The section for `keys`: each keeps the why and test of the entry of `previous` with its key, or
- * {@link TODO} for a new one. Returns the section and the keys that were added and dropped.
+ * {@link UNFILLED} for a new one. Returns the section and the keys that were added and dropped.
  */
 export function renderInventorySection(
   keys: readonly InventoryKey[],
@@ -286,8 +286,8 @@ export function renderInventorySection(
   const rows = keys.map((k) => {
     const before = known.get(keyOf(k));
     if (!before) added.push(k);
-    const why = before?.why ?? TODO;
-    const test = before?.test ?? TODO;
+    const why = before?.why ?? UNFILLED;
+    const test = before?.test ?? UNFILLED;
     return `| ${cell(k.object, true)} | ${cell(k.privilege, false)} | ${cell(k.heldBy, false)} | ${cell(why, false)} | ${cell(test, true)} |`;
   });
   const section = [

@@ -22,7 +22,7 @@ import {
   readExtraPrivileges,
   readInventory,
   SHARED_INVENTORY_ROLES,
-  TODO,
+  UNFILLED,
 } from "../../shared/db/privilege-inventory.ts";
 import { consumerRoleName, provisionLogin } from "../../shared/db/queries/provision-login.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
@@ -79,8 +79,8 @@ describe("the privilege inventory in docs/schema.md", () => {
       ['"', "'", "`"].some((q) => sources.some((s) => s.includes(`${q}${title}${q}`)));
     const problems: string[] = [];
     for (const e of documented) {
-      if (e.why === TODO || e.why.trim() === "") problems.push(`no why: ${keyOf(e)}`);
-      if (e.test === TODO || e.test.trim() === "") problems.push(`no cross-consumer test: ${keyOf(e)}`);
+      if (e.why === UNFILLED || e.why.trim() === "") problems.push(`no why: ${keyOf(e)}`);
+      if (e.test === UNFILLED || e.test.trim() === "") problems.push(`no cross-consumer test: ${keyOf(e)}`);
       else if (e.test === "—") {
         if (consumerReachable(e.heldBy))
           problems.push(`a consumer's login holds this, so it needs a test: ${keyOf(e)}`);
