@@ -342,7 +342,10 @@ GRANT SELECT ON core.ops_dead_letters TO jobfence_ops;
 -- As in 0015, and: only a row this transaction claimed (core.outbox_claim), and only one whose
 -- provenance holds (core.follow_up_fault), or a row written before 0019 whose key was not
 -- established, which is moved with what is known and whose replay is then refused. The dead letter
--- records the sender, parent and key, which no consumer can write.
+-- records the sender, parent and key, which no consumer can write. It merges only into a pending
+-- row it holds FOR SHARE until the relay commits (inserting its own once a replay, bulk chunk,
+-- discard or supersede has taken the row; a serialization failure after three rounds, so the
+-- relay keeps its row): see migration 0020 for the harness's write, which merges the same way.
 CREATE OR REPLACE FUNCTION core.outbox_undelivered(sender text, target_name text, follow_up_job_id text, queue_url text, message_group text, error jsonb)
 RETURNS TABLE (id uuid, created boolean)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, core, pg_temp AS $$
@@ -351,6 +354,7 @@ DECLARE
   fault          text;
   payload        jsonb;
   dead_letter_id uuid;
+  try            integer;
 BEGIN
   IF NOT core.session_login_holds(sender) THEN
     RETURN;
@@ -379,27 +383,37 @@ BEGIN
   EXCEPTION WHEN others THEN
     payload := NULL; -- jsonb refuses what JSON allows (a number beyond numeric): the body keeps it
   END;
-  INSERT INTO core.dead_letters AS d
-    (job_id, consumer, queue, tenant_id, correlation_id, body_form, body, payload, message_attributes,
-     attempts, error_kind, last_error, job_fingerprint, attempt_history, sender, parent_job_id, follow_up_key)
-  VALUES (moved.job_id, moved.target, queue_url, moved.tenant_id, moved.correlation_id, 'text', moved.body, payload,
-          jsonb_strip_nulls(jsonb_build_object(
-            'message_group_id', message_group,
-            'parent', jsonb_build_object('consumer', moved.consumer, 'job_id', moved.parent_job_id),
-            'outbox_created_at', moved.created_at,
-            'message_attributes', CASE WHEN moved.traceparent IS NULL THEN '{}'::jsonb
-              ELSE jsonb_build_object('traceparent', jsonb_build_object('dataType', 'String', 'stringValue', moved.traceparent)) END)),
-          moved.attempts + 1, 'undelivered', error, moved.job_fingerprint, '[]'::jsonb,
-          moved.consumer, moved.parent_job_id, moved.follow_up_key)
-  ON CONFLICT (consumer, job_id, body_fingerprint) WHERE status = 'pending_review' DO NOTHING
-  RETURNING d.id INTO dead_letter_id;
-  IF dead_letter_id IS NOT NULL THEN
-    RETURN QUERY SELECT dead_letter_id, true;
-    RETURN;
-  END IF;
-  RETURN QUERY SELECT d.id, false FROM core.dead_letters AS d
-    WHERE d.consumer = moved.target AND d.job_id = moved.job_id AND d.status = 'pending_review'
-      AND d.body_fingerprint = core.dead_letter_body_fingerprint(moved.body, NULL);
+  -- Merge only into a row this transaction holds FOR SHARE until the relay commits (see above):
+  -- a row a replay, bulk chunk, discard or supersede is resolving is waited for, then not taken.
+  FOR try IN 1..3 LOOP
+    INSERT INTO core.dead_letters AS d
+      (job_id, consumer, queue, tenant_id, correlation_id, body_form, body, payload, message_attributes,
+       attempts, error_kind, last_error, job_fingerprint, attempt_history, sender, parent_job_id, follow_up_key)
+    VALUES (moved.job_id, moved.target, queue_url, moved.tenant_id, moved.correlation_id, 'text', moved.body, payload,
+            jsonb_strip_nulls(jsonb_build_object(
+              'message_group_id', message_group,
+              'parent', jsonb_build_object('consumer', moved.consumer, 'job_id', moved.parent_job_id),
+              'outbox_created_at', moved.created_at,
+              'message_attributes', CASE WHEN moved.traceparent IS NULL THEN '{}'::jsonb
+                ELSE jsonb_build_object('traceparent', jsonb_build_object('dataType', 'String', 'stringValue', moved.traceparent)) END)),
+            moved.attempts + 1, 'undelivered', error, moved.job_fingerprint, '[]'::jsonb,
+            moved.consumer, moved.parent_job_id, moved.follow_up_key)
+    ON CONFLICT (consumer, job_id, body_fingerprint) WHERE status = 'pending_review' DO NOTHING
+    RETURNING d.id INTO dead_letter_id;
+    IF dead_letter_id IS NOT NULL THEN
+      RETURN QUERY SELECT dead_letter_id, true;
+      RETURN;
+    END IF;
+    SELECT d.id INTO dead_letter_id FROM core.dead_letters AS d
+     WHERE d.consumer = moved.target AND d.job_id = moved.job_id AND d.status = 'pending_review'
+       AND d.body_fingerprint = core.dead_letter_body_fingerprint(moved.body, NULL)
+       FOR SHARE OF d;
+    IF dead_letter_id IS NOT NULL THEN
+      RETURN QUERY SELECT dead_letter_id, false;
+      RETURN;
+    END IF;
+  END LOOP;
+  RAISE EXCEPTION 'the pending dead letter of % kept changing', follow_up_job_id USING ERRCODE = 'serialization_failure';
 END
 $$;
 
