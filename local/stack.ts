@@ -46,7 +46,7 @@ import { sealKey } from "../shared/dead-letters/seal.ts";
 import { runFenceCleanup } from "../shared/fence/cleanup.ts";
 import { createTokenVerifier } from "../shared/http/auth.ts";
 import { METRICS_NAMESPACE } from "../shared/metrics/names.ts";
-import { type OutcomeObserver, recordLogKeys } from "../shared/record/protocol.ts";
+import { type OutcomeObserver, recordLogKeys } from "../shared/record/observe.ts";
 import type { DeliveryTimings } from "../shared/retry/delivery-timings.ts";
 import { LOCAL_ACCOUNT, LOCAL_REGION, localEventBridgeClient, localSqsClient } from "./aws-clients.ts";
 import { type EventBridgeSink, startEventBridgeSink } from "./eventbridge-sink.ts";

@@ -2,69 +2,43 @@
  * The consumer factory: what a consumer author calls. Give it a name, a zod payload schema and
  * `work(job, tx)`; get back a Lambda handler for SQS events that reports partial batch failures.
  *
- * The path of one record is shared/record/protocol.ts, which reads in the order it runs. Here it is
- * wired: the protocol's steps behind Middy middlewares (one per concern: schema validation, the
- * fence transaction, dead-letter writing, observation), one chain per record, records one after
- * another so one record's failure never touches a batch-mate's committed work, and in batch-commit
- * mode one shared transaction settling the batch first (shared/fence/batch-transaction.ts).
+ * It only validates (shared/config/consumer-checks.ts) and wires. The path of one record is the
+ * spine, shared/record/spine.ts, which reads in the order it runs; the batch loop
+ * (shared/record/batch-loop.ts) runs it for each record of an event, after the batch transaction
+ * in batch-commit mode (shared/record/batch-commit.ts). A user who wants their own Middy
+ * middlewares around or between jobfence's builds the same handler from `prepareConsumer` and the
+ * middlewares of shared/middy/.
  */
 
 import { Logger } from "@aws-lambda-powertools/logger";
 import { injectLambdaContext } from "@aws-lambda-powertools/logger/middleware";
-import { Metrics, MetricUnit } from "@aws-lambda-powertools/metrics";
+import { Metrics } from "@aws-lambda-powertools/metrics";
 import { logMetrics } from "@aws-lambda-powertools/metrics/middleware";
 import type { EventBridgeClient } from "@aws-sdk/client-eventbridge";
 import type { SQSClient } from "@aws-sdk/client-sqs";
 import middy, { type MiddyfiedHandler } from "@middy/core";
-import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from "aws-lambda";
+import type { Context, SQSBatchResponse, SQSEvent } from "aws-lambda";
 import type pg from "pg";
 import type { z } from "zod";
 import { createEventBridgeClient, createSqsClient } from "./aws/clients.ts";
-import {
-  type ConsumerConfig,
-  type ConsumerConfigInput,
-  consumerConfigFromEnv,
-  parseConsumerConfig,
-} from "./config/consumer-config.ts";
-import { CONSUMER_NAME, databaseConnection } from "./config/fields.ts";
+import { checkConsumer } from "./config/consumer-checks.ts";
+import type { ConsumerConfig, ConsumerConfigInput } from "./config/consumer-config.ts";
+import { databaseConnection } from "./config/fields.ts";
 import { createPool } from "./db/pool.ts";
-import { EMPTY_LEDGER } from "./db/queries/message-attempts.ts";
-import { describeError } from "./dead-letters/last-error.ts";
 import { reportJsonRuntime } from "./envelope/json-runtime-report.ts";
-import { ConfigurationError } from "./errors.ts";
-import { type BatchRecord, settleBatch } from "./fence/batch-transaction.ts";
-import { validateFenceTtl } from "./fence/ttl.ts";
 import type { Transaction, WorkQueries } from "./fence/work-transaction.ts";
-import { METRIC, METRICS_NAMESPACE } from "./metrics/names.ts";
-import { fenceTransaction } from "./middleware/fence-transaction.ts";
-import { observeOutcome } from "./middleware/observe-outcome.ts";
-import { parseEnvelope } from "./middleware/parse-envelope.ts";
-import { recordDeadLetter } from "./middleware/record-dead-letter.ts";
+import { INTERRUPT_SHARE_OF_RESERVE } from "./invocation/deadline.ts";
+import { METRICS_NAMESPACE } from "./metrics/names.ts";
 import type { FollowUpSchemas } from "./outbox/follow-up.ts";
-import { type OutcomeObserver, RecordProtocol, type WorkJob, workJob } from "./record/protocol.ts";
-import type { PreparedRecord, ReadMessage, RecordContext, RecordOutcome } from "./record/record-context.ts";
+import { batchCommit } from "./record/batch-commit.ts";
+import { batchLoop } from "./record/batch-loop.ts";
+import type { OutcomeObserver } from "./record/observe.ts";
+import type { RecordOutcome } from "./record/outcome.ts";
+import type { RecordContext } from "./record/record-context.ts";
 import { returnToQueue } from "./record/return-to-queue.ts";
-import {
-  INTERRUPT_SHARE_OF_RESERVE,
-  type InvocationClock,
-  orderedGroupOf,
-  receiveCountOf,
-  sqsBatchProcessor,
-} from "./record/sqs-batch.ts";
-import {
-  defaultRecordBudgetMs,
-  defaultReturnReserveMs,
-  validateDeliveryTimings,
-  validateTimeBudget,
-} from "./retry/delivery-timings.ts";
-import {
-  DEFAULT_RETRY_POLICY,
-  type RetryOverride,
-  type RetryPolicy,
-  resolveRetryPolicy,
-} from "./retry/policy.ts";
-import { isFifoQueue, queueUrlFromArn } from "./sqs/queue-url.ts";
-import { inSpan, RecordSpans, traceparentOf } from "./tracing/spans.ts";
+import { RecordSpine, type WorkJob } from "./record/spine.ts";
+import type { RetryOverride, RetryPolicy } from "./retry/policy.ts";
+import { RecordSpans } from "./tracing/spans.ts";
 
 export type { OutcomeObserver, Transaction, WorkJob, WorkQueries };
 
@@ -138,8 +112,8 @@ export interface ConsumerRuntime {
   readonly now?: () => number;
 }
 
-/** The Lambda handler, with what a host (the local stack, a test) needs to manage it. */
-export type ConsumerHandler = MiddyfiedHandler<SQSEvent, SQSBatchResponse, Error, Context> & {
+/** What a host (the local stack, a test) needs to manage a consumer. */
+export interface ConsumerParts {
   /** The consumer's name. */
   readonly consumer: string;
   /** The effective retry policy. */
@@ -150,60 +124,45 @@ export type ConsumerHandler = MiddyfiedHandler<SQSEvent, SQSBatchResponse, Error
   readonly config: ConsumerConfig;
   /** The container's pool. */
   readonly pool: pg.Pool;
-};
+}
+
+/** The Lambda handler, with what a host needs to manage it. */
+export type ConsumerHandler = MiddyfiedHandler<SQSEvent, SQSBatchResponse, Error, Context> & ConsumerParts;
+
+/** Runs one record's path to its observed outcome: the spine's own, or a user's Middy chain. */
+export type RecordRunner<P> = (rc: RecordContext<P>, context: Context) => Promise<RecordOutcome>;
 
 /**
- * Builds the handler. Everything is validated here, at start-up (a Lambda's init), so a
- * misconfigured consumer never receives a message: every problem is reported in one
- * {@link ConfigurationError}.
+ * A consumer validated and wired, before it becomes a handler: its spine (what the middlewares of
+ * jobfence/middy adapt) and the batch loop over it.
  */
-export function createConsumer<S extends z.ZodType, F extends FollowUpSchemas = Record<never, never>>(
+export interface PreparedConsumer<S extends z.ZodType> extends ConsumerParts {
+  readonly spine: RecordSpine<S>;
+  readonly logger: Logger;
+  readonly metrics: Metrics;
+  /** The SQS handler's body: the batch loop, each record through `run`. @default the spine's handleRecord */
+  records(run?: RecordRunner<z.output<S>>): (event: SQSEvent, context: Context) => Promise<SQSBatchResponse>;
+}
+
+/**
+ * Validates and wires a consumer, at start-up (a Lambda's init): every problem is reported in one
+ * ConfigurationError, so a misconfigured consumer never receives a message.
+ */
+export function prepareConsumer<S extends z.ZodType, F extends FollowUpSchemas = Record<never, never>>(
   definition: ConsumerDefinition<S, F>,
   runtime: ConsumerRuntime = {},
-): ConsumerHandler {
-  const problems: string[] = [];
-  if (!CONSUMER_NAME.test(definition.name)) {
-    problems.push(
-      `name "${definition.name}" must be 1–63 lowercase letters, digits or dashes, starting with a letter`,
-    );
-  }
-  const config = collect(problems, () =>
-    runtime.config ? parseConsumerConfig(runtime.config, definition.name) : consumerConfigFromEnv(),
-  );
-  const retryPolicy = collect(problems, () =>
-    definition.retry
-      ? resolveRetryPolicy(definition.retry, runtime.retryPolicy)
-      : (runtime.retryPolicy ?? DEFAULT_RETRY_POLICY),
-  );
-  if (config && retryPolicy) {
-    problems.push(
-      ...validateFenceTtl({
-        queueRetentionSeconds: config.queueRetentionSeconds,
-        backstopRetentionSeconds: config.backstopRetentionSeconds,
-        retryPolicy,
-        functionTimeoutSeconds: config.functionTimeoutSeconds,
-        fenceTtlSeconds: config.fenceTtlSeconds,
-        // Unknown until a record names its queue: FIFO, the longer of the two waits.
-        fifo: config.fifo ?? (config.queueUrl === undefined ? true : isFifoQueue(config.queueUrl)),
-      }),
-    );
-  }
-  const timings = config && {
-    recordBudgetMs:
-      config.recordBudgetMs ?? defaultRecordBudgetMs(config.functionTimeoutSeconds, config.lockTimeoutMs),
-    returnReserveMs: config.returnReserveMs ?? defaultReturnReserveMs(config.functionTimeoutSeconds),
-  };
-  if (config && retryPolicy && timings) problems.push(...timingProblems(config, retryPolicy, timings));
-  if (config)
-    problems.push(...followUpProblems(definition.name, definition.sends ?? {}, config.outboxQueues));
-  if (problems.length > 0 || !config || !retryPolicy || !timings)
-    throw new ConfigurationError(`consumer "${definition.name}"`, problems);
-  const { queueUrl } = config;
-
-  const logger = runtime.logger ?? new Logger({ serviceName: definition.name });
-  logger.appendPersistentKeys({ consumer: definition.name });
-  const metrics =
-    runtime.metrics ?? new Metrics({ namespace: METRICS_NAMESPACE, serviceName: definition.name });
+): PreparedConsumer<S> {
+  const { config, retryPolicy, timings } = checkConsumer({
+    name: definition.name,
+    ...(definition.retry ? { retry: definition.retry } : {}),
+    ...(definition.sends ? { sends: definition.sends } : {}),
+    ...(runtime.config ? { config: runtime.config } : {}),
+    ...(runtime.retryPolicy ? { retryPolicy: runtime.retryPolicy } : {}),
+  });
+  const consumer = definition.name;
+  const logger = runtime.logger ?? new Logger({ serviceName: consumer });
+  logger.appendPersistentKeys({ consumer });
+  const metrics = runtime.metrics ?? new Metrics({ namespace: METRICS_NAMESPACE, serviceName: consumer });
   reportJsonRuntime({ logger, metrics });
   const pool =
     runtime.pool ??
@@ -212,22 +171,20 @@ export function createConsumer<S extends z.ZodType, F extends FollowUpSchemas = 
       max: config.poolMax,
       lockTimeoutMs: config.lockTimeoutMs,
       ...(config.dbRole ? { role: config.dbRole } : {}),
-      applicationName: `jobfence:${definition.name}`,
+      applicationName: `jobfence:${consumer}`,
       onIdleError: (error) => logger.warn("idle database connection failed", { error: error.message }),
     });
   const sqs = runtime.sqs ?? createSqsClient();
   const eventBridge = runtime.eventBridge ?? createEventBridgeClient();
-
   const commitMode = definition.commitMode ?? "per-record";
-  const spans = new RecordSpans(definition.name);
-  const protocol = new RecordProtocol<S>({
-    consumer: definition.name,
+  const spans = new RecordSpans(consumer);
+  const sends = definition.sends ?? {};
+  const spine = new RecordSpine<S>({
+    consumer,
     payload: definition.payload,
     work: definition.work,
     ...(definition.fingerprint ? { fingerprint: definition.fingerprint } : {}),
-    ...(definition.sends && Object.keys(definition.sends).length > 0
-      ? { followUps: { consumer: definition.name, sends: definition.sends, queues: config.outboxQueues } }
-      : {}),
+    ...(Object.keys(sends).length > 0 ? { followUps: { consumer, sends, queues: config.outboxQueues } } : {}),
     pool,
     ttlSeconds: config.fenceTtlSeconds,
     sqs,
@@ -238,233 +195,59 @@ export function createConsumer<S extends z.ZodType, F extends FollowUpSchemas = 
     ...(config.maxReceiveCount === undefined ? {} : { maxReceiveCount: config.maxReceiveCount }),
     random: runtime.random ?? Math.random,
     ...(runtime.now ? { now: runtime.now } : {}),
-    deadLetters: { pool, consumer: definition.name, eventBridge, opsBusName: config.opsBusName },
+    deadLetters: { pool, consumer, eventBridge, opsBusName: config.opsBusName },
+    ...(config.queueUrl ? { queueUrl: config.queueUrl } : {}),
     metrics,
     logger,
     ...(runtime.onOutcome ? { onOutcome: runtime.onOutcome } : {}),
     spans,
   });
+  const settleFirst =
+    commitMode === "batch"
+      ? batchCommit(spine, {
+          pool,
+          ttlSeconds: config.fenceTtlSeconds,
+          returnReserveMs: timings.returnReserveMs,
+          metrics,
+          logger,
+        })
+      : undefined;
 
-  // Middy is an onion: `before` runs outside-in, `after` and `onError` inside-out. Declared from
-  // the outside in, each layer catches what the layers inside it leave: observation sees every
-  // outcome, dead-letter writing every failure, and the fence transaction wraps the work alone.
-  // The timeout guard belongs to the invocation, not to each record (it would cost every record a
-  // timer and an AbortController).
-  const processRecord = middy<RecordContext<z.output<S>>, RecordOutcome>(
-    (rc: RecordContext<z.output<S>>) => protocol.work(rc),
-    {
-      timeoutEarlyInMillis: 0,
-    },
-  )
-    .use(observeOutcome(protocol))
-    .use(recordDeadLetter(protocol))
-    .use(parseEnvelope(protocol))
-    .use(fenceTransaction(protocol));
-
-  const settle = async (
-    records: readonly SQSRecord[],
-    clock: InvocationClock,
-  ): Promise<Map<SQSRecord, PreparedRecord<z.output<S>>>> => {
-    // First deliveries go with the batch. A redelivery takes its own path (and on FIFO so do the
-    // later records of its group): it claims its delivery in the attempt ledger right before its
-    // work, so a marker names only a record whose work really started (protocol.ts).
-    const batch = records.map(
-      (record): BatchRecord<z.output<S>> & { record: SQSRecord; read: ReadMessage<z.output<S>> } => {
-        const read = protocol.readMessage(record);
-        const message = "poison" in read || receiveCountOf(record) > 1 ? undefined : read;
-        return {
-          record,
-          read,
-          message,
-          group: orderedGroupOf(record),
-          work: (transaction) => {
-            const { job } = message as NonNullable<typeof message>;
-            const span = spans.of(record);
-            const tx = protocol.workTransaction(transaction, job, traceparentOf(span)) as Transaction<F>;
-            return inSpan(span, () => definition.work(workJob(record, job, 1), tx));
-          },
-        };
+  const records = (run: RecordRunner<z.output<S>> = (rc) => spine.handleRecord(rc)) => {
+    const loop = batchLoop<z.output<S>>({
+      receive: (record, signal, prepared) => spine.receive(record, signal, prepared),
+      run,
+      ...(settleFirst ? { settleFirst } : {}),
+      keepGroupOrder: true,
+      timing: {
+        ...timings,
+        interrupt: (rc) => spine.interrupt(rc, timings.returnReserveMs * INTERRUPT_SHARE_OF_RESERVE),
+        returnUnrun: (unrun, timeoutMs) => returnToQueue(sqs, config.queueUrl, unrun, timeoutMs),
       },
-    );
-    const prepared = new Map<SQSRecord, PreparedRecord<z.output<S>>>(
-      batch.map((r) => [r.record, { read: r.read }]),
-    );
-    try {
-      const report = await settleBatch(
-        { pool, consumer: definition.name, ttlSeconds: config.fenceTtlSeconds, clock },
-        batch,
-      );
-      for (const [r, settlement] of report.settlements) {
-        const { record, read } = r as (typeof batch)[number];
-        prepared.set(record, { read, settlement });
+      metrics,
+      logger,
+    });
+    // A record the invocation did not report (left unstarted, returned, interrupted) ends its span here.
+    return async (event: SQSEvent, context: Context): Promise<SQSBatchResponse> => {
+      try {
+        return await loop(event, context);
+      } finally {
+        spans.endRest(event.Records ?? []);
       }
-      if (report.interrupted) {
-        // The batch's time ran out in this record's work: the batch is rolled back and returned,
-        // and the interruption is this record's.
-        const { record, read } = report.interrupted as (typeof batch)[number];
-        const rc = contextOf(record, { read }, clock.signal);
-        if (!("poison" in read)) rc.state = { step: "parsed", message: read };
-        // Its work was the one running when the deadline came.
-        rc.working = true;
-        await protocol.interrupt(rc, timings.returnReserveMs * INTERRUPT_SHARE_OF_RESERVE);
-        metrics.addMetric(METRIC.recordInterrupted, MetricUnit.Count, 1);
-        logger.warn(
-          "the invocation's time ran out in the batch transaction; rolled back, every record returned",
-          {
-            message_id: record.messageId,
-            receive_count: rc.receiveCount,
-            records: records.length,
-          },
-        );
-      }
-      // The batch committed: its follow-ups go now, before any record is reported.
-      await protocol.relay(report.followUps, { records: records.length });
-      if (report.redos > 0) metrics.addMetric(METRIC.batchRedone, MetricUnit.Count, report.redos);
-      if (report.redos > 0 || report.deferred > 0) {
-        logger.info("batch transaction: records taken out, redone or left to transactions of their own", {
-          settled: report.settlements.size,
-          deferred: report.deferred,
-          redos: report.redos,
-          committed: report.committed,
-          records: records.length,
-        });
-      }
-    } catch (error) {
-      // A bug, not a database or work error (those are settlements): the records the batch did
-      // not settle run one transaction each; their fences keep that safe.
-      logger.error("batch transaction failed unexpectedly; records run one by one", {
-        error: describeError(error),
-      });
-    }
-    return prepared;
-  };
-
-  // The records of an event come from one queue: its URL is derived once, not once per record.
-  let lastQueue: { arn: string; url: string } | undefined;
-  const queueUrlOf = (arn: string): string => {
-    if (lastQueue === undefined || lastQueue.arn !== arn) lastQueue = { arn, url: queueUrlFromArn(arn) };
-    return lastQueue.url;
-  };
-
-  function contextOf(
-    record: SQSRecord,
-    prepared: PreparedRecord<z.output<S>> | undefined,
-    signal: AbortSignal,
-  ): RecordContext<z.output<S>> {
-    return {
-      record,
-      receiveCount: receiveCountOf(record),
-      ledger: EMPTY_LEDGER,
-      claimed: false,
-      signal,
-      queueUrl: queueUrl ?? queueUrlOf(record.eventSourceARN),
-      span: spans.of(record),
-      ...(prepared?.settlement ? { settlement: prepared.settlement } : {}),
-      ...(prepared ? { read: prepared.read } : {}),
-      state: { step: "received" },
     };
-  }
-
-  const processBatch = sqsBatchProcessor<z.output<S>>({
-    contextOf,
-    processRecord,
-    ...(commitMode === "batch" ? { settleBatch: settle } : {}),
-    keepGroupOrder: true,
-    timing: {
-      recordBudgetMs: timings.recordBudgetMs,
-      returnReserveMs: timings.returnReserveMs,
-      interrupt: (rc) => protocol.interrupt(rc, timings.returnReserveMs * INTERRUPT_SHARE_OF_RESERVE),
-      returnUnrun: (records, timeoutMs) => returnToQueue(sqs, queueUrl, records, timeoutMs),
-    },
-    metrics,
-    logger,
-  });
-
-  // A record the invocation did not report (left unstarted, returned, interrupted) ends its span here.
-  const processTraced = async (event: SQSEvent, context: Context): Promise<SQSBatchResponse> => {
-    try {
-      return await processBatch(event, context);
-    } finally {
-      spans.endRest(event.Records ?? []);
-    }
   };
-  const handler = middy<SQSEvent, SQSBatchResponse, Error, Context>(processTraced)
+  return { consumer, retryPolicy, commitMode, config, pool, spine, logger, metrics, records };
+}
+
+/** Builds the consumer's Lambda handler: {@link prepareConsumer}, its spine per record, Powertools around. */
+export function createConsumer<S extends z.ZodType, F extends FollowUpSchemas = Record<never, never>>(
+  definition: ConsumerDefinition<S, F>,
+  runtime: ConsumerRuntime = {},
+): ConsumerHandler {
+  const prepared = prepareConsumer(definition, runtime);
+  const { consumer, retryPolicy, commitMode, config, pool, logger, metrics } = prepared;
+  const handler = middy<SQSEvent, SQSBatchResponse, Error, Context>(prepared.records())
     .use(injectLambdaContext(logger))
     .use(logMetrics(metrics));
-  return Object.assign(handler, { consumer: definition.name, retryPolicy, commitMode, config, pool });
-}
-
-/**
- * The delivery timings validated together (docs/design.md §4.5), as far as the configuration tells them: all
- * of them when the deployment passed the queue's redrive count and visibility timeout (the CDK
- * construct does), the time budget alone otherwise (the local stack, tests).
- */
-function timingProblems(
-  config: ConsumerConfig,
-  retryPolicy: RetryPolicy,
-  budget: { recordBudgetMs: number; returnReserveMs: number },
-): string[] {
-  const known = {
-    functionTimeoutSeconds: config.functionTimeoutSeconds,
-    lockTimeoutMs: config.lockTimeoutMs,
-    ...budget,
-  };
-  if (config.maxReceiveCount === undefined || config.visibilityTimeoutSeconds === undefined)
-    return validateTimeBudget(known);
-  return validateDeliveryTimings({
-    ...known,
-    retryPolicy,
-    maxInterruptions: config.maxInterruptions,
-    maxReceiveCount: config.maxReceiveCount,
-    visibilityTimeoutSeconds: config.visibilityTimeoutSeconds,
-    batchingWindowSeconds: config.batchingWindowSeconds,
-    queueRetentionSeconds: config.queueRetentionSeconds,
-    fifo: config.fifo ?? false,
-  });
-}
-
-/**
- * The follow-up targets against the deployment's queues: every target a consumer name with a
- * queue URL, and no queue for a target the definition does not declare (a deployment wired for
- * another version of the consumer).
- */
-function followUpProblems(
-  consumer: string,
-  sends: FollowUpSchemas,
-  queues: Readonly<Record<string, string>>,
-): string[] {
-  const problems: string[] = [];
-  for (const [target, declared] of Object.entries(sends)) {
-    if (!CONSUMER_NAME.test(target)) {
-      problems.push(`sends: "${target}" is not a consumer name`);
-      continue;
-    }
-    const schema = (declared as { safeParse?: unknown; payload?: { safeParse?: unknown } } | null) ?? {};
-    if (typeof schema.safeParse !== "function" && typeof schema.payload?.safeParse !== "function") {
-      problems.push(`sends: "${target}" must be the target's definition or its payload schema`);
-    }
-    if (!Object.hasOwn(queues, target)) {
-      problems.push(
-        `sends: "${target}" has no queue URL: the deployment gives each target's (outboxQueues, JOBFENCE_OUTBOX_QUEUES)`,
-      );
-    }
-  }
-  for (const target of Object.keys(queues)) {
-    if (!Object.hasOwn(sends, target)) {
-      problems.push(
-        `outboxQueues: "${target}" is not a target of consumer "${consumer}" (its definition's sends)`,
-      );
-    }
-  }
-  return problems;
-}
-
-function collect<T>(problems: string[], build: () => T): T | undefined {
-  try {
-    return build();
-  } catch (error) {
-    if (error instanceof ConfigurationError) problems.push(...error.problems);
-    else throw error;
-    return undefined;
-  }
+  return Object.assign(handler, { consumer, retryPolicy, commitMode, config, pool });
 }

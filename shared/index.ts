@@ -76,5 +76,5 @@ export {
 } from "./producer/send-jobs.ts";
 export { DEFAULT_SEND_RETRY, type SendRetryPolicy } from "./producer/send-policy.ts";
 // What a record can become, and the dead letters' vocabulary.
-export type { RecordOutcome } from "./record/record-context.ts";
+export type { RecordOutcome } from "./record/outcome.ts";
 export { DEFAULT_RETRY_POLICY, type RetryOverride, type RetryPolicy } from "./retry/policy.ts";

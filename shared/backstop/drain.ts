@@ -11,8 +11,8 @@
  * finds its row. If the database is down it leaves the message where it is (the backstop keeps it
  * 14 days).
  *
- * Its record path is the harness's steps 1, 5 and 6 (shared/record/protocol.ts) with the same
- * middlewares: read who the message is, record it, observe.
+ * Its record path is the spine's steps 1, 5 and 6 (shared/record/spine.ts) in the same batch loop:
+ * read who the message is, record it, observe.
  */
 
 import { Logger } from "@aws-lambda-powertools/logger";
@@ -39,15 +39,14 @@ import { createPool } from "../db/pool.ts";
 import { EMPTY_LEDGER } from "../db/queries/message-attempts.ts";
 import { writeDeadLetter } from "../dead-letters/write-dead-letter.ts";
 import { reportJsonRuntime } from "../envelope/json-runtime-report.ts";
+import { readMessage } from "../envelope/read-message.ts";
 import { UnrecordedMessageError } from "../errors.ts";
 import { BACKSTOP_RETENTION_SECONDS, TTL_DEFAULTS } from "../fence/ttl.ts";
 import { METRIC, METRICS_NAMESPACE } from "../metrics/names.ts";
-import { observeOutcome } from "../middleware/observe-outcome.ts";
-import { parseEnvelope } from "../middleware/parse-envelope.ts";
-import { recordDeadLetter } from "../middleware/record-dead-letter.ts";
-import { type OutcomeObserver, observeRecord, readMessage, whoFailed } from "../record/protocol.ts";
-import type { RecordContext, RecordOutcome } from "../record/record-context.ts";
-import { sqsBatchProcessor } from "../record/sqs-batch.ts";
+import { batchLoop } from "../record/batch-loop.ts";
+import { type OutcomeObserver, observeRecord } from "../record/observe.ts";
+import type { RecordOutcome } from "../record/outcome.ts";
+import type { RecordContext } from "../record/record-context.ts";
 import { isFifoQueue } from "../sqs/queue-url.ts";
 
 /** The drain's configuration. */
@@ -169,64 +168,46 @@ export function createBackstopDrain(
     });
   const eventBridge = runtime.eventBridge ?? createEventBridgeClient();
 
-  const unrecorded = async (rc: RecordContext): Promise<RecordOutcome> => {
-    throw new UnrecordedMessageError(
+  const sink = { pool, consumer: config.consumer, eventBridge, opsBusName: config.opsBusName };
+  const definition: DrainedDefinition = runtime.definition ?? { payload: z.unknown() };
+  const observers = { metrics, logger, ...(runtime.onOutcome ? { onOutcome: runtime.onOutcome } : {}) };
+
+  /** Always a dead letter, whatever the body and the job's fence (see the module comment). Never throws. */
+  const drainRecord = async (rc: RecordContext): Promise<RecordOutcome> => {
+    // Step 1, as far as a drain needs it: who the message says it is, and its job's fingerprint.
+    const { identity, fingerprint } = readMessage(rc.record, definition.payload, definition.fingerprint);
+    rc.state = { step: "poison", identity, fingerprint };
+    const error = new UnrecordedMessageError(
       `message ${rc.record.messageId} used up ${config.sourceMaxReceiveCount} receives on ${config.sourceQueueUrl} ` +
         "without the harness recording an outcome; it was moved to the backstop queue",
     );
-  };
-  const sink = { pool, consumer: config.consumer, eventBridge, opsBusName: config.opsBusName };
-  const definition: DrainedDefinition = runtime.definition ?? { payload: z.unknown() };
-  const steps = {
-    /**
-     * Step 1, as far as a drain needs it: who the message says it is, and its job's fingerprint as
-     * the consumer takes it. Never throws.
-     */
-    parse(rc: RecordContext): void {
-      const read = readMessage(rc.record, definition.payload, definition.fingerprint);
-      rc.state = { step: "poison", identity: read.identity, fingerprint: read.fingerprint };
-    },
-    /** Step 5: always a dead letter; the job's fence does not decide here (see the module comment). */
-    async decide(rc: RecordContext, error: unknown): Promise<RecordOutcome> {
-      const { identity, fingerprint } = whoFailed(rc);
-      const written = await writeDeadLetter(sink, {
-        record: rc.record,
-        queueUrl: rc.queueUrl,
-        attempts: rc.receiveCount,
-        kind: "unrecorded",
-        error,
-        identity,
-        jobFingerprint: fingerprint,
-        fenceFingerprint: null,
-        checkFence: false,
-        firstSentAt: firstSentAt(rc.record, config),
-      });
-      if (written.status === "dead-lettered") {
-        const { status: _status, form: _form, ...rest } = written;
-        return { status: "dead-lettered", ...rest, error };
-      }
-      if (written.status === "dead-letter-failed") {
-        return { status: "dead-letter-failed", kind: written.kind, error, writeError: written.writeError };
-      }
-      return { status: "failed", error: new RangeError("the drain's write cannot find a job applied") };
-    },
-    observe(rc: RecordContext, outcome: RecordOutcome): void {
-      observeRecord(
-        { metrics, logger, ...(runtime.onOutcome ? { onOutcome: runtime.onOutcome } : {}) },
-        rc,
-        outcome,
-      );
-    },
+    const written = await writeDeadLetter(sink, {
+      record: rc.record,
+      queueUrl: rc.queueUrl,
+      attempts: rc.receiveCount,
+      kind: "unrecorded",
+      error,
+      identity,
+      jobFingerprint: fingerprint,
+      fenceFingerprint: null,
+      checkFence: false,
+      firstSentAt: firstSentAt(rc.record, config),
+    });
+    let outcome: RecordOutcome;
+    if (written.status === "dead-lettered") {
+      const { status: _status, form: _form, ...rest } = written;
+      outcome = { status: "dead-lettered", ...rest, error };
+    } else if (written.status === "dead-letter-failed") {
+      outcome = { status: "dead-letter-failed", kind: written.kind, error, writeError: written.writeError };
+    } else {
+      outcome = { status: "failed", error: new RangeError("the drain's write cannot find a job applied") };
+    }
+    observeRecord(observers, rc, outcome);
+    return outcome;
   };
 
-  // Declared from the outside in, as the consumer's chain (shared/consumer.ts).
-  const processRecord = middy<RecordContext, RecordOutcome>(unrecorded)
-    .use(observeOutcome(steps))
-    .use(recordDeadLetter(steps))
-    .use(parseEnvelope(steps));
-
-  const processBatch = sqsBatchProcessor<unknown>({
-    contextOf: (record) => ({
+  const processBatch = batchLoop<unknown>({
+    receive: (record) => ({
       record,
       // The backstop's own count says nothing of the source queue; the redrive happened after this many.
       receiveCount: config.sourceMaxReceiveCount,
@@ -235,7 +216,7 @@ export function createBackstopDrain(
       queueUrl: config.sourceQueueUrl,
       state: { step: "received" },
     }),
-    processRecord,
+    run: drainRecord,
     keepGroupOrder: false,
     metrics,
     logger,

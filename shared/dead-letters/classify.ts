@@ -3,6 +3,7 @@
  * transient (retry). The retry and dead-letter middlewares both ask here, so they cannot disagree.
  */
 import {
+  ConfigurationError,
   FenceLockTimeoutError,
   InterruptedJobError,
   JobConflictError,
@@ -34,6 +35,18 @@ function kindOf(error: unknown): ErrorKind | undefined {
   if (error instanceof JobConflictError) return ERROR_KIND.conflict;
   if (error instanceof InterruptedJobError) return ERROR_KIND.interrupted;
   return undefined;
+}
+
+/**
+ * Whether the error is the deployment's, not the message's (a record chain wired in the wrong
+ * order): no message pays for it, the record stays in the queue.
+ */
+export function isConfigurationError(error: unknown): boolean {
+  try {
+    return error instanceof ConfigurationError;
+  } catch {
+    return false;
+  }
 }
 
 /** Whether retrying can cure the error. */

@@ -26,11 +26,12 @@
  * The result is a value per record (its settlement); the record's own protocol takes it from there.
  */
 import type pg from "pg";
+import type { JobMessage } from "../envelope/read-message.ts";
 import { TransactionRolledBackError, WorkLeftStatementsError } from "../errors.ts";
+import { DEADLINE, type InvocationClock, untilDeadline } from "../invocation/deadline.ts";
 import type { StagedFollowUp } from "../outbox/follow-up.ts";
-import type { BatchSettlement, JobMessage } from "../record/record-context.ts";
-import { DEADLINE, type InvocationClock, untilDeadline } from "../record/sqs-batch.ts";
-import { FenceTransaction, settlementOfExisting } from "./fence-transaction.ts";
+import { FenceTransaction } from "./fence-transaction.ts";
+import { type FenceSettlement, settlementOfExisting } from "./settlement.ts";
 
 /** Work failures one batch absorbs by redoing itself before leaving the rest to per-record transactions. */
 export const MAX_BATCH_REDOS = 2;
@@ -64,7 +65,7 @@ export interface BatchTransactionOptions {
 /** What the batch did: a settlement per record it decided, and figures for metrics and logs. */
 export interface BatchReport<P> {
   /** The records the batch decided; any other runs in a transaction of its own. */
-  readonly settlements: Map<BatchRecord<P>, BatchSettlement>;
+  readonly settlements: Map<BatchRecord<P>, FenceSettlement>;
   /** Records left to a transaction of their own. */
   readonly deferred: number;
   /** Times the batch rolled back and ran again without a failed record. */
@@ -86,7 +87,7 @@ export async function settleBatch<P>(
   records: readonly BatchRecord<P>[],
 ): Promise<BatchReport<P>> {
   const maxRedos = options.maxRedos ?? MAX_BATCH_REDOS;
-  const settlements = new Map<BatchRecord<P>, BatchSettlement>();
+  const settlements = new Map<BatchRecord<P>, FenceSettlement>();
   const blockedGroups = new Set<string>();
 
   // A record that cannot be parsed stays out, and on FIFO so does the rest of its group.
@@ -141,17 +142,17 @@ export async function settleBatch<P>(
 type Attempt<P> =
   | {
       kind: "committed";
-      settlements: Map<BatchRecord<P>, BatchSettlement>;
+      settlements: Map<BatchRecord<P>, FenceSettlement>;
       followUps: readonly StagedFollowUp[];
     }
   /** The work ended the fence's transaction: every record of the attempt failed with its error. */
-  | { kind: "aborted"; settlements: Map<BatchRecord<P>, BatchSettlement> }
+  | { kind: "aborted"; settlements: Map<BatchRecord<P>, FenceSettlement> }
   /** The batch failed and no record can be blamed: nothing settled, each record redone alone. */
   | { kind: "unsettled" }
   /** The invocation's time ran out during `record`'s work: rolled back, nothing settled. */
   | { kind: "interrupted"; record: BatchRecord<P> }
   /** The record (and, on FIFO, its group's later records) goes out of the batch; settled when known. */
-  | { kind: "taken-out"; record: BatchRecord<P>; settlement?: BatchSettlement };
+  | { kind: "taken-out"; record: BatchRecord<P>; settlement?: FenceSettlement };
 
 async function runOnce<P>(options: BatchTransactionOptions, pending: BatchRecord<P>[]): Promise<Attempt<P>> {
   const failAll = (error: unknown): Attempt<P> => ({
@@ -186,7 +187,7 @@ async function runOnce<P>(options: BatchTransactionOptions, pending: BatchRecord
     return { kind: "unsettled" };
   }
   const { transaction, fresh, existing } = opened;
-  const settlements = new Map<BatchRecord<P>, BatchSettlement>();
+  const settlements = new Map<BatchRecord<P>, FenceSettlement>();
   // The fingerprint each job id stands for in this batch: the fence's, or the first record's.
   const carried = new Map<string, Buffer | null>(existing);
   const applied: BatchRecord<P>[] = [];

@@ -28,7 +28,6 @@ import {
 } from "../errors.ts";
 import { faultHook } from "../fault-points.ts";
 import type { StagedFollowUp } from "../outbox/follow-up.ts";
-import type { BatchSettlement } from "../record/record-context.ts";
 import { guardTransaction, TRANSACTION_ENDED, type WorkQueries } from "./work-transaction.ts";
 
 /** Whether a fence of these jobs was committed by the given transaction (its xmin). */
@@ -325,16 +324,6 @@ async function rollBackAndRelease(client: pg.PoolClient): Promise<void> {
   } catch (rollbackError) {
     client.release(asError(rollbackError));
   }
-}
-
-/**
- * What an existing fence means for a message with `fingerprint`: the same job (a duplicate), or
- * another job under the same id (a conflict). A fence written before fingerprints existed cannot
- * tell, and counts as the same job.
- */
-export function settlementOfExisting(fingerprint: Buffer, fenced: Buffer | null): BatchSettlement {
-  if (fenced === null || fenced.equals(fingerprint)) return { status: "duplicate" };
-  return { status: "conflict", fenceFingerprint: fenced };
 }
 
 /** `value` as an Error, for APIs that take one. */

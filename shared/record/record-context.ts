@@ -1,16 +1,17 @@
 /**
- * The state of one SQS record on its path (protocol.ts) and the outcome that decides whether it is
- * acked. One context per record per invocation: never shared, never kept.
+ * The state of one SQS record on its path (shared/record/spine.ts): one context per record per
+ * invocation, never shared, never kept. Only the spine's steps move it on.
  */
 import type { Span } from "@opentelemetry/api";
 import type { SQSRecord } from "aws-lambda";
 import type { AttemptLedger } from "../db/queries/message-attempts.ts";
-import type { ErrorKind } from "../dead-letters/error-kind.ts";
-import type { Job, MessageIdentity } from "../envelope/envelope.ts";
-import type { PoisonMessageError } from "../errors.ts";
+import { type Job, type MessageIdentity, messageIdStandIn } from "../envelope/envelope.ts";
+import type { JobMessage, ReadMessage } from "../envelope/read-message.ts";
 import type { FenceTransaction } from "../fence/fence-transaction.ts";
+import type { FenceSettlement } from "../fence/settlement.ts";
+import type { RecordOutcome } from "./outcome.ts";
 
-/** The per-record "event" of the Middy chain: the record, and where it is on its path. */
+/** The record, and where it is on its path: the event of a per-record Middy chain (shared/middy/). */
 export interface RecordContext<P = unknown> {
   readonly record: SQSRecord;
   /** The delivery's ApproximateReceiveCount: deliveries, not attempts. */
@@ -20,7 +21,7 @@ export interface RecordContext<P = unknown> {
    * written for it), read by the claim of a redelivery, and updated when a failure is recorded.
    */
   ledger: AttemptLedger;
-  /** Whether this delivery's claim on the ledger was made (redeliveries only; see protocol.ts). */
+  /** Whether this delivery's claim on the ledger was made (redeliveries only: a first delivery has nothing to learn). */
   claimed: boolean;
   /** Whether the consumer's work is running right now: only then is a deadline its interruption. */
   working?: boolean;
@@ -29,37 +30,15 @@ export interface RecordContext<P = unknown> {
   /** Where the record came from: the queue to change visibility on and to replay to. */
   readonly queueUrl: string;
   /** Batch-commit mode: what the batch's shared transaction did with this record, handed in as a value. */
-  readonly settlement?: BatchSettlement;
+  readonly settlement?: FenceSettlement;
   /** Batch-commit mode: the record as the batch already read it (step 1 is then not run twice). */
   readonly read?: ReadMessage<P>;
   /** The record's `process` span (shared/tracing/spans.ts). @default none: the backstop drain's records */
   readonly span?: Span;
-  /** Each step of the protocol moves this on. */
+  /** Each step of the spine moves this on. */
   state: RecordState<P>;
-}
-
-/** A body that is a job: what the work gets, who it is, and what the fence records of it. */
-export interface JobMessage<P> {
-  readonly job: Job<P>;
-  readonly identity: MessageIdentity;
-  /** The job's fingerprint (docs/design.md §2.2). */
-  readonly fingerprint: Buffer;
-}
-
-/** A body that is not a job: why, who the message says it is, and its job's fingerprint if any. */
-export interface PoisonMessage {
-  readonly poison: PoisonMessageError;
-  readonly identity: MessageIdentity;
-  readonly fingerprint: Buffer | null;
-}
-
-/** What step 1 makes of a record's body. */
-export type ReadMessage<P> = JobMessage<P> | PoisonMessage;
-
-/** What the batch hands a record: how it read it, and what its transaction did with it (if it decided). */
-export interface PreparedRecord<P> {
-  readonly read: ReadMessage<P>;
-  readonly settlement?: BatchSettlement;
+  /** What the failure was settled as, once it was (a failure is settled once, however the chain ran). */
+  settled?: RecordOutcome;
 }
 
 /** Where a record is. Each value says which step left it there. */
@@ -72,74 +51,49 @@ export type RecordState<P> =
   | { readonly step: "parsed"; readonly message: JobMessage<P> }
   /** The record's own fence transaction is open: the work runs next, then COMMIT. */
   | { readonly step: "open"; readonly message: JobMessage<P>; readonly fence: FenceTransaction }
+  /** The record's own fence transaction was rolled back (its work failed, or never ran). */
+  | { readonly step: "abandoned"; readonly message: JobMessage<P> }
   /** The job's fence existed with its fingerprint: nothing to do. */
   | { readonly step: "duplicate"; readonly message: JobMessage<P> }
   /** Work and fence committed (by this record's transaction or the batch's). */
   | { readonly step: "applied"; readonly message: JobMessage<P>; readonly fenceMs?: number };
 
-/** What the batch transaction did with a record (batch-transaction.ts). */
-export type BatchSettlement =
-  /** Its work committed with the batch, `fenceMs` after the batch's BEGIN. */
-  | { readonly status: "applied"; readonly fenceMs?: number }
-  /** Its fence existed with its fingerprint, or an earlier record of the batch carried the same job. */
-  | { readonly status: "duplicate" }
-  /** Its job id's fence (or an earlier record of the batch) holds another job. */
-  | { readonly status: "conflict"; readonly fenceFingerprint: Buffer }
-  /** Its work threw (the batch was redone without it), or the batch's commit failed. */
-  | { readonly status: "failed"; readonly error: unknown };
+/** The run the record is on: one more than the failures recorded for its message. */
+export function currentAttempt(rc: RecordContext): number {
+  return rc.ledger.failures + 1;
+}
 
-/** What became of a record. Acked outcomes leave the queue; every other one stays for SQS to redeliver. */
-export type RecordOutcome =
-  /** Work and fence committed. Acked. */
-  | { readonly status: "applied" }
-  /** The fence already existed with this job's fingerprint: nothing applied. Acked. */
-  | { readonly status: "duplicate" }
-  /**
-   * A transient failure with attempts left: attempt `attempt` failed and is recorded, and the
-   * message is hidden for `delaySeconds` (when the call succeeded). With `recorded` false the
-   * failure could not be counted (the database was unreachable): the queue's own visibility
-   * timeout applies and `delaySeconds` is null. Not acked.
-   */
-  | {
-      readonly status: "retry";
-      readonly attempt: number;
-      readonly recorded: boolean;
-      readonly delaySeconds: number | null;
-      readonly visibilityChanged: boolean;
-      readonly error: unknown;
-    }
-  /**
-   * The fence insert waited lock_timeout behind another delivery of the job, which decides: back
-   * to the queue for `delaySeconds`, no attempt spent, nothing recorded. Not acked.
-   */
-  | { readonly status: "held"; readonly delaySeconds: number; readonly visibilityChanged: boolean }
-  /**
-   * The invocation's time ran out: the record was running (`wasRunning`: its transaction was rolled
-   * back and the interruption recorded) or never started. Returned to the queue. Not acked.
-   */
-  | { readonly status: "interrupted"; readonly wasRunning: boolean }
-  /** Recorded as a dead letter (and alerted, unless `alertError`). Acked. */
-  | {
-      readonly status: "dead-lettered";
-      readonly kind: ErrorKind;
-      /** The dead letter's `attempts`. */
-      readonly attempts: number;
-      readonly deadLetterId: string;
-      readonly created: boolean;
-      readonly alertError?: unknown;
-      readonly error: unknown;
-    }
-  /** The dead letter could not be written: left in the queue so nothing is lost. Not acked. */
-  | {
-      readonly status: "dead-letter-failed";
-      readonly kind: ErrorKind;
-      readonly error: unknown;
-      readonly writeError: unknown;
-    }
-  /** An error no step could classify (a bug): left in the queue. Not acked. */
-  | { readonly status: "failed"; readonly error: unknown };
+/** Who a record is, as far as its steps got. */
+export function whoFailed(rc: RecordContext): { identity: MessageIdentity; fingerprint: Buffer | null } {
+  const { state } = rc;
+  if (state.step === "poison") return { identity: state.identity, fingerprint: state.fingerprint };
+  if (state.step === "received") {
+    const standIn = messageIdStandIn(rc.record.messageId);
+    return { identity: { jobId: standIn, tenantId: null, correlationId: standIn }, fingerprint: null };
+  }
+  return { identity: state.message.identity, fingerprint: state.message.fingerprint };
+}
 
-/** Whether the record may be deleted from the queue (absent from batchItemFailures). */
-export function isAcked(outcome: RecordOutcome): boolean {
-  return outcome.status === "applied" || outcome.status === "duplicate" || outcome.status === "dead-lettered";
+/** The record's ApproximateReceiveCount (1 if SQS did not send it): deliveries, not attempts. */
+export function receiveCountOf(record: SQSRecord): number {
+  const count = Number(record.attributes.ApproximateReceiveCount);
+  if (!Number.isInteger(count) || count < 1) return 1;
+  // The ledger keeps it as an integer column; no redrive allows anywhere near this many.
+  return Math.min(count, MAX_RECEIVE_COUNT_KEPT);
+}
+
+/** The largest receive count the ledger keeps (int4): beyond it every count is this one. */
+const MAX_RECEIVE_COUNT_KEPT = 2_147_483_647;
+
+/** The job as `work` receives it. */
+export interface WorkJob<P> extends Job<P> {
+  /** Which run of the work this is: 1, then one more after each recorded failure. */
+  readonly attempt: number;
+  /** The SQS message id of this delivery. */
+  readonly messageId: string;
+}
+
+/** The job as the work sees it, on its `attempt`th run. */
+export function workJob<P>(record: SQSRecord, job: Job<P>, attempt: number): WorkJob<P> {
+  return { ...job, attempt, messageId: record.messageId };
 }

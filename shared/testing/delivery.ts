@@ -18,8 +18,8 @@ import type { ConsumerHandler, OutcomeObserver } from "../consumer.ts";
 import type { ErrorKind } from "../dead-letters/error-kind.ts";
 import { messageIdStandIn } from "../envelope/envelope.ts";
 import { parseJson } from "../envelope/parse-json.ts";
-import { whoFailed } from "../record/protocol.ts";
-import type { RecordOutcome } from "../record/record-context.ts";
+import type { RecordOutcome } from "../record/outcome.ts";
+import { whoFailed } from "../record/record-context.ts";
 import type { TestQueue } from "./queue.ts";
 import type { VisibilityWatch } from "./visibility.ts";
 

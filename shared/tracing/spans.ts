@@ -22,7 +22,7 @@ import {
 } from "@opentelemetry/api";
 import type { SQSRecord } from "aws-lambda";
 import { describeError } from "../dead-letters/last-error.ts";
-import type { RecordOutcome } from "../record/record-context.ts";
+import type { RecordOutcome } from "../record/outcome.ts";
 import { creationContext, formatTraceparent, parseTraceparent, type TraceParent } from "./trace-context.ts";
 
 /** The instrumentation scope of every jobfence span. */

@@ -39,7 +39,7 @@ describe("the error fingerprint", () => {
         "Parser.parse (/srv/app/node_modules/pg-protocol/dist/parser.js:1:2)",
         "process.processTicksAndRejections (node:internal/process/task_queues:95:5)",
         "async award (/srv/app/functions/award-points/award.ts:41:7)",
-        "async run (/srv/app/shared/record/protocol.ts:200:3)",
+        "async run (/srv/app/shared/record/spine.ts:200:3)",
       ]),
     };
     const same = [

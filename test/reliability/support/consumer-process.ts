@@ -12,7 +12,7 @@ import { startPoller } from "../../../local/poller.ts";
 import { createConsumer } from "../../../shared/consumer.ts";
 import { createPool } from "../../../shared/db/pool.ts";
 import { consumerRoleName } from "../../../shared/db/queries/provision-login.ts";
-import { recordLogKeys } from "../../../shared/record/protocol.ts";
+import { recordLogKeys } from "../../../shared/record/observe.ts";
 import type { RetryPolicy } from "../../../shared/retry/policy.ts";
 import { type FaultWorkOptions, faultyAwardPoints } from "./fault-work.ts";
 

@@ -1,13 +1,13 @@
 /**
- * The batch half of an SQS-triggered handler: runs each record through its per-record chain, one
- * after another, and reports partial batch failures (ReportBatchItemFailures). A record is left
+ * The batch loop: the SQS-triggered handler's half around the spine. It runs each record's path
+ * (the spine's handleRecord, or a user's Middy chain over the same steps), one after another, and reports partial batch failures (ReportBatchItemFailures). A record is left
  * out of batchItemFailures only when its outcome is acked. With `keepGroupOrder` (FIFO queues),
  * once a record of a message group fails, that group's later records are not run and are
  * reported too, so ordering within a group holds.
  *
  * The invocation's time (docs/design.md §4.3): no record starts when less than the record budget remains, and
- * at the return reserve before the function timeout the processor stops waiting for a running
- * record (its protocol rolls it back and records the interruption) and returns. Records that did
+ * at the return reserve before the function timeout the loop stops waiting for a running
+ * record (its spine rolls it back and records the interruption) and returns. Records that did
  * not run (left unstarted, or held back behind their group's failure) are made visible again at
  * once: they cost no attempt, and on FIFO their group stays behind its hidden head anyway. After
  * the return, the invocation's signal tells every record's steps to do nothing more.
@@ -16,27 +16,45 @@ import type { Logger } from "@aws-lambda-powertools/logger";
 import { type Metrics, MetricUnit } from "@aws-lambda-powertools/metrics";
 import type { Context, SQSBatchItemFailure, SQSBatchResponse, SQSEvent, SQSRecord } from "aws-lambda";
 import { describeError } from "../dead-letters/last-error.ts";
+import type { ReadMessage } from "../envelope/read-message.ts";
+import type { FenceSettlement } from "../fence/settlement.ts";
+import {
+  DEADLINE,
+  INTERRUPT_SHARE_OF_RESERVE,
+  type InvocationBudget,
+  type InvocationClock,
+  invocationClock,
+  RETURN_SHARE_OF_RESERVE,
+  untilDeadline,
+} from "../invocation/deadline.ts";
 import { METRIC } from "../metrics/names.ts";
-import { isAcked, type PreparedRecord, type RecordContext, type RecordOutcome } from "./record-context.ts";
+import { isAcked, type RecordOutcome } from "./outcome.ts";
+import { type RecordContext, receiveCountOf } from "./record-context.ts";
 
-/** Options of {@link sqsBatchProcessor}. */
-export interface SqsBatchOptions<P> {
+/** What a batch transaction did with a record before its path runs: how it read it, and its settlement. */
+export interface PreparedRecord<P> {
+  readonly read: ReadMessage<P>;
+  readonly settlement?: FenceSettlement;
+}
+
+/** Options of {@link batchLoop}. */
+export interface BatchLoopOptions<P> {
   /**
    * Builds the record's context, with what the batch transaction did with it when there was one;
    * may throw for an unusable record (it is then reported).
    */
-  readonly contextOf: (
+  readonly receive: (
     record: SQSRecord,
-    prepared: PreparedRecord<P> | undefined,
     signal: AbortSignal,
+    prepared?: PreparedRecord<P>,
   ) => RecordContext<P>;
-  /** The per-record Middy chain. */
-  readonly processRecord: (rc: RecordContext<P>, context: Context) => Promise<RecordOutcome>;
+  /** One record's path, to its observed outcome. */
+  readonly run: (rc: RecordContext<P>, context: Context) => Promise<RecordOutcome>;
   /**
-   * Batch-commit mode: runs once per batch before any record's chain, with every record in batch
+   * Batch-commit mode: runs once per batch before any record's path, with every record in batch
    * order, and settles what it can in one transaction. @default none (per-record mode)
    */
-  readonly settleBatch?: (
+  readonly settleFirst?: (
     records: readonly SQSRecord[],
     clock: InvocationClock,
   ) => Promise<Map<SQSRecord, PreparedRecord<P>>>;
@@ -47,118 +65,13 @@ export interface SqsBatchOptions<P> {
   readonly logger: Logger;
 }
 
-/** How the processor spends an invocation's time, and what it does when the time is up. */
-export interface InvocationTiming<P> {
-  /** No record starts when less than this remains of the invocation. */
-  readonly recordBudgetMs: number;
-  /** The processor returns this long before the function timeout, whatever is still running. */
-  readonly returnReserveMs: number;
+/** How the loop spends an invocation's time, and what it does when the time is up. */
+export interface InvocationTiming<P> extends InvocationBudget {
   /** The running record's time is up: roll it back and record that, within a share of the reserve. */
   readonly interrupt: (rc: RecordContext<P>) => Promise<void>;
   /** Makes records that did not run visible again at once, within `timeoutMs`. Never throws. */
   readonly returnUnrun: (records: readonly SQSRecord[], timeoutMs: number) => Promise<void>;
 }
-
-/** The deadline of one invocation, from its context. */
-export interface InvocationClock {
-  /** Aborted at the return reserve before the function timeout. */
-  readonly signal: AbortSignal;
-  /** Whether enough time is left to start a record. */
-  canStart(): boolean;
-  /** Milliseconds left before the function timeout. */
-  remainingMs(): number;
-  dispose(): void;
-}
-
-/** The clock of an invocation; without a timing (or a context that tells the time) it never runs out. */
-export function invocationClock(
-  context: Context,
-  timing?: Pick<InvocationTiming<unknown>, "recordBudgetMs" | "returnReserveMs">,
-): InvocationClock {
-  const controller = new AbortController();
-  const remaining = () =>
-    typeof context?.getRemainingTimeInMillis === "function"
-      ? context.getRemainingTimeInMillis()
-      : Number.POSITIVE_INFINITY;
-  const start = remaining();
-  let timer: NodeJS.Timeout | undefined;
-  if (timing && Number.isFinite(start)) {
-    timer = setTimeout(
-      () => controller.abort(new Error("the invocation's return reserve was reached")),
-      Math.max(0, start - timing.returnReserveMs),
-    );
-    timer.unref?.();
-  }
-  return {
-    signal: controller.signal,
-    canStart: () => !timing || remaining() >= timing.recordBudgetMs,
-    remainingMs: remaining,
-    dispose: () => clearTimeout(timer),
-  };
-}
-
-/**
- * How the return reserve is spent once the invocation's time is up: recording the running record's
- * interruption gets this share, returning the records that did not run the next, and the rest is
- * slack before Lambda's own timeout.
- */
-export const INTERRUPT_SHARE_OF_RESERVE = 0.4;
-const RETURN_SHARE_OF_RESERVE = 0.3;
-
-/** What the race of a record against the deadline gives when the deadline wins. */
-const DEADLINE = Symbol("deadline");
-
-/** What waits on a signal's deadline: resolves a race with DEADLINE when the signal aborts. */
-type DeadlineWaiter = (deadline: typeof DEADLINE) => void;
-
-/**
- * The races waiting on each signal. A signal gets one abort listener, added the first time a race
- * waits on it, however many records race against it: an invocation's records all race against
- * its clock's signal, and a listener added and removed per record costs more than the record's
- * own bookkeeping. A race leaves the set when its work settles, so nothing accumulates on a signal
- * that never aborts; the set goes with its signal.
- */
-const waitersBySignal = new WeakMap<AbortSignal, Set<DeadlineWaiter>>();
-
-function waitersOf(signal: AbortSignal): Set<DeadlineWaiter> {
-  let waiters = waitersBySignal.get(signal);
-  if (waiters === undefined) {
-    const set = new Set<DeadlineWaiter>();
-    waiters = set;
-    waitersBySignal.set(signal, set);
-    signal.addEventListener(
-      "abort",
-      () => {
-        for (const waiter of set) waiter(DEADLINE);
-        set.clear();
-      },
-      { once: true },
-    );
-  }
-  return waiters;
-}
-
-/** `work`'s result, or DEADLINE once `signal` aborts first. */
-export function untilDeadline<T>(work: Promise<T>, signal: AbortSignal): Promise<T | typeof DEADLINE> {
-  if (signal.aborted) return Promise.resolve(DEADLINE);
-  const waiters = waitersOf(signal);
-  return new Promise<T | typeof DEADLINE>((resolve, reject) => {
-    waiters.add(resolve);
-    // Promise.resolve, as Promise.race would: a work that is a value or a thenable is taken as one.
-    Promise.resolve(work).then(
-      (value) => {
-        waiters.delete(resolve);
-        resolve(value);
-      },
-      (error: unknown) => {
-        waiters.delete(resolve);
-        reject(error);
-      },
-    );
-  });
-}
-
-export { DEADLINE };
 
 /**
  * The record's message group when its order must hold: on a FIFO queue only. A standard queue's
@@ -169,19 +82,9 @@ export function orderedGroupOf(record: SQSRecord): string | undefined {
   return record.eventSourceARN?.endsWith(".fifo") ? record.attributes.MessageGroupId : undefined;
 }
 
-/** The record's ApproximateReceiveCount (1 if SQS did not send it): deliveries, not attempts. */
-export function receiveCountOf(record: SQSRecord): number {
-  const count = Number(record.attributes.ApproximateReceiveCount);
-  if (!Number.isInteger(count) || count < 1) return 1;
-  // The ledger keeps it as an integer column; no redrive allows anywhere near this many.
-  return Math.min(count, MAX_RECEIVE_COUNT_KEPT);
-}
-
-/** The largest receive count the ledger keeps (int4): beyond it every count is this one. */
-const MAX_RECEIVE_COUNT_KEPT = 2_147_483_647;
-
-export function sqsBatchProcessor<P>(
-  options: SqsBatchOptions<P>,
+/** The loop over an event's records, reporting partial batch failures. */
+export function batchLoop<P>(
+  options: BatchLoopOptions<P>,
 ): (event: SQSEvent, context: Context) => Promise<SQSBatchResponse> {
   const { metrics, logger } = options;
 
@@ -199,7 +102,7 @@ export function sqsBatchProcessor<P>(
 
   const runRecord = async (rc: RecordContext<P>, context: Context): Promise<RecordOutcome> => {
     try {
-      return await options.processRecord(rc, context);
+      return await options.run(rc, context);
     } catch (error) {
       return unprocessable(rc.record, error);
     }
@@ -228,7 +131,7 @@ export function sqsBatchProcessor<P>(
     const build = (prepared?: Map<SQSRecord, PreparedRecord<P>>) =>
       event.Records.map((record): RecordContext<P> | { error: unknown } => {
         try {
-          return options.contextOf(record, prepared?.get(record), clock.signal);
+          return options.receive(record, clock.signal, prepared?.get(record));
         } catch (error) {
           return { error };
         }
@@ -236,11 +139,11 @@ export function sqsBatchProcessor<P>(
     let contexts = build();
     // With an unusable record in the batch, its place in a message group is unknown to the batch
     // transaction: every record then runs on its own, as in per-record mode.
-    if (options.settleBatch && contexts.every((c) => !("error" in c)) && clock.canStart()) {
+    if (options.settleFirst && contexts.every((c) => !("error" in c)) && clock.canStart()) {
       try {
         // The batch step is bounded by the deadline too: past it, every record comes back unrun (the
         // step itself commits nothing once the deadline has passed).
-        const settling = options.settleBatch(event.Records, clock);
+        const settling = options.settleFirst(event.Records, clock);
         const settled = await untilDeadline(settling, clock.signal);
         if (settled !== DEADLINE) contexts = build(settled);
         // The step records the interruption of the record whose work the deadline stopped; it

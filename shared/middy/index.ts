@@ -1,0 +1,58 @@
+/**
+ * jobfence's Middy middlewares, for a user's own per-record chain: each is a thin adapter over the
+ * consumer's spine (shared/record/spine.ts), so a chain with them applies each job exactly as
+ * `createConsumer` does, with the user's middlewares around or between them.
+ *
+ *   const consumer = prepareConsumer(definition);
+ *   const perRecord = middy(runWork(consumer))
+ *     .use(mine)                       // sees every record's outcome
+ *     .use(recordDeadLetter(consumer)) // a failure → retry, held or dead letter
+ *     .use(validateJob(consumer))      // the body → a job, or poison
+ *     .use(fenceTransaction(consumer)) // BEGIN + fence … COMMIT around what is inside it
+ *     .use(tracing);                   // runs inside the fence transaction, around the work
+ *   export const handler = middy(sqsRecords(consumer, perRecord)).use(injectLambdaContext(logger));
+ *
+ * Declared outside-in: `before` hooks run top to bottom, `after` and `onError` bottom to top.
+ * validateJob must come before fenceTransaction; a step reached out of order fails the record with
+ * a ConfigurationError and leaves it in the queue. Whatever the chain does, the batch loop ends
+ * every record through the spine: a failure no middleware settled is settled, and a fence
+ * transaction left open (a middleware that returned early past the commit) is rolled back.
+ */
+import type { MiddyfiedHandler } from "@middy/core";
+import type { Context, SQSBatchResponse, SQSEvent } from "aws-lambda";
+import type { z } from "zod";
+import type { PreparedConsumer } from "../consumer.ts";
+import type { RecordOutcome } from "../record/outcome.ts";
+import type { RecordContext } from "../record/record-context.ts";
+
+export { fenceTransaction } from "./fence-transaction.ts";
+export { recordDeadLetter } from "./record-dead-letter.ts";
+export type { SpineOf } from "./spine-of.ts";
+export { validateJob } from "./validate-job.ts";
+
+/** The handler of a per-record chain: the consumer's work on the record's fence transaction. */
+export function runWork<S extends z.ZodType>(
+  consumer: PreparedConsumer<S>,
+): (rc: RecordContext<z.output<S>>) => Promise<RecordOutcome> {
+  return (rc) => consumer.spine.work(rc);
+}
+
+/** The SQS handler that runs every record of an event through `chain`, reporting partial batch failures. */
+export function sqsRecords<S extends z.ZodType>(
+  consumer: PreparedConsumer<S>,
+  chain: MiddyfiedHandler<RecordContext<z.output<S>>, RecordOutcome, Error, Context>,
+): (event: SQSEvent, context: Context) => Promise<SQSBatchResponse> {
+  const { spine } = consumer;
+  return consumer.records(async (rc, context) => {
+    let outcome: RecordOutcome | undefined;
+    try {
+      outcome = await chain(rc, context);
+    } catch (error) {
+      outcome = await spine.settle(rc, error);
+    }
+    return spine.finish(
+      rc,
+      outcome ?? { status: "failed", error: new TypeError("the record's chain returned no outcome") },
+    );
+  });
+}
