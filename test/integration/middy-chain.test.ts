@@ -207,6 +207,29 @@ describe("a user's Middy chain around and between jobfence's middlewares", () =>
     expect(await effectsOf(db, "chain-early")).toEqual({ ledger: 1, fences: 1, deadLetters: 0 });
   });
 
+  it("a user's outer middleware that rethrows the settled failure: the failure is counted once, not settled again", async () => {
+    behaviour = () => {
+      throw new Error("gateway busy");
+    };
+    const chain = middy(runWork(consumer), { timeoutEarlyInMillis: 0 })
+      .use({
+        onError: (request: Request) => {
+          throw request.error;
+        },
+      })
+      .use(recordDeadLetter(consumer))
+      .use(validateJob(consumer))
+      .use(fenceTransaction(consumer));
+    const handler = sqsRecords(consumer, chain);
+    const record = sqsRecord(JSON.stringify(award("chain-rethrown", 7, "u-rethrown")));
+    const response = await handler({ Records: [record] }, context);
+    expect(response.batchItemFailures).toEqual([{ itemIdentifier: record.messageId }]);
+    const { rows } = await db.withClient((c) =>
+      c.query("SELECT failures FROM core.message_attempts WHERE job_id = $1", ["chain-rethrown"]),
+    );
+    expect(rows).toEqual([{ failures: 1 }]);
+  });
+
   it("a chain with the fence before the validation: every record left in the queue, nothing dead-lettered or applied", async () => {
     const chain = middy(runWork(consumer), { timeoutEarlyInMillis: 0 })
       .use(recordDeadLetter(consumer))
