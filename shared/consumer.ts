@@ -29,8 +29,8 @@ import {
 import { CONSUMER_NAME, databaseConnection } from "./config/fields.ts";
 import { createPool } from "./db/pool.ts";
 import { EMPTY_LEDGER } from "./db/queries/message-attempts.ts";
-import { describeError } from "./dead-letters/last-error.ts";
 import { reportJsonRuntime } from "./envelope/json-runtime-report.ts";
+import { describeError } from "./errors/last-error.ts";
 import { ConfigurationError } from "./errors.ts";
 import { type BatchRecord, settleBatch } from "./fence/batch-transaction.ts";
 import { validateFenceTtl } from "./fence/ttl.ts";

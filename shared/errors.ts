@@ -3,7 +3,6 @@
  * decided by class (`instanceof`), never by message text. Every error has a stable `name` and may
  * carry the underlying `cause`.
  */
-import { PROBLEM, type ProblemKind } from "./http/problem.ts";
 
 /** Root of every error jobfence throws on purpose. */
 export class JobfenceError extends Error {
@@ -568,6 +567,24 @@ export class InvalidEventError extends JobfenceError {
 export class UnexpectedDatabaseAnswerError extends JobfenceError {
   override name = "UnexpectedDatabaseAnswerError";
 }
+
+/** The problems the API reports, by slug: status and a title that does not change per occurrence. */
+export const PROBLEM = {
+  invalidRequest: { status: 400, title: "The request is not valid" },
+  unauthenticated: { status: 401, title: "A valid bearer token is required" },
+  forbidden: { status: 403, title: "The token lacks the permission this operation requires" },
+  notFound: { status: 404, title: "No such resource" },
+  methodNotAllowed: { status: 405, title: "Method not allowed" },
+  conflict: { status: 409, title: "The dead letter's state does not allow this operation" },
+  unsupportedMediaType: { status: 415, title: "The body must be application/json" },
+  confirmationRequired: { status: 428, title: "This operation needs the confirmation token of its plan" },
+  upstreamFailed: { status: 502, title: "A downstream service refused the operation" },
+  unavailable: { status: 503, title: "The service is temporarily unavailable" },
+  internal: { status: 500, title: "Internal error" },
+} as const;
+
+/** One of {@link PROBLEM}'s keys. */
+export type ProblemKind = keyof typeof PROBLEM;
 
 /** An error that is answered with a problem document. */
 export class HttpProblem extends JobfenceError {

@@ -44,11 +44,11 @@ import {
   releaseDelivery,
 } from "../db/queries/message-attempts.ts";
 import { errorKindOf, isFenceHeld, isLedgerUnavailable, isTransient } from "../dead-letters/classify.ts";
-import { ERROR_KIND } from "../dead-letters/error-kind.ts";
-import { describeError } from "../dead-letters/last-error.ts";
 import { type DeadLetterSink, writeDeadLetter } from "../dead-letters/write-dead-letter.ts";
 import { type Job, type MessageIdentity, messageIdStandIn, parseMessage } from "../envelope/envelope.ts";
 import { fingerprintHex, jobFingerprint } from "../envelope/fingerprint.ts";
+import { ERROR_KIND } from "../errors/error-kind.ts";
+import { describeError } from "../errors/last-error.ts";
 import {
   EXHAUSTED_REASON,
   ForeignTransactionError,

@@ -5,8 +5,8 @@
 import type { Span } from "@opentelemetry/api";
 import type { SQSRecord } from "aws-lambda";
 import type { AttemptLedger } from "../db/queries/message-attempts.ts";
-import type { ErrorKind } from "../dead-letters/error-kind.ts";
 import type { Job, MessageIdentity } from "../envelope/envelope.ts";
+import type { ErrorKind } from "../errors/error-kind.ts";
 import type { PoisonMessageError } from "../errors.ts";
 import type { FenceTransaction } from "../fence/fence-transaction.ts";
 

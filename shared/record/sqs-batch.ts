@@ -15,7 +15,7 @@
 import type { Logger } from "@aws-lambda-powertools/logger";
 import { type Metrics, MetricUnit } from "@aws-lambda-powertools/metrics";
 import type { Context, SQSBatchItemFailure, SQSBatchResponse, SQSEvent, SQSRecord } from "aws-lambda";
-import { describeError } from "../dead-letters/last-error.ts";
+import { describeError } from "../errors/last-error.ts";
 import { METRIC } from "../metrics/names.ts";
 import { isAcked, type PreparedRecord, type RecordContext, type RecordOutcome } from "./record-context.ts";
 

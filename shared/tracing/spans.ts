@@ -21,7 +21,7 @@ import {
   trace,
 } from "@opentelemetry/api";
 import type { SQSRecord } from "aws-lambda";
-import { describeError } from "../dead-letters/last-error.ts";
+import { describeError } from "../errors/last-error.ts";
 import type { RecordOutcome } from "../record/record-context.ts";
 import { creationContext, formatTraceparent, parseTraceparent, type TraceParent } from "./trace-context.ts";
 

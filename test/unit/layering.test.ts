@@ -19,8 +19,6 @@ import { ROOT, repositoryFiles } from "../support/repository-files.ts";
 const ALLOWED_CYCLES: readonly (readonly string[])[] = [
   // the lead's spine work removes this
   ["shared/fence/fence-transaction.ts", "shared/record/record-context.ts"],
-  // Broken by the next commit.
-  ["shared/errors.ts", "shared/http/problem.ts"],
 ];
 
 /**
@@ -29,13 +27,12 @@ const ALLOWED_CYCLES: readonly (readonly string[])[] = [
  * a pair that no longer imports each other must leave it.
  */
 const FOLDERS_STILL_IMPORTING_EACH_OTHER: readonly (readonly [string, string])[] = [
-  ["shared/alerts", "shared/dead-letters"],
-  ["shared/db/queries", "shared/dead-letters"],
+  // insert-follow-ups writes outbox/follow-up.ts's StagedFollowUp, which fence/ and record/ import
+  // too: it moves down once the spine and the transaction guard have landed.
   ["shared/db/queries", "shared/outbox"],
-  ["shared/dead-letters", "shared/envelope"],
-  ["shared/dead-letters", "shared/tracing"],
-  ["shared/errors.ts", "shared/http"],
+  // The spine (record/) and the transaction guard (fence/) are being rewritten.
   ["shared/fence", "shared/outbox"],
+  // the lead's spine work removes this
   ["shared/fence", "shared/record"],
   ["shared/fence", "shared/retry"],
   ["shared/record", "shared/tracing"],
