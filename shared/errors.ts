@@ -114,7 +114,6 @@ export class PoisonMessageError extends JobfenceError {
   }
 }
 
-/** A transient failure on the last allowed attempt: dead-lettered with `error_kind = 'exhausted'`. */
 /** Why a transient failure was not retried. */
 export const EXHAUSTED_REASON = {
   /** The failure was the last of the policy's attempts. */
@@ -124,8 +123,10 @@ export const EXHAUSTED_REASON = {
   /** The message had used its queue's receives: the next one would move it to the backstop. */
   receiveLimit: "receive-limit",
 } as const;
+/** One of {@link EXHAUSTED_REASON}. */
 export type ExhaustedReason = (typeof EXHAUSTED_REASON)[keyof typeof EXHAUSTED_REASON];
 
+/** A transient failure on the last allowed attempt: dead-lettered with `error_kind = 'exhausted'`. */
 export class RetriesExhaustedError extends JobfenceError {
   override name = "RetriesExhaustedError";
   /** The attempt on which retries ran out: failed runs of the work, this one included. */
@@ -427,6 +428,7 @@ export const INVALID_JOB_REASON = {
   /** The job cannot be written as JSON at all (a bigint, a cycle). */
   notJson: "not-json",
 } as const;
+/** One of {@link INVALID_JOB_REASON}. */
 export type InvalidJobReason = (typeof INVALID_JOB_REASON)[keyof typeof INVALID_JOB_REASON];
 
 /**
