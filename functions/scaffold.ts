@@ -188,7 +188,7 @@ function testSource(name: string): string {
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { ${exported} } from "../../functions/${name}/consumer.ts";
 import { PermanentJobError } from "../../shared/index.ts";
-import { type ConsumerTestKit, consumerTestKit } from "../../shared/testing/index.ts";
+import { type ConsumerTestKit, consumerTestKit } from "../../testing/index.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 
 let db: TestDatabase;

@@ -41,8 +41,8 @@ import {
 } from "../shared/db/queries/provision-login.ts";
 import { runBulkOperations } from "../shared/dead-letters/bulk-worker.ts";
 import { escalateStaleDeadLetters, resolveHealedDeadLetters } from "../shared/dead-letters/escalation.ts";
-import { describeError } from "../shared/dead-letters/last-error.ts";
 import { sealKey } from "../shared/dead-letters/seal.ts";
+import { describeError } from "../shared/errors/last-error.ts";
 import { runFenceCleanup } from "../shared/fence/cleanup.ts";
 import { createTokenVerifier } from "../shared/http/auth.ts";
 import { METRICS_NAMESPACE } from "../shared/metrics/names.ts";

@@ -8,8 +8,8 @@
 import { type Command, Option, type OptionValues } from "commander";
 import { z } from "zod";
 import { API_LIMITS, bulkFilterSchema, operationSchema } from "../shared/dead-letters/api-schemas.ts";
-import { ERROR_KINDS } from "../shared/dead-letters/error-kind.ts";
 import { DEAD_LETTER_STATUSES } from "../shared/dead-letters/status.ts";
+import { ERROR_KINDS } from "../shared/errors/error-kind.ts";
 import { UsageError } from "./errors.ts";
 import { clean } from "./text.ts";
 

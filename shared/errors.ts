@@ -3,7 +3,6 @@
  * decided by class (`instanceof`), never by message text. Every error has a stable `name` and may
  * carry the underlying `cause`.
  */
-import { PROBLEM, type ProblemKind } from "./http/problem.ts";
 
 /** Root of every error jobfence throws on purpose. */
 export class JobfenceError extends Error {
@@ -115,7 +114,6 @@ export class PoisonMessageError extends JobfenceError {
   }
 }
 
-/** A transient failure on the last allowed attempt: dead-lettered with `error_kind = 'exhausted'`. */
 /** Why a transient failure was not retried. */
 export const EXHAUSTED_REASON = {
   /** The failure was the last of the policy's attempts. */
@@ -125,8 +123,10 @@ export const EXHAUSTED_REASON = {
   /** The message had used its queue's receives: the next one would move it to the backstop. */
   receiveLimit: "receive-limit",
 } as const;
+/** One of {@link EXHAUSTED_REASON}. */
 export type ExhaustedReason = (typeof EXHAUSTED_REASON)[keyof typeof EXHAUSTED_REASON];
 
+/** A transient failure on the last allowed attempt: dead-lettered with `error_kind = 'exhausted'`. */
 export class RetriesExhaustedError extends JobfenceError {
   override name = "RetriesExhaustedError";
   /** The attempt on which retries ran out: failed runs of the work, this one included. */
@@ -428,6 +428,7 @@ export const INVALID_JOB_REASON = {
   /** The job cannot be written as JSON at all (a bigint, a cycle). */
   notJson: "not-json",
 } as const;
+/** One of {@link INVALID_JOB_REASON}. */
 export type InvalidJobReason = (typeof INVALID_JOB_REASON)[keyof typeof INVALID_JOB_REASON];
 
 /**
@@ -568,6 +569,24 @@ export class InvalidEventError extends JobfenceError {
 export class UnexpectedDatabaseAnswerError extends JobfenceError {
   override name = "UnexpectedDatabaseAnswerError";
 }
+
+/** The problems the API reports, by slug: status and a title that does not change per occurrence. */
+export const PROBLEM = {
+  invalidRequest: { status: 400, title: "The request is not valid" },
+  unauthenticated: { status: 401, title: "A valid bearer token is required" },
+  forbidden: { status: 403, title: "The token lacks the permission this operation requires" },
+  notFound: { status: 404, title: "No such resource" },
+  methodNotAllowed: { status: 405, title: "Method not allowed" },
+  conflict: { status: 409, title: "The dead letter's state does not allow this operation" },
+  unsupportedMediaType: { status: 415, title: "The body must be application/json" },
+  confirmationRequired: { status: 428, title: "This operation needs the confirmation token of its plan" },
+  upstreamFailed: { status: 502, title: "A downstream service refused the operation" },
+  unavailable: { status: 503, title: "The service is temporarily unavailable" },
+  internal: { status: 500, title: "Internal error" },
+} as const;
+
+/** One of {@link PROBLEM}'s keys. */
+export type ProblemKind = keyof typeof PROBLEM;
 
 /** An error that is answered with a problem document. */
 export class HttpProblem extends JobfenceError {

@@ -34,14 +34,14 @@ export {
   type WorkJob,
   type WorkQueries,
 } from "./consumer.ts";
-export { ERROR_KIND, ERROR_KINDS, type ErrorKind } from "./dead-letters/error-kind.ts";
+export { BODY_FORM, BODY_FORMS, type BodyForm } from "./db/stored-body.ts";
 export { DEAD_LETTER_STATUS, DEAD_LETTER_STATUSES, type DeadLetterStatus } from "./dead-letters/status.ts";
-export { BODY_FORM, BODY_FORMS, type BodyForm } from "./dead-letters/stored-body.ts";
 export { canonicalJson } from "./envelope/canonical-json.ts";
 // The envelope, and what identifies a job: schemas for payload strings the database stores, the
 // fingerprint a producer can compute to check two messages are the same job.
 export { envelopeSchema, type Job, storableText } from "./envelope/envelope.ts";
 export { FINGERPRINT_BYTES, fingerprintHex, jobFingerprint } from "./envelope/fingerprint.ts";
+export { ERROR_KIND, ERROR_KINDS, type ErrorKind } from "./errors/error-kind.ts";
 // Every error jobfence throws on purpose, under JobfenceError.
 export * from "./errors.ts";
 export { TTL_DEFAULTS, validateFenceTtl } from "./fence/ttl.ts";

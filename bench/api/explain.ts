@@ -17,7 +17,7 @@ import {
   writesNothing,
 } from "../lib/plans.ts";
 import { type ApiUnderTest, type CapturedStatement, invoke } from "./handler.ts";
-import type { Operation } from "./operations.ts";
+import type { Operation } from "./operation.ts";
 
 /** One SQL statement an operation runs, over all EXPLAINed variants of the operation. */
 export interface StatementPlan {

@@ -7,7 +7,7 @@
 import { ascending, mean, ms } from "../lib/report.ts";
 import { percentile } from "../lib/support.ts";
 import { type ApiUnderTest, apiEvent, BASE, invoke } from "./handler.ts";
-import { BUDGET_P95_MS, type Operation, TARGET_P95_MS } from "./operations.ts";
+import { BUDGET_P95_MS, type Operation, TARGET_P95_MS } from "./operation.ts";
 
 export interface OperationResult {
   key: string;

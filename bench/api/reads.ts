@@ -6,7 +6,7 @@
  */
 import { at } from "../lib/support.ts";
 import { apiEvent, BASE } from "./handler.ts";
-import { FAMILY, type Makers, type Operation, type OperationInputs } from "./operations.ts";
+import { FAMILY, type Makers, type Operation, type OperationInputs } from "./operation.ts";
 import {
   CONSUMERS,
   ERROR_KINDS,

@@ -25,7 +25,6 @@ import {
   type ConsumerHandler,
   createConsumer,
 } from "../../shared/consumer.ts";
-import { recordOf } from "./sqs.ts";
 
 /** One award, as the benchmarks generate them. */
 export interface BenchJob {
@@ -43,6 +42,34 @@ export function makeJobs(count: number, users = 1000): BenchJob[] {
     userId: `u-${i % users}`,
     points: 1 + (i % 7),
   }));
+}
+
+/** The SQS record Lambda would deliver for `job`. */
+export function recordOf(
+  job: BenchJob,
+  queueArn = "arn:aws:sqs:eu-west-1:000000000000:award-points",
+): SQSRecord {
+  const now = String(Date.now());
+  return {
+    messageId: randomUUID(),
+    receiptHandle: `rh-${job.jobId}`,
+    body: JSON.stringify({
+      job_id: job.jobId,
+      tenant_id: job.tenantId,
+      payload: { user_id: job.userId, points: job.points },
+    }),
+    attributes: {
+      ApproximateReceiveCount: "1",
+      SentTimestamp: now,
+      SenderId: "bench",
+      ApproximateFirstReceiveTimestamp: now,
+    },
+    messageAttributes: {},
+    md5OfBody: "",
+    eventSource: "aws:sqs",
+    eventSourceARN: queueArn,
+    awsRegion: "eu-west-1",
+  };
 }
 
 /** Options of {@link benchConsumer}. */

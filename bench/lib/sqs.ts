@@ -4,7 +4,6 @@
  * the SQS record Lambda would deliver for a benchmark's job.
  */
 
-import { randomUUID } from "node:crypto";
 import {
   CreateQueueCommand,
   GetQueueAttributesCommand,
@@ -12,9 +11,7 @@ import {
   SetQueueAttributesCommand,
   type SQSClient,
 } from "@aws-sdk/client-sqs";
-import type { SQSRecord } from "aws-lambda";
 import { LOCAL_ACCOUNT } from "../../local/aws-clients.ts";
-import type { BenchJob } from "./harness-driver.ts";
 
 /** A queue's URL (path-style on `endpoint`) and ARN. */
 export interface BenchQueue {
@@ -91,32 +88,4 @@ export async function messagesLeft(sqs: SQSClient, url: string): Promise<number>
     Number(a.ApproximateNumberOfMessagesNotVisible ?? 0) +
     Number(a.ApproximateNumberOfMessagesDelayed ?? 0)
   );
-}
-
-/** The SQS record Lambda would deliver for `job`. */
-export function recordOf(
-  job: BenchJob,
-  queueArn = "arn:aws:sqs:eu-west-1:000000000000:award-points",
-): SQSRecord {
-  const now = String(Date.now());
-  return {
-    messageId: randomUUID(),
-    receiptHandle: `rh-${job.jobId}`,
-    body: JSON.stringify({
-      job_id: job.jobId,
-      tenant_id: job.tenantId,
-      payload: { user_id: job.userId, points: job.points },
-    }),
-    attributes: {
-      ApproximateReceiveCount: "1",
-      SentTimestamp: now,
-      SenderId: "bench",
-      ApproximateFirstReceiveTimestamp: now,
-    },
-    messageAttributes: {},
-    md5OfBody: "",
-    eventSource: "aws:sqs",
-    eventSourceARN: queueArn,
-    awsRegion: "eu-west-1",
-  };
 }

@@ -61,7 +61,7 @@ function persistenceLayer(store: PersistenceClient): BasePersistenceLayer {
     : new CachePersistenceLayer({ client: store.client });
 }
 
-/** The body the benchmarks send (bench/lib/sqs.ts recordOf). */
+/** The body the benchmarks send (bench/lib/harness-driver.ts recordOf). */
 interface AwardBody {
   job_id: string;
   tenant_id: string;

@@ -16,8 +16,9 @@ import {
   operationSchema,
 } from "../../shared/dead-letters/api-schemas.ts";
 import { DEAD_LETTER_STATUSES } from "../../shared/dead-letters/status.ts";
+import { PROBLEM, type ProblemKind } from "../../shared/errors.ts";
 import { PERMISSION } from "../../shared/http/auth.ts";
-import { PROBLEM, PROBLEM_CONTENT_TYPE, type ProblemKind, problemType } from "../../shared/http/problem.ts";
+import { PROBLEM_CONTENT_TYPE, problemType } from "../../shared/http/problem.ts";
 import { ROUTES, type RouteSpec, routePermissions } from "./routes.ts";
 
 /** The document's `info.version`: the version of the API contract. Raise it when the contract changes. */

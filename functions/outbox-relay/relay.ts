@@ -20,7 +20,7 @@ import {
   withDatabaseCheck,
 } from "../../shared/config/fields.ts";
 import { configFromEnv } from "../../shared/config/parse.ts";
-import { describeError } from "../../shared/dead-letters/last-error.ts";
+import { describeError } from "../../shared/errors/last-error.ts";
 import { METRIC } from "../../shared/metrics/names.ts";
 import { type SweepReport, sweepOutbox } from "../../shared/outbox/sweep.ts";
 

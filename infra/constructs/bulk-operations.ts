@@ -6,17 +6,17 @@
  * share the operations (SKIP LOCKED), so no reserved concurrency is needed. Two alarms: the
  * function's errors, and chunks that failed (`BulkOperationChunkFailures`).
  */
-import * as cloudwatch from "aws-cdk-lib/aws-cloudwatch";
+import type * as cloudwatch from "aws-cdk-lib/aws-cloudwatch";
 import * as events from "aws-cdk-lib/aws-events";
 import * as targets from "aws-cdk-lib/aws-events-targets";
 import type * as sqs from "aws-cdk-lib/aws-sqs";
 import { Construct } from "constructs";
 import { ConfigurationError } from "../../shared/errors.ts";
-import { METRICS_NAMESPACE } from "../../shared/metrics/names.ts";
 import { BULK_WORKER_DEFAULTS } from "../defaults.ts";
+import { alarmFactory } from "./alarms.ts";
 import type { DatabaseAccess } from "./database.ts";
 import { JobfenceFunction } from "./jobfence-function.ts";
-import { alarmNameOf } from "./ops-alerting.ts";
+import { jobfenceMetric } from "./metrics.ts";
 import { grantReplaySend } from "./replay-send.ts";
 
 /** Props of {@link BulkOperationsWorker}. */
@@ -68,35 +68,22 @@ export class BulkOperationsWorker extends Construct {
       ],
     });
 
-    const alarm = (alarmId: string, metric: cloudwatch.IMetric, description: string) => {
-      const created = new cloudwatch.Alarm(this, alarmId, {
-        alarmName: alarmNameOf(this, alarmId),
-        metric,
-        threshold: 0,
-        evaluationPeriods: 1,
-        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-        alarmDescription: description,
-      });
-      for (const action of props.alarmActions ?? []) created.addAlarmAction(action);
-      return created;
-    };
+    const alarm = alarmFactory(this, { actions: props.alarmActions });
     const period = BULK_WORKER_DEFAULTS.alarmPeriod;
     this.alarms = {
       errors: alarm(
         "ErrorsAlarm",
         this.workerFunction.function.metricErrors({ period, statistic: "Sum" }),
+        0,
         "jobfence bulk-operations worker failed a run (configuration, database): running bulk replays and discards are not advancing",
       ),
       chunkFailures: alarm(
         "ChunkFailuresAlarm",
-        new cloudwatch.Metric({
-          namespace: METRICS_NAMESPACE,
-          metricName: BULK_WORKER_DEFAULTS.chunkFailuresMetric,
-          dimensionsMap: { service: BULK_WORKER_DEFAULTS.metricsService },
+        jobfenceMetric(BULK_WORKER_DEFAULTS.metricsService, BULK_WORKER_DEFAULTS.chunkFailuresMetric, {
           period,
           statistic: "Sum",
         }),
+        0,
         "jobfence bulk-operations chunks failed (rolled back, retried; an operation fails after 10 in a row): see the worker's log and the operation's last_error",
       ),
     };

@@ -12,7 +12,7 @@ import { Construct } from "constructs";
 import { CLEANUP_METRIC } from "../../functions/fence-cleanup/cleanup.ts";
 import { outboxRelayService } from "../../functions/outbox-relay/relay.ts";
 import { backstopDrainService } from "../../shared/backstop/drain.ts";
-import { ERROR_KIND, ERROR_KINDS } from "../../shared/dead-letters/error-kind.ts";
+import { ERROR_KIND, ERROR_KINDS } from "../../shared/errors/error-kind.ts";
 import { deadLetteredMetric, METRIC, METRICS_NAMESPACE } from "../../shared/metrics/names.ts";
 import { OUTBOX_RELAY_DEFAULTS, SCHEDULE_DEFAULTS } from "../defaults.ts";
 import type { DeadLetterApi } from "./dead-letter-api.ts";

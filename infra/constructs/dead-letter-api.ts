@@ -14,7 +14,7 @@ import { Duration, RemovalPolicy } from "aws-cdk-lib";
 import * as apigwv2 from "aws-cdk-lib/aws-apigatewayv2";
 import { HttpJwtAuthorizer } from "aws-cdk-lib/aws-apigatewayv2-authorizers";
 import { HttpLambdaIntegration } from "aws-cdk-lib/aws-apigatewayv2-integrations";
-import * as cloudwatch from "aws-cdk-lib/aws-cloudwatch";
+import type * as cloudwatch from "aws-cdk-lib/aws-cloudwatch";
 import * as logs from "aws-cdk-lib/aws-logs";
 import * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
 import type * as sqs from "aws-cdk-lib/aws-sqs";
@@ -23,9 +23,9 @@ import { API_ENV } from "../../functions/dead-letters-api/config.ts";
 import { ROUTES, routePermissions } from "../../functions/dead-letters-api/routes.ts";
 import { ConfigurationError } from "../../shared/errors.ts";
 import { API_DEFAULTS } from "../defaults.ts";
+import { alarmFactory } from "./alarms.ts";
 import type { DatabaseAccess } from "./database.ts";
 import { JobfenceFunction } from "./jobfence-function.ts";
-import { alarmNameOf } from "./ops-alerting.ts";
 import { grantReplaySend } from "./replay-send.ts";
 
 /** Props of {@link DeadLetterApi}. */
@@ -158,15 +158,12 @@ export class DeadLetterApi extends Construct {
       });
     }
     this.alarms = {
-      serverErrors: new cloudwatch.Alarm(this, "ServerErrorsAlarm", {
-        alarmName: alarmNameOf(this, "ServerErrorsAlarm"),
-        metric: this.api.metricServerError({ period: Duration.minutes(5), statistic: "Sum" }),
-        threshold: 0,
-        evaluationPeriods: 1,
-        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-        alarmDescription: "the jobfence dead-letter API answered 5xx (its log has each one's correlation_id)",
-      }),
+      serverErrors: alarmFactory(this)(
+        "ServerErrorsAlarm",
+        this.api.metricServerError({ period: Duration.minutes(5), statistic: "Sum" }),
+        0,
+        "the jobfence dead-letter API answered 5xx (its log has each one's correlation_id)",
+      ),
     };
   }
 

@@ -7,7 +7,7 @@
  * above 0), and the function's errors (a run that failed reports no findings at all).
  */
 import { ArnFormat, Stack } from "aws-cdk-lib";
-import * as cloudwatch from "aws-cdk-lib/aws-cloudwatch";
+import type * as cloudwatch from "aws-cdk-lib/aws-cloudwatch";
 import * as events from "aws-cdk-lib/aws-events";
 import * as targets from "aws-cdk-lib/aws-events-targets";
 import * as iam from "aws-cdk-lib/aws-iam";
@@ -20,11 +20,11 @@ import {
 import { DOCTOR_ENV } from "../../functions/doctor/config.ts";
 import { DOCTOR_METRIC, DOCTOR_SERVICE } from "../../functions/doctor/doctor.ts";
 import { ConfigurationError } from "../../shared/errors.ts";
-import { METRICS_NAMESPACE } from "../../shared/metrics/names.ts";
 import { DOCTOR_DEFAULTS } from "../defaults.ts";
+import { alarmFactory } from "./alarms.ts";
 import type { DatabaseAccess } from "./database.ts";
 import { JobfenceFunction } from "./jobfence-function.ts";
-import { alarmNameOf } from "./ops-alerting.ts";
+import { jobfenceMetric } from "./metrics.ts";
 
 /** Lambda's limit on a function's environment, every variable together. */
 const LAMBDA_ENVIRONMENT_BYTES = 4096;
@@ -105,34 +105,21 @@ export class Doctor extends Construct {
       targets: [new targets.LambdaFunction(this.doctorFunction.function, { retryAttempts: 2 })],
     });
 
-    const alarm = (alarmId: string, metric: cloudwatch.IMetric, description: string) => {
-      const created = new cloudwatch.Alarm(this, alarmId, {
-        alarmName: alarmNameOf(this, alarmId),
-        metric,
-        threshold: 0,
-        evaluationPeriods: 1,
-        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-        alarmDescription: description,
-      });
-      for (const action of props.alarmActions ?? []) created.addAlarmAction(action);
-      return created;
-    };
+    const alarm = alarmFactory(this, { actions: props.alarmActions });
     this.alarms = {
       findings: alarm(
         "FindingsAlarm",
-        new cloudwatch.Metric({
-          namespace: METRICS_NAMESPACE,
-          metricName: DOCTOR_METRIC.findings,
-          dimensionsMap: { service: DOCTOR_SERVICE },
+        jobfenceMetric(DOCTOR_SERVICE, DOCTOR_METRIC.findings, {
           statistic: "Maximum",
           period: DOCTOR_DEFAULTS.alarmPeriod,
         }),
+        0,
         "jobfence doctor: the database or a queue differs from what jobfence intends; its log lists each finding and what to do (docs/operations.md, Doctor)",
       ),
       errors: alarm(
         "ErrorsAlarm",
         this.doctorFunction.function.metricErrors({ period: DOCTOR_DEFAULTS.alarmPeriod, statistic: "Sum" }),
+        0,
         "jobfence doctor failed to run, so nothing was checked",
       ),
     };

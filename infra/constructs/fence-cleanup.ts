@@ -5,17 +5,17 @@
  * `DeadLettersEscalated` to the ops bus. Each has an error alarm.
  */
 import { Duration } from "aws-cdk-lib";
-import * as cloudwatch from "aws-cdk-lib/aws-cloudwatch";
+import type * as cloudwatch from "aws-cdk-lib/aws-cloudwatch";
 import * as events from "aws-cdk-lib/aws-events";
 import * as targets from "aws-cdk-lib/aws-events-targets";
 import { Construct } from "constructs";
 import { CLEANUP_SERVICE } from "../../functions/fence-cleanup/cleanup.ts";
 import { ConfigurationError } from "../../shared/errors.ts";
-import { METRICS_NAMESPACE } from "../../shared/metrics/names.ts";
 import { SCHEDULE_DEFAULTS } from "../defaults.ts";
+import { alarmFactory } from "./alarms.ts";
 import type { DatabaseAccess } from "./database.ts";
 import { JobfenceFunction } from "./jobfence-function.ts";
-import { alarmNameOf } from "./ops-alerting.ts";
+import { jobfenceMetric } from "./metrics.ts";
 
 /** Props of {@link FenceCleanup}. */
 export interface FenceCleanupProps {
@@ -98,19 +98,14 @@ export class FenceCleanup extends Construct {
       targets: [new targets.LambdaFunction(this.escalationFunction.function, { retryAttempts: 2 })],
     });
 
-    const errors = (alarmId: string, fn: JobfenceFunction, what: string) => {
-      const alarm = new cloudwatch.Alarm(this, alarmId, {
-        alarmName: alarmNameOf(this, alarmId),
-        metric: fn.function.metricErrors({ period: Duration.minutes(15), statistic: "Sum" }),
-        threshold: 0,
-        evaluationPeriods: 1,
-        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-        alarmDescription: `jobfence ${what} failed`,
-      });
-      for (const action of props.alarmActions ?? []) alarm.addAlarmAction(action);
-      return alarm;
-    };
+    const alarm = alarmFactory(this, { actions: props.alarmActions });
+    const errors = (alarmId: string, fn: JobfenceFunction, what: string) =>
+      alarm(
+        alarmId,
+        fn.function.metricErrors({ period: Duration.minutes(15), statistic: "Sum" }),
+        0,
+        `jobfence ${what} failed`,
+      );
     this.alarms = {
       cleanupErrors: errors("CleanupErrorsAlarm", this.cleanupFunction, "TTL cleanup"),
       escalationErrors: errors("EscalationErrorsAlarm", this.escalationFunction, "escalation"),
@@ -119,11 +114,6 @@ export class FenceCleanup extends Construct {
 
   /** A metric of the cleanup run (`CLEANUP_METRIC`; dimension `service` = `fence-cleanup`). */
   cleanupMetric(metricName: string, options: cloudwatch.MetricOptions = {}): cloudwatch.Metric {
-    return new cloudwatch.Metric({
-      namespace: METRICS_NAMESPACE,
-      metricName,
-      dimensionsMap: { service: CLEANUP_SERVICE },
-      ...options,
-    });
+    return jobfenceMetric(CLEANUP_SERVICE, metricName, options);
   }
 }

@@ -18,7 +18,7 @@
  * undelivered alerts goes there only, since its BetterStack copy would be undeliverable too.
  */
 import { Annotations, Duration, RemovalPolicy, SecretValue, Stack } from "aws-cdk-lib";
-import * as cloudwatch from "aws-cdk-lib/aws-cloudwatch";
+import type * as cloudwatch from "aws-cdk-lib/aws-cloudwatch";
 import * as cloudwatchActions from "aws-cdk-lib/aws-cloudwatch-actions";
 import * as events from "aws-cdk-lib/aws-events";
 import * as targets from "aws-cdk-lib/aws-events-targets";
@@ -28,11 +28,12 @@ import type * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
 import * as sns from "aws-cdk-lib/aws-sns";
 import * as subscriptions from "aws-cdk-lib/aws-sns-subscriptions";
 import * as sqs from "aws-cdk-lib/aws-sqs";
-import { Construct, type IConstruct } from "constructs";
+import { Construct } from "constructs";
 import { DEAD_LETTER_RECORDED, EVENT_SOURCE } from "../../shared/alerts/ops-bus.ts";
 import { DEAD_LETTERS_ESCALATED } from "../../shared/dead-letters/escalation.ts";
 import { ConfigurationError } from "../../shared/errors.ts";
 import { ALERTING_DEFAULTS } from "../defaults.ts";
+import { alarmFactory, alarmNamePrefix } from "./alarms.ts";
 
 /** Props of {@link OpsAlerting}. */
 export interface OpsAlertingProps {
@@ -63,26 +64,6 @@ export interface OpsAlertingProps {
    * @default none: the topic is created unsubscribed (a synth warning says so); subscribe it outside
    */
   readonly alarmEmails?: readonly string[];
-}
-
-/** Separates the stack's name from the rest of an alarm name (stack names cannot contain it). */
-const ALARM_NAME_SEPARATOR = "/";
-
-/** `<stack name>/`: every alarm {@link alarmNameOf} names starts with it, and the forwarding rule matches it. */
-export function alarmNamePrefix(scope: IConstruct): string {
-  return `${Stack.of(scope).stackName}${ALARM_NAME_SEPARATOR}`;
-}
-
-/**
- * The name of the alarm `alarmId` created in `scope`: the stack's name, then its construct path
- * below the stack (`Jobfence/Consumer-award-points/DeadLetterWriteFailedAlarm`). Unique in the
- * account and region, readable in a notification, and one prefix matches every alarm of the stack
- * (a rule listing alarms by ARN outgrows EventBridge's 2,048-character pattern after a dozen).
- */
-export function alarmNameOf(scope: IConstruct, alarmId: string): string {
-  const stack = Stack.of(scope);
-  const below = scope.node.scopes.slice(stack.node.scopes.length).map((s) => s.node.id);
-  return `${alarmNamePrefix(scope)}${[...below, alarmId].join(ALARM_NAME_SEPARATOR)}`;
 }
 
 /** The ops bus and its route to BetterStack. */
@@ -151,18 +132,16 @@ export class OpsAlerting extends Construct {
       eventPattern: { source: [EVENT_SOURCE], detailType: [DEAD_LETTER_RECORDED, DEAD_LETTERS_ESCALATED] },
       targets: [this.betterStackTarget()],
     });
-    this.undeliveredAlarm = new cloudwatch.Alarm(this, "UndeliveredAlarm", {
-      metric: this.undeliveredAlerts.metricApproximateNumberOfMessagesVisible({
+    // Unnamed, so that the forwarding rule never sends it to BetterStack: it says BetterStack fails.
+    this.undeliveredAlarm = alarmFactory(this, { named: false })(
+      "UndeliveredAlarm",
+      this.undeliveredAlerts.metricApproximateNumberOfMessagesVisible({
         period: Duration.minutes(5),
         statistic: "Maximum",
       }),
-      threshold: 0,
-      evaluationPeriods: 1,
-      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-      alarmDescription:
-        "jobfence alerts could not be delivered to BetterStack (the dead letters are still recorded)",
-    });
+      0,
+      "jobfence alerts could not be delivered to BetterStack (the dead letters are still recorded)",
+    );
 
     this.alarmTopicKey = new kms.Key(this, "AlarmTopicKey", {
       description: "jobfence alarm topic",

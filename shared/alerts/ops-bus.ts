@@ -4,8 +4,8 @@
  * never through a domain bus, so no domain consumer can react to queue failures in a loop.
  */
 import { type EventBridgeClient, PutEventsCommand } from "@aws-sdk/client-eventbridge";
-import type { ErrorKind } from "../dead-letters/error-kind.ts";
-import type { LastError } from "../dead-letters/last-error.ts";
+import type { ErrorKind } from "../errors/error-kind.ts";
+import type { LastError } from "../errors/last-error.ts";
 import { AlertRejectedError } from "../errors.ts";
 
 /** `source` of every jobfence event on the ops bus. */

@@ -6,7 +6,6 @@
  */
 import { ConfigurationError } from "../errors.ts";
 import { validateFenceTtl } from "../fence/ttl.ts";
-import type { FollowUpSchemas } from "../outbox/follow-up.ts";
 import {
   defaultRecordBudgetMs,
   defaultReturnReserveMs,
@@ -28,11 +27,14 @@ import {
 } from "./consumer-config.ts";
 import { CONSUMER_NAME } from "./fields.ts";
 
+/** A definition's `sends`, as far as it is checked here: each target's name and what it parses with. */
+type DeclaredTargets = Readonly<Record<string, unknown>>;
+
 /** What is checked of a consumer: its definition's parts that configure it, and what the host gives. */
 export interface ConsumerToCheck {
   readonly name: string;
   readonly retry?: RetryOverride;
-  readonly sends?: FollowUpSchemas;
+  readonly sends?: DeclaredTargets;
   /** @default read from the environment */
   readonly config?: ConsumerConfigInput;
   /** @default DEFAULT_RETRY_POLICY */
@@ -121,7 +123,7 @@ function timingProblems(
  */
 function followUpProblems(
   consumer: string,
-  sends: FollowUpSchemas,
+  sends: DeclaredTargets,
   queues: Readonly<Record<string, string>>,
 ): string[] {
   const problems: string[] = [];

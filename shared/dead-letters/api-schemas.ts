@@ -3,10 +3,11 @@
  * validate with them and the OpenAPI document is generated from them, so the two cannot drift.
  */
 import { z } from "zod";
+import type { BulkFilterColumns } from "../db/queries/dead-letter-filter.ts";
+import { BODY_FORMS } from "../db/stored-body.ts";
 import { JOB_ID_MAX_LENGTH, storableText } from "../envelope/envelope.ts";
-import { ERROR_KINDS } from "./error-kind.ts";
+import { ERROR_KINDS } from "../errors/error-kind.ts";
 import { DEAD_LETTER_STATUSES } from "./status.ts";
-import { BODY_FORMS } from "./stored-body.ts";
 import { timestampSchema } from "./timestamp.ts";
 
 /** Named bounds of the API. */
@@ -71,7 +72,8 @@ const filterFields = {
     .pipe(z.string().min(3).max(200))
     .optional()
     .describe("Only errors whose message contains this text, case-insensitively (3–200 characters)."),
-};
+  // Exactly the filters the reads apply: a field added here and not there fails the typecheck.
+} satisfies Record<keyof BulkFilterColumns, z.ZodType>;
 
 /** Query of `GET /v1/core/dead-letters`. */
 export const listQuerySchema = z

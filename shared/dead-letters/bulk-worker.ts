@@ -24,10 +24,10 @@ import {
 } from "../db/queries/bulk-operations.ts";
 import { fenceKey, fencesOf, type Resolution, resolveDeadLetters } from "../db/queries/replay-queries.ts";
 import { inTransaction } from "../db/transaction.ts";
+import { describeError } from "../errors/last-error.ts";
 import { TransientSendError } from "../errors.ts";
 import { faultHook } from "../fault-points.ts";
 import { replayTraceparent } from "../tracing/spans.ts";
-import { describeError } from "./last-error.ts";
 import { forcedReason, replayDecision } from "./replay.ts";
 import { replayMessage } from "./replay-message.ts";
 import { sendReplays } from "./send-replays.ts";

@@ -2,6 +2,8 @@
  * What a failure means, decided by its class (never its message): a dead-letter kind, or
  * transient (retry). The retry and dead-letter middlewares both ask here, so they cannot disagree.
  */
+
+import { ERROR_KIND, type ErrorKind } from "../errors/error-kind.ts";
 import {
   ConfigurationError,
   FenceLockTimeoutError,
@@ -13,7 +15,6 @@ import {
   RetriesExhaustedError,
   UnrecordedMessageError,
 } from "../errors.ts";
-import { ERROR_KIND, type ErrorKind } from "./error-kind.ts";
 
 /**
  * The dead-letter kind of an error, or undefined for a transient one. A thrown value that cannot

@@ -5,15 +5,10 @@
  */
 import { createHash } from "node:crypto";
 import { z } from "zod";
+import type { KeysetPosition } from "../db/queries/dead-letter-columns.ts";
 import { InvalidCursorError } from "../errors.ts";
 import { type SealKey, seal, unseal } from "./seal.ts";
 import { timestampSchema } from "./timestamp.ts";
-
-/** A position in (created_at, id) order. `createdAt` is PostgreSQL's text, microseconds kept. */
-export interface KeysetPosition {
-  readonly createdAt: string;
-  readonly id: string;
-}
 
 const PURPOSE = "jobfence:list-cursor:v2";
 

@@ -4,11 +4,11 @@
  */
 import { randomBytes } from "node:crypto";
 import type { MessageAttributeValue, SendMessageBatchRequestEntry } from "@aws-sdk/client-sqs";
+import { bodyOf, type StoredBodyColumns } from "../db/stored-body.ts";
 import { replayDeduplicationId } from "../producer/fifo-ids.ts";
 import { messageSize, SQS_SEND_LIMITS } from "../sqs/batches.ts";
 import { isFifoQueue } from "../sqs/queue-url.ts";
 import { TRACEPARENT_ATTRIBUTE } from "../tracing/trace-context.ts";
-import { bodyOf, type StoredBodyColumns } from "./stored-body.ts";
 
 /** What a replay needs of a dead letter. */
 export interface ReplaySource extends StoredBodyColumns {

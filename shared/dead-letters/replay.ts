@@ -18,6 +18,7 @@ import {
   statusOf,
 } from "../db/queries/replay-queries.ts";
 import { inTransaction } from "../db/transaction.ts";
+import { ERROR_KIND } from "../errors/error-kind.ts";
 import {
   DeadLetterConflictError,
   DeadLetterNotFoundError,
@@ -30,7 +31,6 @@ import {
 } from "../errors.ts";
 import { faultHook } from "../fault-points.ts";
 import { replayTraceparent } from "../tracing/spans.ts";
-import { ERROR_KIND } from "./error-kind.ts";
 import { replayMessage } from "./replay-message.ts";
 import { replayNote, unreadableReason } from "./replay-note.ts";
 import { sendFailureReason } from "./send-replays.ts";

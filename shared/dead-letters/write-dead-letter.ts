@@ -23,14 +23,14 @@ import type pg from "pg";
 import { deadLetterRecordedDetail, publishDeadLetterRecorded } from "../alerts/ops-bus.ts";
 import { type DeadLetterDraft, insertDeadLetter } from "../db/queries/insert-dead-letter.ts";
 import type { AttemptEntry } from "../db/queries/message-attempts.ts";
+import { BODY_FORM, jsonbCandidate, storableJson, storedBody } from "../db/stored-body.ts";
 import { type MessageIdentity, messageIdStandIn } from "../envelope/envelope.ts";
 import { fingerprintHex } from "../envelope/fingerprint.ts";
+import type { ErrorKind } from "../errors/error-kind.ts";
+import { describeError, type LastError, withNote } from "../errors/last-error.ts";
 import { EXHAUSTED_REASON, RetriesExhaustedError } from "../errors.ts";
 import { faultHook } from "../fault-points.ts";
 import { creationContext, formatTraceparent } from "../tracing/trace-context.ts";
-import type { ErrorKind } from "./error-kind.ts";
-import { describeError, type LastError, withNote } from "./last-error.ts";
-import { BODY_FORM, jsonbCandidate, storableJson, storedBody } from "./stored-body.ts";
 
 /** Which of the three forms of the module comment a row was stored in (1 = as received). */
 export type StoredForm = 1 | 2 | 3;

@@ -4,7 +4,7 @@
  */
 import { createHash } from "node:crypto";
 import { z } from "zod";
-import { describeError } from "../dead-letters/last-error.ts";
+import { describeError } from "../errors/last-error.ts";
 import { POISON_REASON, PoisonMessageError } from "../errors.ts";
 import { parseJson } from "./parse-json.ts";
 

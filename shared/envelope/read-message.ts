@@ -5,7 +5,7 @@
  */
 import type { SQSRecord } from "aws-lambda";
 import type { z } from "zod";
-import { describeError } from "../dead-letters/last-error.ts";
+import { describeError } from "../errors/last-error.ts";
 import { POISON_REASON, PoisonMessageError } from "../errors.ts";
 import { type Job, type MessageIdentity, parseMessage } from "./envelope.ts";
 import { jobFingerprint } from "./fingerprint.ts";

@@ -7,7 +7,7 @@ import { randomUUID } from "node:crypto";
 import type { Logger } from "@aws-lambda-powertools/logger";
 import type { MiddlewareObj } from "@middy/core";
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from "aws-lambda";
-import { describeError } from "../dead-letters/last-error.ts";
+import { describeError } from "../errors/last-error.ts";
 import {
   ConfirmationRequiredError,
   DeadLetterConflictError,

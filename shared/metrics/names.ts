@@ -1,5 +1,5 @@
 /** CloudWatch metric names (namespace {@link METRICS_NAMESPACE}, dimension `service` = consumer). */
-import type { ErrorKind } from "../dead-letters/error-kind.ts";
+import type { ErrorKind } from "../errors/error-kind.ts";
 
 /** The namespace of every jobfence metric. */
 export const METRICS_NAMESPACE = "jobfence";

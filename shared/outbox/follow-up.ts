@@ -15,11 +15,11 @@
  */
 import type { z } from "zod";
 import { CONSUMER_NAME } from "../config/fields.ts";
-import { describeError } from "../dead-letters/last-error.ts";
 import { canonicalJson } from "../envelope/canonical-json.ts";
 import type { Job } from "../envelope/envelope.ts";
 import { jobFingerprint } from "../envelope/fingerprint.ts";
 import { parseJson } from "../envelope/parse-json.ts";
+import { describeError } from "../errors/last-error.ts";
 import { FollowUpRefusedError, InvalidJobError, JobIdDerivationError } from "../errors.ts";
 import { checkWire } from "../producer/job-envelope.ts";
 import { deriveJobId, type JobIdKey } from "../producer/job-id.ts";

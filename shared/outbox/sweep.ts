@@ -34,9 +34,9 @@ import {
   outboxGauge,
   rescheduleFollowUp,
 } from "../db/queries/outbox-rows.ts";
-import { ERROR_KIND } from "../dead-letters/error-kind.ts";
-import { describeError, type LastError } from "../dead-letters/last-error.ts";
 import { fingerprintHex } from "../envelope/fingerprint.ts";
+import { ERROR_KIND } from "../errors/error-kind.ts";
+import { describeError, type LastError } from "../errors/last-error.ts";
 import { faultHook } from "../fault-points.ts";
 import { OUTBOX_MAX_WAIT_SECONDS } from "../fence/ttl.ts";
 import { METRIC } from "../metrics/names.ts";

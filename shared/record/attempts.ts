@@ -12,7 +12,7 @@ import {
   recordAttempt,
   releaseDelivery,
 } from "../db/queries/message-attempts.ts";
-import { describeError } from "../dead-letters/last-error.ts";
+import { describeError } from "../errors/last-error.ts";
 import { InvocationDeadlineError, LedgerUnavailableError } from "../errors.ts";
 import { untilDeadline } from "../invocation/deadline.ts";
 import { currentAttempt, type RecordContext, whoFailed } from "./record-context.ts";

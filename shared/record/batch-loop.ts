@@ -15,8 +15,8 @@
 import type { Logger } from "@aws-lambda-powertools/logger";
 import { type Metrics, MetricUnit } from "@aws-lambda-powertools/metrics";
 import type { Context, SQSBatchItemFailure, SQSBatchResponse, SQSEvent, SQSRecord } from "aws-lambda";
-import { describeError } from "../dead-letters/last-error.ts";
 import type { ReadMessage } from "../envelope/read-message.ts";
+import { describeError } from "../errors/last-error.ts";
 import type { FenceSettlement } from "../fence/settlement.ts";
 import {
   DEADLINE,

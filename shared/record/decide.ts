@@ -13,8 +13,8 @@
 import { ChangeMessageVisibilityCommand, type SQSClient } from "@aws-sdk/client-sqs";
 import { HISTORY_LIMIT } from "../db/queries/message-attempts.ts";
 import { errorKindOf, isFenceHeld, isLedgerUnavailable, isTransient } from "../dead-letters/classify.ts";
-import { ERROR_KIND } from "../dead-letters/error-kind.ts";
 import { type DeadLetterSink, writeDeadLetter } from "../dead-letters/write-dead-letter.ts";
+import { ERROR_KIND } from "../errors/error-kind.ts";
 import {
   EXHAUSTED_REASON,
   ForeignTransactionError,

@@ -5,9 +5,9 @@
  */
 import type { Logger } from "@aws-lambda-powertools/logger";
 import { type Metrics, MetricUnit } from "@aws-lambda-powertools/metrics";
-import { ERROR_KIND } from "../dead-letters/error-kind.ts";
-import { describeError } from "../dead-letters/last-error.ts";
 import { fingerprintHex } from "../envelope/fingerprint.ts";
+import { ERROR_KIND } from "../errors/error-kind.ts";
+import { describeError } from "../errors/last-error.ts";
 import { JobConflictError } from "../errors.ts";
 import { deadLetteredMetric, METRIC } from "../metrics/names.ts";
 import type { RecordOutcome } from "./outcome.ts";

@@ -2,7 +2,7 @@
  * What became of one SQS record: the value the spine returns and the batch loop reports. Acked
  * outcomes leave the queue; every other one stays for SQS to redeliver.
  */
-import type { ErrorKind } from "../dead-letters/error-kind.ts";
+import type { ErrorKind } from "../errors/error-kind.ts";
 
 /** What became of a record. Acked outcomes leave the queue; every other one stays for SQS to redeliver. */
 export type RecordOutcome =

@@ -28,10 +28,10 @@ import type pg from "pg";
 import type { z } from "zod";
 import { EMPTY_LEDGER } from "../db/queries/message-attempts.ts";
 import { isConfigurationError } from "../dead-letters/classify.ts";
-import { describeError } from "../dead-letters/last-error.ts";
 import type { DeadLetterSink } from "../dead-letters/write-dead-letter.ts";
 import type { Job } from "../envelope/envelope.ts";
 import { type JobMessage, type ReadMessage, readMessage } from "../envelope/read-message.ts";
+import { describeError } from "../errors/last-error.ts";
 import {
   ConfigurationError,
   InterruptedJobError,

@@ -21,8 +21,7 @@ import {
   trace,
 } from "@opentelemetry/api";
 import type { SQSRecord } from "aws-lambda";
-import { describeError } from "../dead-letters/last-error.ts";
-import type { RecordOutcome } from "../record/outcome.ts";
+import { describeError } from "../errors/last-error.ts";
 import { creationContext, formatTraceparent, parseTraceparent, type TraceParent } from "./trace-context.ts";
 
 /** The instrumentation scope of every jobfence span. */
@@ -82,10 +81,30 @@ export function inSpan<T>(span: Span | undefined, fn: () => T): T {
   return span ? context.with(trace.setSpan(context.active(), span), fn) : fn();
 }
 
+/**
+ * What a span records of a record's outcome: the shape of the spine's RecordOutcome, as far as a
+ * span reads it (declared here, so tracing depends on nothing of the record path).
+ */
+export type SpanOutcome =
+  | {
+      readonly status: "dead-lettered";
+      readonly kind: string;
+      readonly deadLetterId: string;
+      readonly error: unknown;
+    }
+  | {
+      readonly status: "retry";
+      readonly attempt: number;
+      readonly delaySeconds: number | null;
+      readonly error: unknown;
+    }
+  | { readonly status: "dead-letter-failed" | "failed"; readonly error: unknown }
+  | { readonly status: "applied" | "duplicate" | "held" | "interrupted" | "returned" };
+
 /** Ends a record's span with its outcome. */
 export function endProcessSpan(
   span: Span,
-  outcome: RecordOutcome | { status: "returned" },
+  outcome: SpanOutcome,
   identity?: { jobId: string; correlationId: string },
 ): void {
   // A span that is not recording (the API's no-op without an SDK, or one not sampled) drops every
@@ -153,7 +172,7 @@ export class RecordSpans {
   }
 
   /** Ends the record's span with its outcome (no-op when it has none open). */
-  end(record: SQSRecord, outcome: RecordOutcome, identity?: { jobId: string; correlationId: string }): void {
+  end(record: SQSRecord, outcome: SpanOutcome, identity?: { jobId: string; correlationId: string }): void {
     const span = this.#open.get(record);
     if (!span) return;
     this.#open.delete(record);

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { notifyUserConsumer } from "../../functions/notify-user/consumer.ts";
 import { PermanentJobError } from "../../shared/index.ts";
-import { type ConsumerTestKit, consumerTestKit } from "../../shared/testing/index.ts";
+import { type ConsumerTestKit, consumerTestKit } from "../../testing/index.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 
 let db: TestDatabase;

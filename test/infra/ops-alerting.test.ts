@@ -8,7 +8,8 @@ import * as cloudwatch from "aws-cdk-lib/aws-cloudwatch";
 import * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
 import { Construct } from "constructs";
 import { beforeAll, describe, expect, it } from "vitest";
-import { alarmNameOf, OpsAlerting } from "../../infra/constructs/ops-alerting.ts";
+import { alarmNameOf } from "../../infra/constructs/alarms.ts";
+import { OpsAlerting } from "../../infra/constructs/ops-alerting.ts";
 import { ConfigurationError } from "../../shared/errors.ts";
 import { logicalId, testApp } from "./support.ts";
 

@@ -11,7 +11,7 @@ import { localSqsClient } from "../../local/aws-clients.ts";
 import { pollOnce, type QueueSource } from "../../local/event-source.ts";
 import { lambdaContext } from "../../local/lambda-context.ts";
 import type { CommitMode, ConsumerDefinition, ConsumerHandler } from "../../shared/consumer.ts";
-import { bodyOf, type StoredBodyColumns } from "../../shared/dead-letters/stored-body.ts";
+import { bodyOf, type StoredBodyColumns } from "../../shared/db/stored-body.ts";
 import { PermanentJobError } from "../../shared/errors.ts";
 import { DEFAULT_RETRY_POLICY, retryDelaySeconds } from "../../shared/retry/policy.ts";
 import {

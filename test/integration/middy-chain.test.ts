@@ -25,7 +25,7 @@ import {
 } from "../../shared/middy/index.ts";
 import type { RecordOutcome } from "../../shared/record/outcome.ts";
 import type { RecordContext } from "../../shared/record/record-context.ts";
-import { startTestServices, TEST_OPS_BUS, type TestServices } from "../../shared/testing/services.ts";
+import { startTestServices, TEST_OPS_BUS, type TestServices } from "../../testing/services.ts";
 import { award, effectsOf, sqsRecord } from "../support/consumer-harness.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 

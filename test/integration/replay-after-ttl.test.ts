@@ -11,9 +11,9 @@ import { awardPointsConsumer } from "../../functions/award-points/consumer.ts";
 import { createPool } from "../../shared/db/pool.ts";
 import { insertDeadLetter } from "../../shared/db/queries/insert-dead-letter.ts";
 import { consumerRoleName } from "../../shared/db/queries/provision-login.ts";
+import { storedBody } from "../../shared/db/stored-body.ts";
 import { resolveHealedDeadLetters } from "../../shared/dead-letters/escalation.ts";
 import { replayDeadLetter } from "../../shared/dead-letters/replay.ts";
-import { storedBody } from "../../shared/dead-letters/stored-body.ts";
 import { runFenceCleanup } from "../../shared/fence/cleanup.ts";
 import { runBulkToEnd } from "../support/bulk.ts";
 import {

@@ -9,7 +9,7 @@ import { z } from "zod";
 import { awardPointsConsumer } from "../../functions/award-points/consumer.ts";
 import { deploymentMigrationSets } from "../../functions/migrate/sets.ts";
 import { type ConsumerDefinition, PermanentJobError } from "../../shared/index.ts";
-import { type ConsumerTestKit, consumerTestKit, coreMigrationSet } from "../../shared/testing/index.ts";
+import { type ConsumerTestKit, consumerTestKit, coreMigrationSet } from "../../testing/index.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 
 type AwardKit = ConsumerTestKit<typeof awardPointsConsumer.payload>;
@@ -42,7 +42,7 @@ it("stays out of production bundles: neither the library's entry nor a consumer'
     });
     const modules = Object.keys(metafile.inputs);
     const packages = Object.values(metafile.inputs).flatMap((i) => i.imports.map((m) => m.path));
-    expect(modules.filter((m) => m.startsWith("shared/testing/") || m.startsWith("local/"))).toEqual([]);
+    expect(modules.filter((m) => m.startsWith("testing/") || m.startsWith("local/"))).toEqual([]);
     expect(packages.filter((p) => p === "fauxqs" || p === "vitest")).toEqual([]);
   }
 });

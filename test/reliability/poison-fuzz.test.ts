@@ -21,7 +21,7 @@ import { lambdaContext } from "../../local/lambda-context.ts";
 import { createBackstopDrain } from "../../shared/backstop/drain.ts";
 import { createPool } from "../../shared/db/pool.ts";
 import { consumerRoleName } from "../../shared/db/queries/provision-login.ts";
-import { bodyOf } from "../../shared/dead-letters/stored-body.ts";
+import { bodyOf } from "../../shared/db/stored-body.ts";
 import { parseMessage } from "../../shared/envelope/envelope.ts";
 import { arbitraryBody, BODY_CLASSES } from "../support/bodies.ts";
 import {

@@ -21,7 +21,7 @@ import { awardPointsConsumer } from "../../functions/award-points/consumer.ts";
 import { localSqsClient } from "../../local/aws-clients.ts";
 import { startPoller } from "../../local/poller.ts";
 import { startSqsEmulator } from "../../local/sqs-emulator.ts";
-import { describeError } from "../../shared/dead-letters/last-error.ts";
+import { describeError } from "../../shared/errors/last-error.ts";
 import { recordLogKeys } from "../../shared/record/observe.ts";
 import type { RetryPolicy } from "../../shared/retry/policy.ts";
 import { type ConsumerTestBed, consumerTestBed } from "../support/consumer-harness.ts";

@@ -2,7 +2,7 @@
  * Test wiring for the repository's own consumer tests: a database of the file's own, the SQS
  * emulator, the EventBridge sink, and consumers built by the real factory against them, with the
  * pool logged in as the least-privileged consumer role so every test also proves the grants
- * suffice. The wiring itself is the testing kit's (shared/testing/): this bed only adds the
+ * suffice. The wiring itself is the testing kit's (testing/): this bed only adds the
  * repository's database, several consumers and queues per bed, and award-points fixtures.
  */
 import type { SQSClient } from "@aws-sdk/client-sqs";
@@ -22,10 +22,10 @@ import type {
 } from "../../shared/consumer.ts";
 import { ensureConsumerRole } from "../../shared/db/queries/provision-login.ts";
 import type { FollowUpSchemas } from "../../shared/outbox/follow-up.ts";
-import { buildTestConsumer } from "../../shared/testing/build-consumer.ts";
-import { FollowUpInbox, type ReceivedFollowUp } from "../../shared/testing/follow-ups.ts";
-import { createTestQueue } from "../../shared/testing/queue.ts";
-import { startTestServices, TEST_OPS_BUS } from "../../shared/testing/services.ts";
+import { buildTestConsumer } from "../../testing/build-consumer.ts";
+import { FollowUpInbox, type ReceivedFollowUp } from "../../testing/follow-ups.ts";
+import { createTestQueue } from "../../testing/queue.ts";
+import { startTestServices, TEST_OPS_BUS } from "../../testing/services.ts";
 import { createTestDatabase, type TestDatabase } from "./database.ts";
 import type { TestQueue } from "./sqs.ts";
 

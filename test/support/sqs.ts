@@ -14,7 +14,7 @@ import {
   type SQSClient,
 } from "@aws-sdk/client-sqs";
 import type { SqsEmulator } from "../../local/sqs-emulator.ts";
-import { createTestQueue } from "../../shared/testing/queue.ts";
+import { createTestQueue } from "../../testing/queue.ts";
 
 /** A queue the test created. */
 export interface TestQueue {

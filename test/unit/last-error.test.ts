@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { describeError, LAST_ERROR_LIMITS } from "../../shared/dead-letters/last-error.ts";
+import { describeError, LAST_ERROR_LIMITS } from "../../shared/errors/last-error.ts";
 import { PermanentJobError, RetriesExhaustedError } from "../../shared/errors.ts";
 
 /** Like node-postgres: instances are named plain "error". */

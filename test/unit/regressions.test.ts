@@ -3,8 +3,8 @@
  * its fix.
  */
 import { describe, expect, it } from "vitest";
-import { describeError, LAST_ERROR_LIMITS } from "../../shared/dead-letters/last-error.ts";
 import { envelopeSchema } from "../../shared/envelope/envelope.ts";
+import { describeError, LAST_ERROR_LIMITS } from "../../shared/errors/last-error.ts";
 import { queueUrlFromArn } from "../../shared/sqs/queue-url.ts";
 
 const bytes = (value: unknown) => Buffer.byteLength(JSON.stringify(value), "utf8");

@@ -4,28 +4,12 @@
  * seed documents, the toolchain and style notes), no markdown link or relative path leaves the
  * repository, and every relative link in a markdown file reaches a file (and heading) that exists.
  *
- * The files are the repository's own: `git ls-files` (tracked and untracked, minus what
- * .gitignore ignores), or a walk of the tree that skips dependencies and build output when git is
- * not available.
+ * The files are the repository's own, as test/support/repository-files.ts lists them.
  */
-import { execFileSync } from "node:child_process";
-import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { dirname, isAbsolute, join, relative, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-
-const ROOT = resolve(fileURLToPath(new URL("../..", import.meta.url)));
-
-/** Folders the tree walk skips: dependencies, VCS data, local state and build or test output. */
-const SKIPPED_DIRS = new Set([
-  "node_modules",
-  ".git",
-  ".local",
-  "cdk.out",
-  "coverage",
-  "bench/results",
-  "test/reliability/results",
-]);
+import { isFile, ROOT, repositoryFiles } from "../support/repository-files.ts";
 
 /**
  * Strings that can only mean something outside the repository. The patterns are spelled with
@@ -59,35 +43,6 @@ const APPLIED_MIGRATIONS_CITING_THE_OLD_SPEC: readonly string[] = [
   "shared/db/migrations/0013_dead_letter_writes_hold_fences.sql",
 ];
 
-/** The repository's files, relative to ROOT with `/` separators. */
-function repositoryFiles(): string[] {
-  try {
-    const listed = execFileSync("git", ["ls-files", "-z", "--cached", "--others", "--exclude-standard"], {
-      cwd: ROOT,
-      encoding: "utf8",
-      maxBuffer: 64 * 1024 * 1024,
-      stdio: ["ignore", "pipe", "ignore"],
-    });
-    // A tracked file deleted in the working tree is still listed.
-    return listed.split("\0").filter((file) => file !== "" && isFile(join(ROOT, file)));
-  } catch {
-    return walk("");
-  }
-}
-
-function walk(dir: string): string[] {
-  const files: string[] = [];
-  for (const entry of readdirSync(join(ROOT, dir), { withFileTypes: true })) {
-    const path = dir === "" ? entry.name : `${dir}/${entry.name}`;
-    if (entry.isDirectory()) {
-      if (!SKIPPED_DIRS.has(entry.name) && !SKIPPED_DIRS.has(path)) files.push(...walk(path));
-    } else if (entry.isFile()) {
-      files.push(path);
-    }
-  }
-  return files;
-}
-
 /** A fenced code block, from its opening fence to its closing one (or the end of the file). */
 const FENCED_BLOCK = /^ {0,3}(`{3,}|~{3,})[^\n]*\n[\s\S]*?(?:^ {0,3}\1[`~]*[ \t]*$|(?![\s\S]))/gm;
 
@@ -97,14 +52,6 @@ const CODE_SPAN = /(`+)(?!`)(?:[^\n]|\n(?![ \t]*\n))*?[^`\n]\1(?!`)/g;
 /** `text` with each match of `pattern` blanked out: same length, newlines kept, so lines still match. */
 function blankOut(text: string, pattern: RegExp): string {
   return text.replace(pattern, (s) => s.replace(/[^\n]/g, " "));
-}
-
-function isFile(path: string): boolean {
-  try {
-    return statSync(path).isFile();
-  } catch {
-    return false;
-  }
 }
 
 /** The repository's text files and their content; a file holding a NUL byte counts as binary. */

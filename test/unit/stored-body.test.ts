@@ -1,5 +1,5 @@
 /**
- * How a dead letter keeps its body (shared/dead-letters/stored-body.ts): exactly, in the form a
+ * How a dead letter keeps its body (shared/db/stored-body.ts): exactly, in the form a
  * column names, with a fingerprint computed as the database's trigger computes it. Replaces the
  * tests of the old `{"raw": …}` payload wrapper (shared/envelope/storable-payload.ts), whose cases
  * are carried over below: where the wrapper stored `{raw: body}`, jsonbCandidate now offers nothing
@@ -21,7 +21,7 @@ import {
   storableJson,
   storedBody,
   textCanHold,
-} from "../../shared/dead-letters/stored-body.ts";
+} from "../../shared/db/stored-body.ts";
 
 // ---------------------------------------------------------------------------------------------
 // Oracles, written unit by unit rather than with the String/Buffer helpers the module uses.

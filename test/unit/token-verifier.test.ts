@@ -8,7 +8,7 @@
 import { afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { API_ENV, apiConfigFromEnv } from "../../functions/dead-letters-api/config.ts";
 import { serveHttpApi } from "../../local/http-adapter.ts";
-import { ConfigurationError, HttpProblem } from "../../shared/errors.ts";
+import { ConfigurationError, HttpProblem, PROBLEM } from "../../shared/errors.ts";
 import {
   createTokenVerifier,
   MAX_TOKEN_AGE_BOUNDS,
@@ -17,7 +17,7 @@ import {
   type TokenVerifier,
   type TokenVerifierOptions,
 } from "../../shared/http/auth.ts";
-import { PROBLEM, PROBLEM_CONTENT_TYPE, problemResponse, problemType } from "../../shared/http/problem.ts";
+import { PROBLEM_CONTENT_TYPE, problemResponse, problemType } from "../../shared/http/problem.ts";
 import { type CraftedSigner, craftedSigner } from "../support/api-fixtures.ts";
 
 const ISSUER = "https://issuer.example";

@@ -2,16 +2,25 @@
  * The statements of bulk operations (migration 0012): the matched set a plan binds, and the
  * operation rows the API creates and cancels and the worker advances. Each function is one statement.
  */
-import type { BulkFilter } from "../../dead-letters/api-schemas.ts";
-import type { KeysetPosition } from "../../dead-letters/cursor.ts";
 import type { Queryable } from "../queryable.ts";
-import { type DeadLetterSummaryRow, SUMMARY_COLUMNS, utc } from "./dead-letter-columns.ts";
-import { OPS_DEAD_LETTERS, sqlWhere, type WhereClause, whereOf } from "./dead-letter-filter.ts";
+import {
+  type DeadLetterSummaryRow,
+  type KeysetPosition,
+  SUMMARY_COLUMNS,
+  utc,
+} from "./dead-letter-columns.ts";
+import {
+  type BulkFilterColumns,
+  OPS_DEAD_LETTERS,
+  sqlWhere,
+  type WhereClause,
+  whereOf,
+} from "./dead-letter-filter.ts";
 import { REPLAY_COLUMNS, type ReplayRow } from "./replay-queries.ts";
 
 /** The pending rows a filter matches up to `bound` (inclusive), after `after` (exclusive). */
 export function pendingSetWhere(
-  filter: BulkFilter,
+  filter: BulkFilterColumns,
   bound?: KeysetPosition,
   after?: KeysetPosition,
 ): WhereClause {
@@ -55,7 +64,7 @@ export interface MatchedSet {
  */
 export async function matchedSet(
   db: Queryable,
-  filter: BulkFilter,
+  filter: BulkFilterColumns,
   checksumKey: string,
   bound?: KeysetPosition,
 ): Promise<MatchedSet> {
@@ -116,7 +125,7 @@ export async function matchedSet(
 /** The first `size` rows of the pending set, oldest first, as the list shows them. */
 export async function pendingSample(
   db: Queryable,
-  filter: BulkFilter,
+  filter: BulkFilterColumns,
   size: number,
 ): Promise<DeadLetterSummaryRow[]> {
   const where = pendingSetWhere(filter);
@@ -177,7 +186,7 @@ const OPERATION_COLUMNS = `id, kind, status, filter, reason, force_outlived, del
 /** What creating an operation records. */
 export interface NewOperation {
   readonly kind: "replay" | "discard";
-  readonly filter: BulkFilter;
+  readonly filter: BulkFilterColumns;
   readonly reason: string | null;
   /** Replay `outlived` rows too; needs `reason`. @default false */
   readonly forceOutlived?: boolean;
@@ -218,7 +227,7 @@ export async function insertOperation(db: Queryable, op: NewOperation): Promise<
 export async function insertOperationItems(
   db: Queryable,
   operationId: string,
-  filter: BulkFilter,
+  filter: BulkFilterColumns,
   bound: KeysetPosition,
 ): Promise<number> {
   const where = pendingSetWhere(filter, bound);

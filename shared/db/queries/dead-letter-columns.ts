@@ -6,6 +6,12 @@
 
 import type { AttemptEntry } from "./message-attempts.ts";
 
+/** A position in (created_at, id) order. `createdAt` is PostgreSQL's text, microseconds kept. */
+export interface KeysetPosition {
+  readonly createdAt: string;
+  readonly id: string;
+}
+
 /** RFC 3339 UTC with microseconds, from a timestamptz expression. */
 export function utc(column: string): string {
   return `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;

@@ -2,8 +2,7 @@
  * Turns an API filter into a parameterised WHERE clause. Only fixed SQL fragments are spliced;
  * every value a client sent travels as a parameter, so no filter string can change the query.
  */
-import type { DeadLetterFilter } from "../../dead-letters/api-schemas.ts";
-import type { KeysetPosition } from "../../dead-letters/cursor.ts";
+import type { KeysetPosition } from "./dead-letter-columns.ts";
 
 /**
  * What the ops API's filtered reads select from: every dead letter, through the view of migration
@@ -13,13 +12,40 @@ import type { KeysetPosition } from "../../dead-letters/cursor.ts";
  */
 export const OPS_DEAD_LETTERS = "core.ops_dead_letters AS dead_letters";
 
+/**
+ * What the dead-letter reads filter on, each field already validated: the ops API's list filter
+ * (dead-letters/api-schemas.ts) has exactly these fields, which its schema checks against this.
+ */
+export interface DeadLetterFilterColumns {
+  readonly status?: string;
+  readonly consumer?: string;
+  readonly queue?: string;
+  readonly error_kind?: string;
+  readonly tenant_id?: string;
+  readonly job_id?: string;
+  readonly correlation_id?: string;
+  /** Created at or after this instant (RFC 3339). */
+  readonly created_after?: string;
+  /** Created strictly before this instant (RFC 3339). */
+  readonly created_before?: string;
+  /** A failure group: the error fingerprint as hex. */
+  readonly group?: string;
+  /** `last_error.class`. */
+  readonly error_class?: string;
+  /** Text `last_error.message` contains, case-insensitively. */
+  readonly message?: string;
+}
+
+/** What a bulk operation filters on: only pending dead letters are acted on, so status is no filter. */
+export type BulkFilterColumns = Omit<DeadLetterFilterColumns, "status">;
+
 /** Conditions and their parameters, to be joined with AND. */
 export interface WhereClause {
   readonly conditions: string[];
   readonly params: unknown[];
 }
 
-const EQUALITY: ReadonlyArray<keyof DeadLetterFilter> = [
+const EQUALITY: ReadonlyArray<keyof DeadLetterFilterColumns> = [
   "status",
   "consumer",
   "queue",
@@ -37,7 +63,7 @@ export function containsPattern(text: string): string {
 
 /** The WHERE clause of a filter, optionally resuming after a keyset position in `direction`. */
 export function whereOf(
-  filter: Partial<DeadLetterFilter>,
+  filter: DeadLetterFilterColumns,
   after?: { position: KeysetPosition; direction: "older" | "newer" },
 ): WhereClause {
   const conditions: string[] = [];

@@ -2,9 +2,10 @@
  * One whole dead letter by id: its body exactly as received, its payload and attributes exact to
  * the digit (see exact-json.ts).
  */
-import { bodyOf } from "../../dead-letters/stored-body.ts";
+
 import { parseJsonExact } from "../exact-json.ts";
 import type { Queryable } from "../queryable.ts";
+import { bodyOf } from "../stored-body.ts";
 import { type DeadLetterRow, SUMMARY_COLUMNS } from "./dead-letter-columns.ts";
 
 type StoredRow = Omit<DeadLetterRow, "body" | "payload" | "message_attributes"> & {

@@ -22,11 +22,11 @@
  * Only the conflict path changes: a write that inserts takes the one statement it always took.
  * A wait that outlasts the session's lock_timeout is an error, so the record stays in its queue.
  */
-import type { ErrorKind } from "../../dead-letters/error-kind.ts";
-import type { LastError } from "../../dead-letters/last-error.ts";
-import type { StoredBody } from "../../dead-letters/stored-body.ts";
+import type { ErrorKind } from "../../errors/error-kind.ts";
+import type { LastError } from "../../errors/last-error.ts";
 import { DeadLetterRaceError } from "../../errors.ts";
 import type { Queryable } from "../queryable.ts";
+import type { StoredBody } from "../stored-body.ts";
 import type { AttemptEntry } from "./message-attempts.ts";
 
 /** The columns a writer supplies; status, timestamps, id and the body fingerprint come from the database. */

@@ -1,9 +1,13 @@
 /** A page of dead letters, newest first, by keyset on (created_at, id): never OFFSET. */
-import type { DeadLetterFilter } from "../../dead-letters/api-schemas.ts";
-import type { KeysetPosition } from "../../dead-letters/cursor.ts";
 import type { Queryable } from "../queryable.ts";
-import { type DeadLetterSummaryRow, SUMMARY_COLUMNS } from "./dead-letter-columns.ts";
-import { containsPattern, OPS_DEAD_LETTERS, sqlWhere, whereOf } from "./dead-letter-filter.ts";
+import { type DeadLetterSummaryRow, type KeysetPosition, SUMMARY_COLUMNS } from "./dead-letter-columns.ts";
+import {
+  containsPattern,
+  type DeadLetterFilterColumns,
+  OPS_DEAD_LETTERS,
+  sqlWhere,
+  whereOf,
+} from "./dead-letter-filter.ts";
 
 /**
  * A message match the planner expects at most this many rows for is collected through the trigram
@@ -19,7 +23,7 @@ export interface DeadLetterPage {
 
 export async function listDeadLetters(
   db: Queryable,
-  filter: DeadLetterFilter,
+  filter: DeadLetterFilterColumns,
   limit: number,
   after?: KeysetPosition,
 ): Promise<DeadLetterPage> {

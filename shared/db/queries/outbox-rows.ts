@@ -6,7 +6,7 @@
  * core.outbox_retry, core.outbox_undelivered), so a work that calls them through tx.query in its
  * fence transaction can remove no other job's follow-up.
  */
-import type { LastError } from "../../dead-letters/last-error.ts";
+import type { LastError } from "../../errors/last-error.ts";
 import type { Queryable } from "../queryable.ts";
 
 /** An outbox row as a relay reads it back. */

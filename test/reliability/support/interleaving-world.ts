@@ -27,8 +27,8 @@ import { discardDeadLetter, replayDeadLetter } from "../../../shared/dead-letter
 import { PermanentJobError } from "../../../shared/errors.ts";
 import { runFenceCleanup } from "../../../shared/fence/cleanup.ts";
 import { sweepOutbox } from "../../../shared/outbox/sweep.ts";
-import { buildTestConsumer } from "../../../shared/testing/build-consumer.ts";
-import { TEST_OPS_BUS } from "../../../shared/testing/services.ts";
+import { buildTestConsumer } from "../../../testing/build-consumer.ts";
+import { TEST_OPS_BUS } from "../../../testing/services.ts";
 import { TEST_SEAL_KEY } from "../../support/api-harness.ts";
 import { type ConsumerTestBed, consumerTestBed, sqsRecord } from "../../support/consumer-harness.ts";
 import { messagesIn, type TestQueue } from "../../support/sqs.ts";

@@ -12,14 +12,14 @@ import {
   type SQSClient,
 } from "@aws-sdk/client-sqs";
 import type { SQSRecord } from "aws-lambda";
-import { deliver, receiveRecords } from "../../local/event-source.ts";
-import { lambdaContext } from "../../local/lambda-context.ts";
-import type { ConsumerHandler, OutcomeObserver } from "../consumer.ts";
-import type { ErrorKind } from "../dead-letters/error-kind.ts";
-import { messageIdStandIn } from "../envelope/envelope.ts";
-import { parseJson } from "../envelope/parse-json.ts";
-import type { RecordOutcome } from "../record/outcome.ts";
-import { whoFailed } from "../record/record-context.ts";
+import { deliver, receiveRecords } from "../local/event-source.ts";
+import { lambdaContext } from "../local/lambda-context.ts";
+import type { ConsumerHandler, OutcomeObserver } from "../shared/consumer.ts";
+import { messageIdStandIn } from "../shared/envelope/envelope.ts";
+import { parseJson } from "../shared/envelope/parse-json.ts";
+import type { ErrorKind } from "../shared/errors/error-kind.ts";
+import type { RecordOutcome } from "../shared/record/outcome.ts";
+import { whoFailed } from "../shared/record/record-context.ts";
 import type { TestQueue } from "./queue.ts";
 import type { VisibilityWatch } from "./visibility.ts";
 

@@ -7,17 +7,17 @@
  */
 import pg from "pg";
 import type { z } from "zod";
-import { localSqsClient } from "../../local/aws-clients.ts";
-import type { EventBridgeSink, ReceivedEvent } from "../../local/eventbridge-sink.ts";
-import type { ConsumerConfigInput } from "../config/consumer-config.ts";
-import type { CommitMode, ConsumerDefinition, ConsumerHandler, ConsumerRuntime } from "../consumer.ts";
-import { consumerSchemaText } from "../db/consumer-catalog.ts";
-import { runMigrations } from "../db/migrate.ts";
-import type { MigrationSet } from "../db/migrations.ts";
-import { registerFollowUpTargets } from "../db/queries/follow-up-targets.ts";
-import { ensureConsumerRole, registerFenceTtl } from "../db/queries/provision-login.ts";
-import type { FollowUpSchemas } from "../outbox/follow-up.ts";
-import type { RetryPolicy } from "../retry/policy.ts";
+import { localSqsClient } from "../local/aws-clients.ts";
+import type { EventBridgeSink, ReceivedEvent } from "../local/eventbridge-sink.ts";
+import type { ConsumerConfigInput } from "../shared/config/consumer-config.ts";
+import type { CommitMode, ConsumerDefinition, ConsumerHandler, ConsumerRuntime } from "../shared/consumer.ts";
+import { consumerSchemaText } from "../shared/db/consumer-catalog.ts";
+import { runMigrations } from "../shared/db/migrate.ts";
+import type { MigrationSet } from "../shared/db/migrations.ts";
+import { registerFollowUpTargets } from "../shared/db/queries/follow-up-targets.ts";
+import { ensureConsumerRole, registerFenceTtl } from "../shared/db/queries/provision-login.ts";
+import type { FollowUpSchemas } from "../shared/outbox/follow-up.ts";
+import type { RetryPolicy } from "../shared/retry/policy.ts";
 import { buildTestConsumer } from "./build-consumer.ts";
 import { type Delivery, OutcomeRecorder, QueueDriver, type TestMessage } from "./delivery.ts";
 import { type JobIdentity, type TestEnvelope, testEnvelope } from "./envelope.ts";

@@ -5,8 +5,8 @@
  * work runs, so the harness sees it exactly as if the work had thrown it.
  */
 import type { z } from "zod";
-import type { ConsumerDefinition } from "../consumer.ts";
-import type { FollowUpSchemas } from "../outbox/follow-up.ts";
+import type { ConsumerDefinition } from "../shared/consumer.ts";
+import type { FollowUpSchemas } from "../shared/outbox/follow-up.ts";
 
 interface Planned {
   readonly error: unknown;

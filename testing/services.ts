@@ -5,9 +5,9 @@
  */
 import type { EventBridgeClient } from "@aws-sdk/client-eventbridge";
 import type { SQSClient } from "@aws-sdk/client-sqs";
-import { localEventBridgeClient, localSqsClient } from "../../local/aws-clients.ts";
-import { type EventBridgeSink, startEventBridgeSink } from "../../local/eventbridge-sink.ts";
-import { type SqsEmulator, startSqsEmulator } from "../../local/sqs-emulator.ts";
+import { localEventBridgeClient, localSqsClient } from "../local/aws-clients.ts";
+import { type EventBridgeSink, startEventBridgeSink } from "../local/eventbridge-sink.ts";
+import { type SqsEmulator, startSqsEmulator } from "../local/sqs-emulator.ts";
 
 /**
  * The ops bus name consumers under test are configured with. The sink accepts any name; a fixed

@@ -4,7 +4,7 @@
  * work sent (and, by their absence, that a rolled-back job sent nothing).
  */
 import { DeleteMessageBatchCommand, ReceiveMessageCommand, type SQSClient } from "@aws-sdk/client-sqs";
-import { parseJson } from "../envelope/parse-json.ts";
+import { parseJson } from "../shared/envelope/parse-json.ts";
 import { createTestQueue, type TestQueue } from "./queue.ts";
 
 /** A follow-up as it arrived in its target's queue. */

@@ -1,6 +1,6 @@
 /** Creating a queue on the SQS emulator, addressed so SDK clients can reach it. */
 import { CreateQueueCommand, GetQueueAttributesCommand, type SQSClient } from "@aws-sdk/client-sqs";
-import { LOCAL_ACCOUNT } from "../../local/aws-clients.ts";
+import { LOCAL_ACCOUNT } from "../local/aws-clients.ts";
 
 /** A queue created for a test. */
 export interface TestQueue {

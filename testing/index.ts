@@ -29,9 +29,9 @@ export {
   describeConsumerSchema,
   readConsumerCatalog,
   renderConsumerSchema,
-} from "../db/consumer-catalog.ts";
+} from "../shared/db/consumer-catalog.ts";
 // Migrating an empty test database: the core set, to pass with the consumer's own.
-export { coreMigrationSet, loadMigrations, type MigrationSet } from "../db/migrations.ts";
+export { coreMigrationSet, loadMigrations, type MigrationSet } from "../shared/db/migrations.ts";
 // What a delivery reports.
 export type { Delivery, MessageResult, MessageStatus, TestMessage } from "./delivery.ts";
 export { DEFAULT_TEST_TENANT, type JobIdentity, type TestEnvelope } from "./envelope.ts";

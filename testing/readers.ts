@@ -4,9 +4,9 @@
  * assertion never runs with (or is limited by) the consumer's privileges.
  */
 import type pg from "pg";
-import type { ErrorKind } from "../dead-letters/error-kind.ts";
-import type { LastError } from "../dead-letters/last-error.ts";
-import type { DeadLetterStatus } from "../dead-letters/status.ts";
+import type { DeadLetterStatus } from "../shared/dead-letters/status.ts";
+import type { ErrorKind } from "../shared/errors/error-kind.ts";
+import type { LastError } from "../shared/errors/last-error.ts";
 
 /** A job's fence: the proof its work committed (core.processed_jobs). */
 export interface FenceRow {

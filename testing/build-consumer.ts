@@ -6,17 +6,17 @@
  */
 import type pg from "pg";
 import type { z } from "zod";
-import type { ConsumerConfigInput } from "../config/consumer-config.ts";
+import type { ConsumerConfigInput } from "../shared/config/consumer-config.ts";
 import {
   type CommitMode,
   type ConsumerDefinition,
   type ConsumerHandler,
   type ConsumerRuntime,
   createConsumer,
-} from "../consumer.ts";
-import { createPool } from "../db/pool.ts";
-import { consumerRoleName } from "../db/queries/provision-login.ts";
-import type { FollowUpSchemas } from "../outbox/follow-up.ts";
+} from "../shared/consumer.ts";
+import { createPool } from "../shared/db/pool.ts";
+import { consumerRoleName } from "../shared/db/queries/provision-login.ts";
+import type { FollowUpSchemas } from "../shared/outbox/follow-up.ts";
 import { TEST_OPS_BUS, type TestServices } from "./services.ts";
 
 /** Where a consumer under test connects to. */
