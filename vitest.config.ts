@@ -17,11 +17,25 @@ import { classifyTestFiles, type TestFileKind } from "./test/support/test-files.
 import { TEST_TIER } from "./test/support/tier.ts";
 
 /**
- * Test files at once. Most of a file's time is spent waiting (on PostgreSQL, child processes, the
- * SQS emulator, deadlines), so one more than the cores keeps them busy; vitest's default (cores
- * minus one) ran the suite one file at a time on two cores, at a third of their capacity.
+ * Connections a database file holds at its peak: the consumer suite's two files (AC1's twelve
+ * concurrent handlers, their pools and listeners) reach about 40 each.
  */
-const MAX_WORKERS = availableParallelism() + 1;
+const PEAK_CONNECTIONS_PER_FILE = 40;
+/**
+ * The server's max_connections: 300 as the suite starts its own (local/postgres.ts, and the
+ * container's command), PostgreSQL's default 100 for a server given by DATABASE_URL.
+ */
+const SERVER_CONNECTIONS = process.env.DATABASE_URL ? 100 : 300;
+/**
+ * Test files at once. Most of a file's time is spent waiting (on PostgreSQL, child processes, the
+ * SQS emulator, deadlines), so one more than the cores keeps them busy, as far as the server's
+ * connections allow (2 on a default server). vitest's default, the cores minus one, ran the suite
+ * one file at a time on two cores, using a third of them.
+ */
+const MAX_WORKERS = Math.min(
+  availableParallelism() + 1,
+  Math.max(1, Math.floor(SERVER_CONNECTIONS / PEAK_CONNECTIONS_PER_FILE)),
+);
 
 const root = fileURLToPath(new URL(".", import.meta.url));
 const files = [...classifyTestFiles(root)].filter(([, kind]) => TEST_TIER !== "everyday" || !kind.full);

@@ -75,6 +75,14 @@ const SHORT_INVOCATION = {
   returnReserveMs: 500,
   lockTimeoutMs: 100,
 } as const;
+/** The work of "work slower than the time left": five of them outlast the invocation. */
+const PROGRESS_WORK_MS = 600;
+/**
+ * That test's record budget: a record starts only while its work and a margin (400 ms, for its SQL
+ * on a busy machine) fit before the return reserve, so none that starts is cut off. With the
+ * shared 700 ms a record could start with 200 ms to run, and a loaded machine interrupted it.
+ */
+const PROGRESS_RECORD_BUDGET_MS = SHORT_INVOCATION.returnReserveMs + PROGRESS_WORK_MS + 400;
 const FIFO_ARN = "arn:aws:sqs:eu-west-1:000000000000:award-points.fifo";
 
 interface LedgerRow {
@@ -673,9 +681,9 @@ for (const mode of ["per-record", "batch"] as const satisfies readonly CommitMod
     it("work slower than the time left still makes progress: what ran commits, the rest comes back unrun", async () => {
       const jobs = [0, 1, 2, 3, 4].map((n) => id(`progress-${n}`));
       const handler = bed.consumer(
-        awardWith(() => new Promise((resolve) => setTimeout(resolve, 600))),
+        awardWith(() => new Promise((resolve) => setTimeout(resolve, PROGRESS_WORK_MS))),
         {
-          configure: { ...SHORT_INVOCATION },
+          configure: { ...SHORT_INVOCATION, recordBudgetMs: PROGRESS_RECORD_BUDGET_MS },
         },
       );
       const failed = await invokeWith(
