@@ -75,6 +75,13 @@ const SHORT_INVOCATION = {
   returnReserveMs: 500,
   lockTimeoutMs: 100,
 } as const;
+/**
+ * "Time running short after the batch's work": the slow job's work ends with less left than the
+ * record budget (no record could start: about 350 ms less on an idle machine) and more than the
+ * return reserve (nothing is cut off: 650 ms to spare for a loaded one, whose work ends late). With
+ * the shared 700 ms budget the whole window was 200 ms wide, and a loaded machine crossed it.
+ */
+const SHORT_AFTER_WORK = { workMs: 1600, recordBudgetMs: 1500, invocationMs: 2800 } as const;
 /** The work of "work slower than the time left": five of them outlast the invocation. */
 const PROGRESS_WORK_MS = 600;
 /**
@@ -664,14 +671,14 @@ for (const mode of ["per-record", "batch"] as const satisfies readonly CommitMod
       const handler = bed.consumer(
         awardWith(async (jobId) => {
           if (jobId === bad) throw new Error("downstream blip");
-          if (jobId === slow) await new Promise((resolve) => setTimeout(resolve, 1600));
+          if (jobId === slow) await new Promise((resolve) => setTimeout(resolve, SHORT_AFTER_WORK.workMs));
         }),
-        { configure: { ...SHORT_INVOCATION } },
+        { configure: { ...SHORT_INVOCATION, recordBudgetMs: SHORT_AFTER_WORK.recordBudgetMs } },
       );
       const failed = await invokeWith(
         handler,
         [sqsRecord(body(bad), { messageId: `m-${bad}` }), sqsRecord(body(slow), { messageId: `m-${slow}` })],
-        lambdaContext(handler.consumer, 2200),
+        lambdaContext(handler.consumer, SHORT_AFTER_WORK.invocationMs),
       );
       expect(failed).toEqual([`m-${bad}`]);
       expect(await ledgerOf(`m-${bad}`)).toMatchObject({ failures: 1 });
