@@ -1,10 +1,52 @@
+/**
+ * Three projects, by what a file needs (read from its imports, test/support/test-files.ts):
+ *
+ * - `database`: files that reach the run's PostgreSQL. Only this project starts one (global-setup.ts),
+ *   and only these files run again when CI points the suite at a second server (`npm run test:db`).
+ * - `cdk`: files that synthesize CDK stacks and need no database. One warm process per worker runs
+ *   them all: importing aws-cdk-lib and its first synthesis cost seconds a process.
+ * - `standalone`: the rest.
+ *
+ * JOBFENCE_TEST_TIER (test/support/tier.ts) picks the tier: `npm test` is the everyday tier,
+ * `npm run test:full` adds the full tier's files and runs every size at its full value.
+ */
+import { availableParallelism } from "node:os";
+import { fileURLToPath } from "node:url";
 import { defineConfig } from "vitest/config";
+import { classifyTestFiles, type TestFileKind } from "./test/support/test-files.ts";
+import { TEST_TIER } from "./test/support/tier.ts";
+
+/**
+ * Connections a database file holds at its peak: the consumer suite's two files (AC1's twelve
+ * concurrent handlers, their pools and listeners) reach about 40 each.
+ */
+const PEAK_CONNECTIONS_PER_FILE = 40;
+/**
+ * The server's max_connections: 300 as the suite starts its own (local/postgres.ts, and the
+ * container's command), PostgreSQL's default 100 for a server given by DATABASE_URL.
+ */
+const SERVER_CONNECTIONS = process.env.DATABASE_URL ? 100 : 300;
+/**
+ * Test files at once. Most of a file's time is spent waiting (on PostgreSQL, child processes, the
+ * SQS emulator, deadlines), so one more than the cores keeps them busy, as far as the server's
+ * connections allow (2 on a default server). vitest's default, the cores minus one, ran the suite
+ * one file at a time on two cores, using a third of them.
+ */
+const MAX_WORKERS = Math.min(
+  availableParallelism() + 1,
+  Math.max(1, Math.floor(SERVER_CONNECTIONS / PEAK_CONNECTIONS_PER_FILE)),
+);
+
+const root = fileURLToPath(new URL(".", import.meta.url));
+const files = [...classifyTestFiles(root)].filter(([, kind]) => TEST_TIER !== "everyday" || !kind.full);
+const filesWhere = (test: (kind: TestFileKind) => boolean) =>
+  files.filter(([, kind]) => test(kind)).map(([file]) => file);
 
 export default defineConfig({
   test: {
-    include: ["test/**/*.test.ts"],
-    globalSetup: ["test/support/global-setup.ts"],
+    globalSetup: ["test/support/run-setup.ts"],
     pool: "forks",
+    maxWorkers: MAX_WORKERS,
     testTimeout: 30_000,
     hookTimeout: 120_000,
     // Powertools writes EMF and JSON logs to stdout; tests that check them enable them explicitly.
@@ -13,5 +55,23 @@ export default defineConfig({
       POWERTOOLS_METRICS_DISABLED: process.env.POWERTOOLS_METRICS_DISABLED ?? "true",
       POWERTOOLS_LOG_LEVEL: process.env.POWERTOOLS_LOG_LEVEL ?? "SILENT",
     },
+    projects: [
+      {
+        extends: true,
+        test: {
+          name: "database",
+          include: filesWhere((kind) => kind.database),
+          globalSetup: ["test/support/global-setup.ts"],
+        },
+      },
+      {
+        extends: true,
+        test: { name: "cdk", include: filesWhere((kind) => !kind.database && kind.cdk), isolate: false },
+      },
+      {
+        extends: true,
+        test: { name: "standalone", include: filesWhere((kind) => !kind.database && !kind.cdk) },
+      },
+    ],
   },
 });

@@ -18,7 +18,6 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { App } from "aws-cdk-lib";
-import { Template } from "aws-cdk-lib/assertions";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { CONSUMERS, type ConsumerDeployment, EXAMPLE_TENANT } from "../../functions/consumers.ts";
@@ -43,6 +42,7 @@ import { ConfigurationError } from "../../shared/errors.ts";
 import { type ConsumerTestBed, consumerTestBed, OPS_BUS } from "../support/consumer-harness.ts";
 import { createTestDatabase } from "../support/database.ts";
 import { messagesIn, sendMessage } from "../support/sqs.ts";
+import { type SynthesizedStack, synthesizedReferenceStack } from "../support/synthesized-stack.ts";
 
 const run = promisify(execFile);
 const NAMES = CONSUMERS.map((c) => c.definition.name);
@@ -118,21 +118,12 @@ describe.each(NAMES)("consumer %s", (name) => {
 
 describe("the synthesized bundles", () => {
   let bed: ConsumerTestBed;
-  let template: Template;
-  let assembly: string;
+  let synthesized: SynthesizedStack;
 
   beforeAll(async () => {
     bed = await consumerTestBed();
-    // The reference stack, synthesized with real bundling; the test takes each consumer's asset.
-    const app = new App();
-    const stack = new JobfenceStack(app, "JobfenceBundle", {
-      jwtIssuer: "https://auth.example.com",
-      jwtAudience: "jobfence-ops",
-      betterStackEndpoint: "https://in.logs.betterstack.com",
-      betterStackSecretName: "jobfence/betterstack",
-    });
-    template = Template.fromStack(stack);
-    assembly = app.synth().directory;
+    // The reference stack, as the run synthesizes it once with real bundling; the test takes each consumer's asset.
+    synthesized = await synthesizedReferenceStack();
   }, 300_000);
 
   afterAll(async () => {
@@ -143,17 +134,14 @@ describe("the synthesized bundles", () => {
     "%s: the bundle applies the registered example from the emulator, once",
     { timeout: 120_000 },
     async (name, deployment: ConsumerDeployment) => {
+      const description = `jobfence consumer ${name}`;
       const fn = Object.values(
-        template.findResources("AWS::Lambda::Function", {
-          Properties: { Description: `jobfence consumer ${name}` },
+        synthesized.template.findResources("AWS::Lambda::Function", {
+          Properties: { Description: description },
         }),
       )[0];
       expect(fn?.Properties.Handler).toBe("index.handler");
-      const bundle = join(
-        assembly,
-        `asset.${String(fn?.Properties.Code.S3Key).replace(/\.zip$/, "")}`,
-        "index.mjs",
-      );
+      const bundle = join(synthesized.bundleOf(description), "index.mjs");
 
       const targets = Object.keys(deployment.definition.sends ?? {});
       const queueName = `conformance-${name}${deployment.fifo ? ".fifo" : ""}`;

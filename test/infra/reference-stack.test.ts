@@ -1,11 +1,12 @@
 /**
- * The reference stack, synthesized once with real esbuild bundling: cdk-nag AwsSolutions leaves
- * zero unacknowledged findings, each acknowledgement is scoped to one resource and finding with a
- * reason, the bundles are ESM `.mjs`, and migrations run before the consumers start.
+ * The reference stack: cdk-nag AwsSolutions leaves zero unacknowledged findings, each
+ * acknowledgement is scoped to one resource and finding with a reason, migrations run before the
+ * consumers start, and the bundles — the run's one synthesis with real esbuild bundling
+ * (test/support/synthesized-stack.ts) — are ESM `.mjs`.
  */
 import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
-import { type App, Stack } from "aws-cdk-lib";
+import { Stack } from "aws-cdk-lib";
 import { Template } from "aws-cdk-lib/assertions";
 import { AwsSolutionsChecks } from "cdk-nag";
 import type { IConstruct } from "constructs";
@@ -13,22 +14,20 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { CONSUMERS, type ConsumerDeployment } from "../../functions/consumers.ts";
 import { JobfenceStack, stackPropsFromContext } from "../../infra/reference-stack.ts";
 import { ConfigurationError } from "../../shared/errors.ts";
+import {
+  REFERENCE_STACK_ID,
+  REFERENCE_STACK_PROPS,
+  type SynthesizedStack,
+  synthesizedReferenceStack,
+} from "../support/synthesized-stack.ts";
 import { logicalId, testApp } from "./support.ts";
 
-let app: App;
 let stack: JobfenceStack;
 let template: Template;
 
 beforeAll(() => {
-  // Synthesized once, with real esbuild bundling: every other infra test skips it.
-  app = testApp({ bundle: true });
-  stack = new JobfenceStack(app, "Jobfence", {
-    jwtIssuer: "https://auth.example.com",
-    jwtAudience: "jobfence-ops",
-    betterStackEndpoint: "https://in.logs.betterstack.com",
-    betterStackSecretName: "jobfence/betterstack",
-    alarmEmails: ["oncall@example.com"],
-  });
+  // The construct tree, unbundled (cheap); the bundles are the run's shared synthesis.
+  stack = new JobfenceStack(testApp(), REFERENCE_STACK_ID, REFERENCE_STACK_PROPS);
   template = Template.fromStack(stack);
 });
 
@@ -470,13 +469,11 @@ describe("follow-ups", () => {
 });
 
 describe("bundles", () => {
-  function assetOf(description: string): string {
-    const fn = Object.values(
-      template.findResources("AWS::Lambda::Function", { Properties: { Description: description } }),
-    )[0];
-    const key = String(fn?.Properties.Code.S3Key);
-    return join(app.synth().directory, `asset.${key.replace(/\.zip$/, "")}`);
-  }
+  let synthesized: SynthesizedStack;
+  beforeAll(async () => {
+    synthesized = await synthesizedReferenceStack();
+  });
+  const assetOf = (description: string) => synthesized.bundleOf(description);
 
   it("are ESM .mjs files with a source map, for every function", () => {
     for (const description of [

@@ -75,6 +75,21 @@ const SHORT_INVOCATION = {
   returnReserveMs: 500,
   lockTimeoutMs: 100,
 } as const;
+/**
+ * "Time running short after the batch's work": the slow job's work ends with less left than the
+ * record budget (no record could start: about 350 ms less on an idle machine) and more than the
+ * return reserve (nothing is cut off: 650 ms to spare for a loaded one, whose work ends late). With
+ * the shared 700 ms budget the whole window was 200 ms wide, and a loaded machine crossed it.
+ */
+const SHORT_AFTER_WORK = { workMs: 1600, recordBudgetMs: 1500, invocationMs: 2800 } as const;
+/** The work of "work slower than the time left": five of them outlast the invocation. */
+const PROGRESS_WORK_MS = 600;
+/**
+ * That test's record budget: a record starts only while its work and a margin (400 ms, for its SQL
+ * on a busy machine) fit before the return reserve, so none that starts is cut off. With the
+ * shared 700 ms a record could start with 200 ms to run, and a loaded machine interrupted it.
+ */
+const PROGRESS_RECORD_BUDGET_MS = SHORT_INVOCATION.returnReserveMs + PROGRESS_WORK_MS + 400;
 const FIFO_ARN = "arn:aws:sqs:eu-west-1:000000000000:award-points.fifo";
 
 interface LedgerRow {
@@ -656,14 +671,14 @@ for (const mode of ["per-record", "batch"] as const satisfies readonly CommitMod
       const handler = bed.consumer(
         awardWith(async (jobId) => {
           if (jobId === bad) throw new Error("downstream blip");
-          if (jobId === slow) await new Promise((resolve) => setTimeout(resolve, 1600));
+          if (jobId === slow) await new Promise((resolve) => setTimeout(resolve, SHORT_AFTER_WORK.workMs));
         }),
-        { configure: { ...SHORT_INVOCATION } },
+        { configure: { ...SHORT_INVOCATION, recordBudgetMs: SHORT_AFTER_WORK.recordBudgetMs } },
       );
       const failed = await invokeWith(
         handler,
         [sqsRecord(body(bad), { messageId: `m-${bad}` }), sqsRecord(body(slow), { messageId: `m-${slow}` })],
-        lambdaContext(handler.consumer, 2200),
+        lambdaContext(handler.consumer, SHORT_AFTER_WORK.invocationMs),
       );
       expect(failed).toEqual([`m-${bad}`]);
       expect(await ledgerOf(`m-${bad}`)).toMatchObject({ failures: 1 });
@@ -673,9 +688,9 @@ for (const mode of ["per-record", "batch"] as const satisfies readonly CommitMod
     it("work slower than the time left still makes progress: what ran commits, the rest comes back unrun", async () => {
       const jobs = [0, 1, 2, 3, 4].map((n) => id(`progress-${n}`));
       const handler = bed.consumer(
-        awardWith(() => new Promise((resolve) => setTimeout(resolve, 600))),
+        awardWith(() => new Promise((resolve) => setTimeout(resolve, PROGRESS_WORK_MS))),
         {
-          configure: { ...SHORT_INVOCATION },
+          configure: { ...SHORT_INVOCATION, recordBudgetMs: PROGRESS_RECORD_BUDGET_MS },
         },
       );
       const failed = await invokeWith(

@@ -29,8 +29,10 @@ import {
   sqsRecord,
 } from "../support/consumer-harness.ts";
 import { receiveAll } from "../support/sqs.ts";
+import { byTier } from "../support/tier.ts";
 
-const RUNS = 60;
+/** Bodies per path (fast-check runs). */
+const RUNS = byTier({ everyday: 30, full: 60 });
 
 /** One character SQS (and the emulator) delivers. */
 const sqsChar = fc.oneof(

@@ -65,9 +65,10 @@ import { type ApiResponse, type ApiTestBed, apiTestBed, TEST_SEAL_KEY } from "..
 import { runBulkToEnd } from "../support/bulk.ts";
 import { insertFence } from "../support/fixtures.ts";
 import { messagesIn } from "../support/sqs.ts";
-import { reportFigures, runSeed, sized, tally } from "./support/figures.ts";
+import { byTier } from "../support/tier.ts";
+import { reportFigures, runSeed, tally } from "./support/figures.ts";
 
-const REQUESTS = sized(1100, 2400);
+const REQUESTS = byTier({ everyday: 1100, reliability: 2400 });
 /** What the API may answer to anything a client sends. */
 const ALLOWED_STATUSES = [200, 202, 400, 401, 403, 404, 405, 409, 415, 428];
 const SEED = runSeed();

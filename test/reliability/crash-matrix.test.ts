@@ -57,6 +57,7 @@ import { TEST_SEAL_KEY } from "../support/api-harness.ts";
 import { award, type ConsumerTestBed, consumerTestBed } from "../support/consumer-harness.ts";
 import { insertDeadLetter } from "../support/fixtures.ts";
 import { queueDepth, sendMessage } from "../support/sqs.ts";
+import { byTier, TEST_TIER } from "../support/tier.ts";
 import {
   IN_FLIGHT_POINTS,
   KILLER_USER_PREFIX,
@@ -77,7 +78,7 @@ import {
   runCrashChild,
   sessionsLeftBy,
 } from "./support/crash-support.ts";
-import { FULL, reportFigures, sized } from "./support/figures.ts";
+import { reportFigures } from "./support/figures.ts";
 
 /** Tells this run's queues and sessions from those of a run sharing the server. */
 const RUN = randomBytes(3).toString("hex");
@@ -184,18 +185,19 @@ const CLEANUP_BATCHES = Math.ceil(CLEANUP.expired / CLEANUP.batchSize);
 /**
  * In-flight points: how long the statement runs before the kill. 0 kills at once, before the
  * statement has left the process (it never runs); a few ms usually let it commit before the kill.
- * The full run takes several, so both outcomes are met.
+ * The reliability tier takes several, so both outcomes are met.
  */
-const IN_FLIGHT_WAITS = sized([5], [0, 1, 5, 25]);
+const IN_FLIGHT_WAITS = byTier({ everyday: [5], reliability: [0, 1, 5, 25] });
 
 function buildCases(): CrashCase[] {
   const cases: Array<Omit<CrashCase, "id" | "inFlightMs">> = [];
   for (const mode of ["per-record", "batch"] as const) {
     for (const point of CONSUMER_POINTS) {
-      // Full: every hit the batch reaches; bounded: one, and for AC2's points the first as well.
-      const hits = FULL
-        ? Array.from({ length: REACH[mode][point] }, (_, i) => i + 1)
-        : [...new Set([...(BEFORE_COMMIT_POINTS.has(point) ? [1] : []), BOUNDED_NTH[mode][point]])];
+      // Reliability tier: every hit the batch reaches; bounded: one, and for AC2's points the first as well.
+      const hits =
+        TEST_TIER === "reliability"
+          ? Array.from({ length: REACH[mode][point] }, (_, i) => i + 1)
+          : [...new Set([...(BEFORE_COMMIT_POINTS.has(point) ? [1] : []), BOUNDED_NTH[mode][point]])];
       for (const nth of hits) {
         cases.push({
           label: `${point} #${nth}, ${mode}${BEFORE_COMMIT_POINTS.has(point) ? " (before COMMIT)" : ""}`,
@@ -208,18 +210,18 @@ function buildCases(): CrashCase[] {
       }
     }
   }
-  const replayRestarts = sized(
-    [
+  const replayRestarts = byTier({
+    everyday: [
       ["replay-single", "replay-first"],
       ["replay-bulk", "drain-first"],
     ] as const,
-    [
+    reliability: [
       ["replay-single", "replay-first"],
       ["replay-single", "drain-first"],
       ["replay-bulk", "replay-first"],
       ["replay-bulk", "drain-first"],
     ] as const,
-  );
+  });
   for (const [scenario, restart] of replayRestarts) {
     cases.push({
       label: `replay:after-send, ${scenario === "replay-single" ? "single" : "bulk"}, restart ${restart}`,
@@ -230,7 +232,8 @@ function buildCases(): CrashCase[] {
       restart,
     });
   }
-  const cleanupHits = FULL ? Array.from({ length: CLEANUP_BATCHES }, (_, i) => i + 1) : [2];
+  const cleanupHits =
+    TEST_TIER === "reliability" ? Array.from({ length: CLEANUP_BATCHES }, (_, i) => i + 1) : [2];
   for (const nth of cleanupHits) {
     cases.push({
       label: `cleanup:in-flight #${nth}`,
@@ -241,7 +244,7 @@ function buildCases(): CrashCase[] {
       restart: "drain-first",
     });
   }
-  for (const nth of sized([2], [1, 2, 3])) {
+  for (const nth of byTier({ everyday: [2], reliability: [1, 2, 3] })) {
     cases.push({
       label: `outbox:sweep-after-send #${nth}, scheduled relay`,
       scenario: "sweep",
@@ -255,9 +258,10 @@ function buildCases(): CrashCase[] {
     IN_FLIGHT_POINTS.has(c.point)
       ? IN_FLIGHT_WAITS.map((inFlightMs) => ({
           ...c,
-          label: FULL
-            ? `${c.label}, killed ${inFlightMs === 0 ? "at once" : `${inFlightMs} ms into the statement`}`
-            : c.label,
+          label:
+            TEST_TIER === "reliability"
+              ? `${c.label}, killed ${inFlightMs === 0 ? "at once" : `${inFlightMs} ms into the statement`}`
+              : c.label,
           inFlightMs,
         }))
       : [{ ...c, inFlightMs: 0 }],

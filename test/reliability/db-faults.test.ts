@@ -5,7 +5,7 @@
  *
  * - its backends are terminated mid-transaction (pg_terminate_backend);
  * - a dedicated PostgreSQL is restarted under it: by a crash (immediate shutdown, then recovery
- *   from the WAL) and, in the full run, cleanly as well;
+ *   from the WAL) and, in the reliability tier, cleanly as well;
  * - its pool has fewer connections than invocations want, with a short acquire timeout;
  * - its statements outlast the statement timeout.
  *
@@ -38,10 +38,11 @@ import {
   sqsRecord,
 } from "../support/consumer-harness.ts";
 import { messagesIn, sendBatch } from "../support/sqs.ts";
+import { byTier, TEST_TIER } from "../support/tier.ts";
 import type { ConsumerProcessConfig } from "./support/consumer-process.ts";
 import { type SupervisedConsumer, superviseConsumer } from "./support/consumer-supervisor.ts";
 import { type FaultWorkOptions, firstCleanAttempt } from "./support/fault-work.ts";
-import { FULL, reportFigures, runSeed, seededRandom, sized, tally } from "./support/figures.ts";
+import { reportFigures, runSeed, seededRandom, tally } from "./support/figures.ts";
 import { type JobFate, jobFates, judge, type Verdict } from "./support/job-fates.ts";
 import { envelopeOf, type LoadJob, loadJobs, sleep, waitUntil } from "./support/load.ts";
 
@@ -231,15 +232,15 @@ function expectInvariant(expect: ExpectStatic, result: FaultRunResult): void {
 }
 
 // Bounded, the scenarios run side by side: they mostly wait (retry delays, visibility timeouts,
-// restarts), and each has its own queue, tenant and connections. In full, one after another, so
+// restarts), and each has its own queue, tenant and connections. In the reliability tier, one after another, so
 // each one's figures are its own.
-const scenarios = FULL ? describe : describe.concurrent;
+const scenarios = TEST_TIER === "reliability" ? describe : describe.concurrent;
 
 scenarios("reliability: database faults under load", () => {
   it("backends terminated mid-transaction: retried, never doubled, never lost", async ({ expect }) => {
     const scenario = "db-terminate";
-    const jobs = sized(150, 1500);
-    const kills = sized(3, 30);
+    const jobs = byTier({ everyday: 150, reliability: 1500 });
+    const kills = byTier({ everyday: 3, reliability: 30 });
     const result = await faultRun({
       scenario,
       jobs,
@@ -247,7 +248,7 @@ scenarios("reliability: database faults under load", () => {
       pool: { max: 5, connectionTimeoutMs: 2000 },
       work: { holdMs: 10 },
       concurrency: 4,
-      timeoutMs: sized(60_000, 600_000),
+      timeoutMs: byTier({ everyday: 60_000, reliability: 600_000 }),
       inject: async ({ settled, finished }) => {
         const killed: Record<string, number> = {};
         await withClient(bed.db.url, async (admin) => {
@@ -287,7 +288,7 @@ scenarios("reliability: database faults under load", () => {
     expect(result.consumer.tally.deliveries).toBeGreaterThan(result.jobs.length);
   }, 900_000);
 
-  it("PostgreSQL restarted under load, by a crash with recovery (in full, cleanly too): nothing lost or doubled", async ({
+  it("PostgreSQL restarted under load, by a crash with recovery (in the reliability tier, cleanly too): nothing lost or doubled", async ({
     expect,
   }) => {
     const scenario = "db-restart";
@@ -301,8 +302,8 @@ scenarios("reliability: database faults under load", () => {
       await runMigrations({ connectionString: server.url, sets: deploymentMigrationSets() });
       const url = server.url;
       /** Restarts at these shares of settled jobs, alternating a crash and a clean stop. */
-      const plan = sized([0.3], [0.1, 0.2, 0.35, 0.5, 0.65, 0.8]);
-      const jobs = sized(100, 1500);
+      const plan = byTier({ everyday: [0.3], reliability: [0.1, 0.2, 0.35, 0.5, 0.65, 0.8] });
+      const jobs = byTier({ everyday: 100, reliability: 1500 });
       const result = await faultRun({
         scenario,
         jobs,
@@ -310,7 +311,7 @@ scenarios("reliability: database faults under load", () => {
         pool: { max: 5, connectionTimeoutMs: 2000 },
         work: { holdMs: 5 },
         concurrency: 4,
-        timeoutMs: sized(90_000, 600_000),
+        timeoutMs: byTier({ everyday: 90_000, reliability: 600_000 }),
         inject: async ({ settled, finished }) => {
           const done: Record<string, number> = {};
           for (const [i, share] of plan.entries()) {
@@ -362,12 +363,12 @@ scenarios("reliability: database faults under load", () => {
     const scenario = "db-pool-exhaustion";
     const result = await faultRun({
       scenario,
-      jobs: sized(100, 600),
+      jobs: byTier({ everyday: 100, reliability: 600 }),
       databaseUrl: bed.db.url,
       pool: { max: 1, connectionTimeoutMs: 60 },
       work: { holdMs: 20 },
       concurrency: 4,
-      timeoutMs: sized(60_000, 600_000),
+      timeoutMs: byTier({ everyday: 60_000, reliability: 600_000 }),
       inject: async () => ({}),
     });
     const timeouts = Object.entries(result.consumer.tally.errors)
@@ -383,8 +384,11 @@ scenarios("reliability: database faults under load", () => {
     expect,
   }) => {
     const scenario = "db-statement-timeout";
-    const jobs = sized(100, 600);
-    const alwaysSlow = Array.from({ length: sized(3, 12) }, (_, i) => `${scenario}-${i * 7}`);
+    const jobs = byTier({ everyday: 100, reliability: 600 });
+    const alwaysSlow = Array.from(
+      { length: byTier({ everyday: 3, reliability: 12 }) },
+      (_, i) => `${scenario}-${i * 7}`,
+    );
     // The timeout is far above what a healthy statement takes even on a loaded machine, so only
     // the stalls (well past it) are cancelled and every job's fate can be predicted.
     const work: FaultWorkOptions = { stall: { seconds: 0.8, percent: 30, always: alwaysSlow } };
@@ -400,7 +404,7 @@ scenarios("reliability: database faults under load", () => {
       // Nothing here crashes: a long visibility timeout keeps attempt numbers exactly as predicted.
       visibilitySeconds: 30,
       concurrency: 4,
-      timeoutMs: sized(60_000, 600_000),
+      timeoutMs: byTier({ everyday: 60_000, reliability: 600_000 }),
       inject: async () => ({}),
     });
     const cancelled = result.consumer.tally.errors["57014"] ?? 0;
@@ -560,4 +564,4 @@ scenarios("reliability: database faults under load", () => {
   }, 60_000);
 });
 
-if (FULL) console.log(`[reliability] db-faults seed ${SEED}`);
+if (TEST_TIER === "reliability") console.log(`[reliability] db-faults seed ${SEED}`);

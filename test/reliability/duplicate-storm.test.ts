@@ -25,10 +25,18 @@ import { createPool } from "../../shared/db/pool.ts";
 import { consumerRoleName } from "../../shared/db/queries/provision-login.ts";
 import { award, sqsRecord } from "../support/consumer-harness.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
-import { FULL, reportFigures, runSeeds, sized } from "./support/figures.ts";
+import { byTier } from "../support/tier.ts";
+import { reportFigures, runSeeds } from "./support/figures.ts";
 import { type StormOrdering, type StormPlan, stormPlan } from "./support/storm-plan.ts";
 
-const SIZE = sized({ jobs: 200, deliveries: 2_000, seeds: 2 }, { jobs: 1_000, deliveries: 10_000, seeds: 6 });
+/** Each storm: jobs, deliveries of them (ten each on average), and the seeds each mode meets. */
+const SIZE = byTier({
+  everyday: { jobs: 100, deliveries: 1_000, seeds: 2 },
+  full: { jobs: 200, deliveries: 2_000, seeds: 2 },
+  reliability: { jobs: 1_000, deliveries: 10_000, seeds: 6 },
+});
+/** One storm's time limit. */
+const STORM_TIMEOUT_MS = byTier({ everyday: 60_000, reliability: 180_000 });
 /**
  * Concurrent handler instances, one connection each: with the run's own admin connections this
  * stays far below the embedded server's max_connections of 100, beside the other test files.
@@ -249,7 +257,7 @@ describe("duplicate storm: one effect per job, whatever the duplicates and their
 
   it.for(RUNS)(
     "$mode, seed $seed, $ordering ordering",
-    { timeout: FULL ? 180_000 : 60_000 },
+    { timeout: STORM_TIMEOUT_MS },
     async (run, { expect }) => {
       const plan = stormPlan({
         seed: run.seed,

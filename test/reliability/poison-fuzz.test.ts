@@ -31,10 +31,11 @@ import {
   OPS_BUS,
   sqsRecord,
 } from "../support/consumer-harness.ts";
-import { reportFigures, runSeed, sized, tally } from "./support/figures.ts";
+import { byTier } from "../support/tier.ts";
+import { reportFigures, runSeed, tally } from "./support/figures.ts";
 import { type SqsFaultProxy, startSqsFaultProxy } from "./support/sqs-fault-proxy.ts";
 
-const BODIES = sized(1000, 10_000);
+const BODIES = byTier({ everyday: 1000, reliability: 10_000 });
 const SEED = runSeed();
 const CONSUMER = "award-points";
 

@@ -26,7 +26,8 @@ import { recordLogKeys } from "../../shared/record/observe.ts";
 import type { RetryPolicy } from "../../shared/retry/policy.ts";
 import { type ConsumerTestBed, consumerTestBed } from "../support/consumer-harness.ts";
 import { createQueue, messagesIn, sendBatch } from "../support/sqs.ts";
-import { FULL, reportFigures, runSeed, seededRandom, sized, tally } from "./support/figures.ts";
+import { byTier, TEST_TIER } from "../support/tier.ts";
+import { reportFigures, runSeed, seededRandom, tally } from "./support/figures.ts";
 import { jobFates, judge } from "./support/job-fates.ts";
 import { envelopeOf, loadJobs, sleep, waitUntil } from "./support/load.ts";
 import { type FaultRule, startSqsFaultProxy } from "./support/sqs-fault-proxy.ts";
@@ -36,6 +37,8 @@ const CONSUMER = "award-points";
 const RETRY: RetryPolicy = Object.freeze({ maxAttempts: 8, baseSeconds: 1, capSeconds: 1 });
 /** How soon a message whose delete or visibility change failed comes back. */
 const VISIBILITY_SECONDS = 2;
+/** How long an outage window may outlast its length before a receive has met it. */
+const OUTAGE_MET_WITHIN_MS = 30_000;
 const SEED = runSeed();
 const random = seededRandom(SEED);
 
@@ -158,9 +161,20 @@ async function queueRun(o: QueueRunOptions, emulatorDir: string) {
     try {
       const disturbing = o.disturb?.({
         outage: async (ms) => {
+          const refusedReceives = () => proxy.counts.injected.ReceiveMessage?.["emulator-down"] ?? 0;
+          const refusedBefore = refusedReceives();
           proxy.setTarget(undefined);
           await emulator.stop();
           await sleep(ms);
+          // On a busy machine the poller may not have run inside the window: it lasts until a
+          // receive has met it, so every window is an outage the consumer saw.
+          await waitUntil(
+            "a receive to meet the outage",
+            async () => refusedReceives(),
+            (refused) => refused > refusedBefore,
+            OUTAGE_MET_WITHIN_MS,
+            50,
+          );
           emulator = await startSqsEmulator({ dataDir: emulatorDir });
           proxy.setTarget(emulator.endpoint);
         },
@@ -269,7 +283,7 @@ async function queueRun(o: QueueRunOptions, emulatorDir: string) {
 /** Every mode, so deletes fail both before the emulator acted and after. */
 const EVERY_MODE = ["http-500", "drop", "drop-after-forward"] as const;
 
-const scenarios = FULL ? describe : describe.concurrent;
+const scenarios = TEST_TIER === "reliability" ? describe : describe.concurrent;
 
 scenarios("reliability: queue faults", () => {
   let dirs: string[] = [];
@@ -290,8 +304,8 @@ scenarios("reliability: queue faults", () => {
     const { figures, check } = await queueRun(
       {
         scenario,
-        jobs: sized(100, 2000),
-        poison: sized(5, 100),
+        jobs: byTier({ everyday: 100, reliability: 2000 }),
+        poison: byTier({ everyday: 5, reliability: 100 }),
         rules: [
           { actions: ["DeleteMessage", "DeleteMessageBatch"], first: 2, rate: 0.25, modes: EVERY_MODE },
           {
@@ -303,7 +317,7 @@ scenarios("reliability: queue faults", () => {
           // A lost answer to a receive: the messages are hidden, and nobody has them.
           { actions: ["ReceiveMessage"], rate: 0.03, modes: ["drop-after-forward"] },
         ],
-        timeoutMs: sized(60_000, 600_000),
+        timeoutMs: byTier({ everyday: 60_000, reliability: 600_000 }),
       },
       await emulatorDir(),
     );
@@ -320,16 +334,16 @@ scenarios("reliability: queue faults", () => {
     expect,
   }) => {
     const scenario = "queue-outage";
-    const windows = sized(1, 3);
-    const downMs = sized(2000, 5000);
-    const jobs = sized(100, 2000);
+    const windows = byTier({ everyday: 1, reliability: 3 });
+    const downMs = byTier({ everyday: 2000, reliability: 5000 });
+    const jobs = byTier({ everyday: 100, reliability: 2000 });
     const { figures, check } = await queueRun(
       {
         scenario,
         jobs,
-        poison: sized(5, 100),
+        poison: byTier({ everyday: 5, reliability: 100 }),
         rules: [],
-        timeoutMs: sized(60_000, 600_000),
+        timeoutMs: byTier({ everyday: 60_000, reliability: 600_000 }),
         disturb: async (run) => {
           const done: Record<string, number> = {};
           for (let w = 1; w <= windows && !run.finished(); w++) {

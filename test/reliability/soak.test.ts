@@ -2,7 +2,7 @@
  * Reliability 6: soak. The local stack as users run it (`npm start`, a child process) on a
  * database and an SQS emulator the test owns, under steady load: new award-points jobs at a fixed
  * rate, some sent twice, some poison, and the dead-letter API read every couple of seconds. Each
- * sample (every minute in the full run) records the stack process's resident memory, its open
+ * sample (every minute in the reliability tier) records the stack process's resident memory, its open
  * database connections, the queue's backlog and the work done.
  *
  * Asserted: memory stays flat (no growth with the work done), connections never exceed what the
@@ -27,16 +27,17 @@ import {
 } from "../e2e/support.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 import { queueCounts, sendBatch } from "../support/sqs.ts";
-import { FULL, reportFigures, sized, tally } from "./support/figures.ts";
+import { byTier, TEST_TIER } from "../support/tier.ts";
+import { reportFigures, tally } from "./support/figures.ts";
 import { sleep, waitUntil } from "./support/load.ts";
 
-const DURATION_MS = sized(10_000, 10 * 60_000);
-const SAMPLE_EVERY_MS = sized(2_000, 60_000);
+const DURATION_MS = byTier({ everyday: 10_000, reliability: 10 * 60_000 });
+const SAMPLE_EVERY_MS = byTier({ everyday: 2_000, reliability: 60_000 });
 /** New jobs per second. */
-const RATE = sized(20, 40);
+const RATE = byTier({ everyday: 20, reliability: 40 });
 const TICK_MS = 250;
 /** Resident memory is also read this often, for each sample's low and high between samples. */
-const TRACE_EVERY_MS = sized(500, 5_000);
+const TRACE_EVERY_MS = byTier({ everyday: 500, reliability: 5_000 });
 const TENANT = "t-soak";
 
 /**
@@ -240,7 +241,7 @@ it(`the local stack under steady load for ${DURATION_MS / 1000} s: memory and co
       v.applied === jobs.length &&
       v.deadLetters === poison.length &&
       v.queue.visible + v.queue.inFlight + v.queue.delayed === 0,
-    sized(60_000, 180_000),
+    byTier({ everyday: 60_000, reliability: 180_000 }),
   );
   const { rows: effects } = await sql.query<{
     ledger: number;
@@ -326,7 +327,7 @@ it(`the local stack under steady load for ${DURATION_MS / 1000} s: memory and co
   // The stack keeps up: the backlog at the end of the load is no bigger than a few seconds' work.
   expect((samples.at(-1) as Sample).backlog).toBeLessThanOrEqual(RATE * 10);
   // Flat memory: the late highs no higher than the early ones (a leak grows with the work done).
-  expect(warm.length).toBeGreaterThanOrEqual(FULL ? 9 : 2);
+  expect(warm.length).toBeGreaterThanOrEqual(TEST_TIER === "reliability" ? 9 : 2);
   expect(lateHigh).toBeLessThanOrEqual(earlyHigh * 1.1);
   // It stops as Ctrl-C stops it, having printed no error all along.
   expect(stopped.forced, "had to be SIGKILLed").toBe(false);

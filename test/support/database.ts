@@ -5,7 +5,7 @@
  */
 import { randomBytes } from "node:crypto";
 import type pg from "pg";
-import { inject } from "vitest";
+import { expect, inject } from "vitest";
 import { databaseUrl, withAdmin } from "./admin.ts";
 
 /** A database created for a test, with helpers to reach it. */
@@ -22,6 +22,13 @@ export interface TestDatabase {
 /** Creates a database: migrated (a clone of the run's template) unless `empty` is set. */
 export async function createTestDatabase(options: { empty?: boolean } = {}): Promise<TestDatabase> {
   const adminUrl = inject("adminDatabaseUrl");
+  if (adminUrl === undefined) {
+    // A file that reaches this without importing this module in a way test-files.ts reads.
+    throw new Error(
+      `${expect.getState().testPath ?? "this file"} is not in the database project, which alone has a PostgreSQL: ` +
+        "import createTestDatabase from test/support/database.ts statically, as test/support/test-files.ts reads imports",
+    );
+  }
   const name = `${inject("databasePrefix")}_${randomBytes(5).toString("hex")}`;
   const template = options.empty ? "template0" : inject("templateDatabase");
   await withAdmin(adminUrl, (client) => client.query(`CREATE DATABASE ${name} TEMPLATE ${template}`));

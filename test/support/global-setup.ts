@@ -1,7 +1,8 @@
 /**
- * Vitest global setup: provides one PostgreSQL server for the whole run and a migrated template
- * database that test files clone (CREATE DATABASE … TEMPLATE), so each file gets an isolated,
- * ready database in milliseconds and files run in parallel.
+ * Vitest global setup of the database project (vitest.config.ts): provides one PostgreSQL server
+ * for the whole run and a migrated template database that test files clone (CREATE DATABASE …
+ * TEMPLATE), so each file gets an isolated, ready database in milliseconds and files run in
+ * parallel. Files of the other projects get none (createTestDatabase refuses there).
  */
 import { randomBytes } from "node:crypto";
 import pg from "pg";
@@ -48,9 +49,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   }
 
   // One line in every log says what actually ran.
-  console.log(
-    `jobfence tests: Node ${process.version}, PostgreSQL ${rows[0]?.server_version} (${source.kind})`,
-  );
+  console.log(`jobfence tests: PostgreSQL ${rows[0]?.server_version} (${source.kind})`);
 
   project.provide("adminDatabaseUrl", source.adminUrl);
   project.provide("databasePrefix", prefix);

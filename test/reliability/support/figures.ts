@@ -1,37 +1,30 @@
 /**
- * Sizes and figures of the reliability scenarios. The bounded form runs inside `npm test` on every
- * CI run; `npm run test:reliability` sets JOBFENCE_RELIABILITY=full for the full sizes, and only
+ * Figures of the reliability scenarios. Their sizes are by test tier (test/support/tier.ts): bounded
+ * in `npm test` and `npm run test:full`, at their largest in `npm run test:reliability`, and only
  * then are the figures also written to test/reliability/results/<scenario>.json for
  * docs/reliability.md (the folder is not meant to be committed).
  */
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-
-/** Whether this is the full run (`npm run test:reliability`). */
-export const FULL = process.env.JOBFENCE_RELIABILITY === "full";
-
-/** The bounded value in `npm test`, the full one in `npm run test:reliability`. */
-export function sized<T>(bounded: T, full: T): T {
-  return FULL ? full : bounded;
-}
+import { TEST_TIER } from "../../support/tier.ts";
 
 const RESULTS_DIR = fileURLToPath(new URL("../results/", import.meta.url));
 
 /**
- * Prints a scenario's figures (one line, so a CI log shows them in either form) and, in the full
- * run, writes them with the run's context to results/<scenario>.json.
+ * Prints a scenario's figures (one line, so a CI log shows them in any tier) and, in the
+ * reliability tier, writes them with the run's context to results/<scenario>.json.
  */
 export async function reportFigures(scenario: string, figures: Record<string, unknown>): Promise<void> {
   const context = {
     scenario,
-    mode: FULL ? "full" : "bounded",
+    tier: TEST_TIER,
     node: process.version,
     postgres: process.env.DATABASE_URL ? "DATABASE_URL" : "embedded",
     at: new Date().toISOString(),
   };
-  console.log(`[reliability] ${scenario} (${context.mode}) ${JSON.stringify(figures)}`);
-  if (!FULL) return;
+  console.log(`[reliability] ${scenario} (${context.tier} tier) ${JSON.stringify(figures)}`);
+  if (TEST_TIER !== "reliability") return;
   await mkdir(RESULTS_DIR, { recursive: true });
   await writeFile(
     join(RESULTS_DIR, `${scenario}.json`),

@@ -20,7 +20,7 @@ import type { SQSClient } from "@aws-sdk/client-sqs";
 import fc from "fast-check";
 import pg from "pg";
 import { createPool, type PoolOptions } from "../../../shared/db/pool.ts";
-import { FULL } from "./figures.ts";
+import { byTier } from "../../support/tier.ts";
 
 /** How one actor's run ended. */
 export type ActorResult =
@@ -351,11 +351,11 @@ export async function assertInterleavings<Ts extends [unknown, ...unknown[]]>(
   }
 }
 
-/** Runs of a property: few in `npm test`, many in `npm run test:reliability` (JOBFENCE_RELIABILITY=full). */
+/** Runs of a property: few in `npm test` and `npm run test:full`, many in `npm run test:reliability`. */
 export function interleavingRuns(
   seed: number,
   bounded: { readonly pinned: number; readonly generated: number },
   full: { readonly pinned: number; readonly generated: number },
 ): { readonly seed: number; readonly pinned: number; readonly generated: number } {
-  return { seed, ...(FULL ? full : bounded) };
+  return { seed, ...byTier({ everyday: bounded, reliability: full }) };
 }
