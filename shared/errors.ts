@@ -83,6 +83,18 @@ export class ConfigurationError extends JobfenceError {
 }
 
 /**
+ * A user's Middy chain that runs jobfence's steps out of order, omits one, mixes two consumers'
+ * middlewares or hands a step a record context jobfence did not make: the deployment's bug, not the
+ * message's. The record fails and stays in the queue; nothing is dead-lettered or counted for it.
+ */
+export class RecordChainError extends ConfigurationError {
+  override name = "RecordChainError";
+  constructor(problem: string) {
+    super("record chain", [problem]);
+  }
+}
+
+/**
  * Thrown by a consumer's work for a business rule that will never pass on retry (an unknown
  * account, a closed order): the job is dead-lettered at once with `error_kind = 'hard'`.
  */

@@ -5,13 +5,13 @@
 
 import { ERROR_KIND, type ErrorKind } from "../errors/error-kind.ts";
 import {
-  ConfigurationError,
   FenceLockTimeoutError,
   InterruptedJobError,
   JobConflictError,
   LedgerUnavailableError,
   PermanentJobError,
   PoisonMessageError,
+  RecordChainError,
   RetriesExhaustedError,
   UnrecordedMessageError,
 } from "../errors.ts";
@@ -42,9 +42,9 @@ function kindOf(error: unknown): ErrorKind | undefined {
  * Whether the error is the deployment's, not the message's (a record chain wired in the wrong
  * order): no message pays for it, the record stays in the queue.
  */
-export function isConfigurationError(error: unknown): boolean {
+export function isRecordChainError(error: unknown): boolean {
   try {
-    return error instanceof ConfigurationError;
+    return error instanceof RecordChainError;
   } catch {
     return false;
   }

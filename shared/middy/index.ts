@@ -13,15 +13,19 @@
  *   export const handler = middy(sqsRecords(consumer, perRecord)).use(injectLambdaContext(logger));
  *
  * Declared outside-in: `before` hooks run top to bottom, `after` and `onError` bottom to top.
- * validateJob must come before fenceTransaction; a step reached out of order fails the record with
- * a ConfigurationError and leaves it in the queue. Whatever the chain does, the batch loop ends
- * every record through the spine: a failure no middleware settled is settled, and a fence
- * transaction left open (a middleware that returned early past the commit) is rolled back.
+ * validateJob must come before fenceTransaction, and runWork is the chain's handler; a step reached
+ * out of order, twice, or with a context jobfence did not make (a copy, another consumer's) fails
+ * the record with a RecordChainError and leaves it in the queue. Whatever the chain does or returns,
+ * every record ends through the spine: a failure no middleware settled is settled, a fence
+ * transaction left open (a middleware that returned early past the commit) is rolled back, and the
+ * outcome is the spine's own (applied, a duplicate, or the failure as settled), never the chain's.
+ * Per-record mode only.
  */
 import type { MiddyfiedHandler } from "@middy/core";
 import type { Context, SQSBatchResponse, SQSEvent } from "aws-lambda";
 import type { z } from "zod";
 import type { PreparedConsumer } from "../consumer.ts";
+import { ConfigurationError } from "../errors.ts";
 import type { RecordOutcome } from "../record/outcome.ts";
 import type { RecordContext } from "../record/record-context.ts";
 
@@ -37,22 +41,28 @@ export function runWork<S extends z.ZodType>(
   return (rc) => consumer.spine.work(rc);
 }
 
-/** The SQS handler that runs every record of an event through `chain`, reporting partial batch failures. */
+/**
+ * The SQS handler that runs every record of an event through `chain`, reporting partial batch
+ * failures. Each record's outcome is what the spine decided, whatever the chain returns. Refused for
+ * a consumer in batch-commit mode: its batch commits before any record's chain runs, so nothing in
+ * a chain could be inside the fence transaction.
+ */
 export function sqsRecords<S extends z.ZodType>(
   consumer: PreparedConsumer<S>,
   chain: MiddyfiedHandler<RecordContext<z.output<S>>, RecordOutcome, Error, Context>,
 ): (event: SQSEvent, context: Context) => Promise<SQSBatchResponse> {
+  if (consumer.commitMode !== "per-record") {
+    throw new ConfigurationError(`consumer "${consumer.consumer}"`, [
+      `sqsRecords: a user's chain runs in per-record mode only (commitMode is "${consumer.commitMode}"): in batch-commit mode the batch commits before any record's chain runs`,
+    ]);
+  }
   const { spine } = consumer;
   return consumer.records(async (rc, context) => {
-    let outcome: RecordOutcome | undefined;
     try {
-      outcome = await chain(rc, context);
+      await chain(rc, context);
     } catch (error) {
-      outcome = await spine.settle(rc, error);
+      await spine.settle(rc, error);
     }
-    return spine.finish(
-      rc,
-      outcome ?? { status: "failed", error: new TypeError("the record's chain returned no outcome") },
-    );
+    return spine.finish(rc);
   });
 }

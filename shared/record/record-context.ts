@@ -51,6 +51,10 @@ export type RecordState<P> =
   | { readonly step: "parsed"; readonly message: JobMessage<P> }
   /** The record's own fence transaction is open: the work runs next, then COMMIT. */
   | { readonly step: "open"; readonly message: JobMessage<P>; readonly fence: FenceTransaction }
+  /** The work is running on the record's own fence transaction. */
+  | { readonly step: "working"; readonly message: JobMessage<P>; readonly fence: FenceTransaction }
+  /** The work returned: the transaction may commit. */
+  | { readonly step: "worked"; readonly message: JobMessage<P>; readonly fence: FenceTransaction }
   /** The record's own fence transaction was rolled back (its work failed, or never ran). */
   | { readonly step: "abandoned"; readonly message: JobMessage<P> }
   /** The job's fence existed with its fingerprint: nothing to do. */

@@ -27,16 +27,16 @@ import type { SQSRecord } from "aws-lambda";
 import type pg from "pg";
 import type { z } from "zod";
 import { EMPTY_LEDGER } from "../db/queries/message-attempts.ts";
-import { isConfigurationError } from "../dead-letters/classify.ts";
+import { isRecordChainError } from "../dead-letters/classify.ts";
 import type { DeadLetterSink } from "../dead-letters/write-dead-letter.ts";
 import type { Job } from "../envelope/envelope.ts";
 import { type JobMessage, type ReadMessage, readMessage } from "../envelope/read-message.ts";
 import { describeError } from "../errors/last-error.ts";
 import {
-  ConfigurationError,
   InterruptedJobError,
   InvocationDeadlineError,
   JobConflictError,
+  RecordChainError,
   RetriesExhaustedError,
   WorkLeftStatementsError,
 } from "../errors.ts";
@@ -54,7 +54,7 @@ import { relayAfterCommit, type TargetQueues } from "../outbox/relay.ts";
 import { isLastAttempt } from "../retry/policy.ts";
 import { queueUrlFromArn } from "../sqs/queue-url.ts";
 import { inSpan, type RecordSpans, traceparentOf } from "../tracing/spans.ts";
-import { claimRedelivery, recordInterruption } from "./attempts.ts";
+import { claimRedelivery, recordInterruption, releaseClaim } from "./attempts.ts";
 import { type DecisionOptions, decideFailure } from "./decide.ts";
 import { type Observers, observeRecord, recordLogKeys } from "./observe.ts";
 import type { RecordOutcome } from "./outcome.ts";
@@ -98,6 +98,11 @@ export class RecordSpine<S extends z.ZodType> {
   readonly #refuseFollowUps: Transaction<FollowUpSchemas>["send"];
   /** The records of an event come from one queue: its URL is derived once, not once per record. */
   #lastQueue: { arn: string; url: string } | undefined;
+  /**
+   * Each record's context, as `receive` made it: every step acts on this one, so a middleware that
+   * hands a step a copy (or another consumer's context) changes nothing the spine decides.
+   */
+  readonly #contexts = new WeakMap<SQSRecord, RecordContext<z.output<S>>>();
 
   constructor(options: SpineOptions<S>) {
     this.#o = options;
@@ -111,16 +116,15 @@ export class RecordSpine<S extends z.ZodType> {
 
   /** The path of one record, top to bottom. Never throws. */
   async handleRecord(rc: RecordContext<z.output<S>>): Promise<RecordOutcome> {
-    let outcome: RecordOutcome;
     try {
       this.read(rc);
       await this.fence(rc);
-      outcome = await this.work(rc);
+      await this.work(rc);
       await this.commit(rc);
     } catch (error) {
-      outcome = await this.settle(rc, error);
+      await this.settle(rc, error);
     }
-    return this.finish(rc, outcome);
+    return this.finish(rc);
   }
 
   /** A record's context at the start of its path; `prepared` is what a batch transaction did with it. */
@@ -129,7 +133,7 @@ export class RecordSpine<S extends z.ZodType> {
     signal: AbortSignal,
     prepared?: { read: ReadMessage<z.output<S>>; settlement?: FenceSettlement },
   ): RecordContext<z.output<S>> {
-    return {
+    const rc: RecordContext<z.output<S>> = {
       record,
       receiveCount: receiveCountOf(record),
       ledger: EMPTY_LEDGER,
@@ -141,6 +145,8 @@ export class RecordSpine<S extends z.ZodType> {
       ...(prepared ? { read: prepared.read } : {}),
       state: { step: "received" },
     };
+    this.#contexts.set(record, rc);
+    return rc;
   }
 
   /** Step 1, pure: the record's body as a job with its fingerprint, or poison. */
@@ -149,7 +155,9 @@ export class RecordSpine<S extends z.ZodType> {
   }
 
   /** Step 1 on the record: throws PoisonMessageError for a body that is not a job. */
-  read(rc: RecordContext<z.output<S>>): void {
+  read(context: RecordContext<z.output<S>>): void {
+    const rc = this.#own(context);
+    if (rc.state.step !== "received") throw chainOrder("validateJob", "nothing", rc.state.step);
     const read = rc.read ?? this.readMessage(rc.record);
     if ("poison" in read) {
       rc.state = { step: "poison", identity: read.identity, fingerprint: read.fingerprint };
@@ -163,7 +171,8 @@ export class RecordSpine<S extends z.ZodType> {
    * deliveries only). Throws JobConflictError, InterruptedJobError, RetriesExhaustedError (a
    * message already spent), FenceLockTimeoutError (held) or the database's error.
    */
-  async fence(rc: RecordContext<z.output<S>>): Promise<void> {
+  async fence(context: RecordContext<z.output<S>>): Promise<void> {
+    const rc = this.#own(context);
     if (rc.state.step !== "parsed") throw chainOrder("fenceTransaction", "validateJob", rc.state.step);
     const { message } = rc.state;
     if (!rc.settlement) {
@@ -200,30 +209,41 @@ export class RecordSpine<S extends z.ZodType> {
     }
   }
 
-  /** Step 3: the work, when the record holds a fresh fence of its own; else what the fence decided. */
-  async work(rc: RecordContext<z.output<S>>): Promise<RecordOutcome> {
+  /**
+   * Step 3: the work, once, when the record holds a fresh fence of its own (nothing to do for a
+   * duplicate or a job the batch applied). Returns what the record stands at.
+   */
+  async work(context: RecordContext<z.output<S>>): Promise<RecordOutcome> {
+    const rc = this.#own(context);
     const { state } = rc;
-    if (state.step === "duplicate") return { status: "duplicate" };
-    if (state.step === "applied") return { status: "applied" };
-    if (state.step !== "open") throw chainOrder("the work", "fenceTransaction", state.step);
+    if (state.step === "duplicate" || state.step === "applied") return { status: state.step };
+    if (state.step !== "open") throw chainOrder("runWork", "fenceTransaction", state.step);
     throwIfAborted(rc);
+    const { message, fence } = state;
+    rc.state = { step: "working", message, fence };
     rc.working = true;
     try {
-      await this.runWork(rc.record, state.message.job, currentAttempt(rc), state.fence);
+      await this.runWork(rc.record, message.job, currentAttempt(rc), fence);
     } finally {
       rc.working = false;
     }
-    const left = state.fence.leftStatements;
+    const left = fence.leftStatements;
     if (left > 0) throw new WorkLeftStatementsError(left);
     // A follow-up refused and caught by the work: the job is not done as written.
-    if (state.fence.refusal) throw state.fence.refusal;
+    if (fence.refusal) throw fence.refusal;
+    rc.state = { step: "worked", message, fence };
     return { status: "applied" };
   }
 
-  /** Step 4: COMMIT (the record's own fence transaction only), then the relay of its follow-ups. */
-  async commit(rc: RecordContext<z.output<S>>): Promise<void> {
+  /**
+   * Step 4: COMMIT, only after the work returned on the record's own fence transaction, then the
+   * relay of its follow-ups. A duplicate or a job the batch applied has nothing to commit.
+   */
+  async commit(context: RecordContext<z.output<S>>): Promise<void> {
+    const rc = this.#own(context);
     const { state } = rc;
-    if (state.step !== "open") return;
+    if (state.step === "duplicate" || state.step === "applied") return;
+    if (state.step !== "worked") throw chainOrder("the commit", "runWork", state.step);
     // Past the invocation's deadline nothing may commit: the record is reported back unfinished.
     throwIfAborted(rc);
     const fenceMs = await state.fence.commit();
@@ -235,15 +255,18 @@ export class RecordSpine<S extends z.ZodType> {
    * Rolls the record's own fence transaction back (a no-op when none is open). Returns the error
    * the failure becomes when the transaction turned out not to be the fence's any more.
    */
-  async abandon(rc: RecordContext<z.output<S>>): Promise<Error | undefined> {
-    if (rc.state.step !== "open") return undefined;
-    const { message, fence } = rc.state;
-    rc.state = { step: "abandoned", message };
+  async abandon(context: RecordContext<z.output<S>>): Promise<Error | undefined> {
+    const rc = this.#own(context);
+    const fence = heldFence(rc);
+    if (fence === undefined || rc.state.step === "received" || rc.state.step === "poison") return undefined;
+    rc.state = { step: "abandoned", message: rc.state.message };
     return fence.abandon();
   }
 
-  /** Step 5: a failure of any step, settled: the fence rolled back, then the decision. Never throws. */
-  async settle(rc: RecordContext<z.output<S>>, error: unknown): Promise<RecordOutcome> {
+  /** Step 5: a failure of any step, settled once: the fence rolled back, then the decision. Never throws. */
+  async settle(context: RecordContext<z.output<S>>, error: unknown): Promise<RecordOutcome> {
+    const rc = this.#contexts.get(context.record);
+    if (rc === undefined) return { status: "failed", error: foreignContext() };
     rc.settled ??= await this.#settle(rc, error);
     return rc.settled;
   }
@@ -258,34 +281,62 @@ export class RecordSpine<S extends z.ZodType> {
       });
       return { status: rc.state.step };
     }
-    // A chain wired in the wrong order is the deployment's bug: no message pays for it.
-    if (isConfigurationError(cause)) return { status: "failed", error: cause };
+    // A chain wired wrongly is the deployment's bug: no message pays for it, and nothing is counted.
+    if (isRecordChainError(cause)) {
+      await this.#releaseClaim(rc);
+      return { status: "failed", error: cause };
+    }
+    // A failure before the message was read (a user's middleware): the dead letter says who it is.
+    if (rc.state.step === "received") {
+      try {
+        this.read(rc);
+      } catch {
+        // Poison: the state says so.
+      }
+    }
     return decideFailure(this.#o, rc, cause);
   }
 
   /**
-   * Step 6, and the end of every record however its chain ran: a fence transaction still open (a
-   * chain that returned early, past its commit) is rolled back and the record left in the queue;
-   * then the outcome is observed and the record's span ended. Never throws.
+   * Step 6, the end of every record however its chain ran. The outcome is what the spine itself
+   * decided — applied or a duplicate, or the failure as settled — never what a chain claims: a
+   * fence transaction still open (a middleware returned early past the commit), or a record a chain
+   * ended without either, fails and stays in the queue. Then the outcome is observed and the
+   * record's span ended. Never throws.
    */
-  async finish(rc: RecordContext<z.output<S>>, outcome: RecordOutcome): Promise<RecordOutcome> {
-    let final = outcome;
-    if (rc.state.step === "open") {
+  async finish(context: RecordContext<z.output<S>>): Promise<RecordOutcome> {
+    const rc = this.#contexts.get(context.record);
+    if (rc === undefined) return { status: "failed", error: foreignContext() };
+    let outcome: RecordOutcome;
+    if (heldFence(rc) !== undefined) {
       await this.abandon(rc);
-      final = {
+      await this.#releaseClaim(rc);
+      outcome = {
         status: "failed",
-        error: new ConfigurationError("the record's chain", [
-          "it returned with the fence transaction open (a middleware returned early): rolled back",
-        ]),
+        error: new RecordChainError(
+          "the chain ended with the fence transaction open (a middleware returned early): rolled back",
+        ),
+      };
+    } else if (rc.state.step === "applied" || rc.state.step === "duplicate") {
+      outcome = { status: rc.state.step };
+    } else if (rc.settled) {
+      outcome = rc.settled;
+    } else {
+      await this.#releaseClaim(rc);
+      outcome = {
+        status: "failed",
+        error: new RecordChainError(
+          "the chain ended without applying the job or settling a failure (a middleware returned early)",
+        ),
       };
     }
-    observeRecord(this.#o, rc, final);
+    observeRecord(this.#o, rc, outcome);
     try {
-      this.#o.spans?.end(rc.record, final, whoFailed(rc).identity);
+      this.#o.spans?.end(rc.record, outcome, whoFailed(rc).identity);
     } catch {
       // Tracing is for watching: an SDK's failure must never change what happens to the record.
     }
-    return final;
+    return outcome;
   }
 
   /**
@@ -293,8 +344,9 @@ export class RecordSpine<S extends z.ZodType> {
    * (the connection destroyed, so nothing the work still sends reaches the server) and, within
    * `timeoutMs`, its interruption is recorded. Never throws.
    */
-  async interrupt(rc: RecordContext<z.output<S>>, timeoutMs: number): Promise<void> {
-    if (rc.state.step === "open") rc.state.fence.interrupt();
+  async interrupt(context: RecordContext<z.output<S>>, timeoutMs: number): Promise<void> {
+    const rc = this.#contexts.get(context.record) ?? context;
+    heldFence(rc)?.interrupt();
     await recordInterruption(this.#o, rc, timeoutMs);
   }
 
@@ -399,6 +451,19 @@ export class RecordSpine<S extends z.ZodType> {
     }
   }
 
+  /** The record's own context; a step given one this spine did not make refuses it. */
+  #own(context: RecordContext<z.output<S>>): RecordContext<z.output<S>> {
+    const rc = this.#contexts.get(context.record);
+    if (rc === undefined) throw foreignContext();
+    return rc;
+  }
+
+  async #releaseClaim(rc: RecordContext<z.output<S>>): Promise<void> {
+    if (!rc.claimed) return;
+    rc.claimed = false;
+    await releaseClaim(this.#o, rc);
+  }
+
   #queueUrlOf(arn: string): string {
     if (this.#lastQueue === undefined || this.#lastQueue.arn !== arn)
       this.#lastQueue = { arn, url: queueUrlFromArn(arn) };
@@ -411,9 +476,24 @@ function throwIfAborted(rc: RecordContext): void {
   if (rc.signal?.aborted) throw new InvocationDeadlineError("the invocation's time ran out");
 }
 
-/** A step reached out of order: a user's chain that misses a middleware or puts it in the wrong place. */
-function chainOrder(step: string, before: string, at: string): ConfigurationError {
-  return new ConfigurationError("the record's chain", [
-    `${step} ran with the record at step "${at}": ${before} must come before it (shared/middy/)`,
-  ]);
+/** A step reached out of order: a user's chain that misses a middleware, repeats one or misplaces it. */
+function chainOrder(step: string, before: string, at: string): RecordChainError {
+  return new RecordChainError(
+    `${step} ran with the record at step "${at}": ${before} must run before it, and each step once (shared/middy/)`,
+  );
+}
+
+/** A context this consumer's spine did not make: a copy, or another consumer's. */
+function foreignContext(): RecordChainError {
+  return new RecordChainError(
+    "a step was given a record context this consumer did not make (a copy, or another consumer's)",
+  );
+}
+
+/** The record's own fence transaction, while it holds one. */
+function heldFence(rc: RecordContext): FenceTransaction | undefined {
+  const { state } = rc;
+  return state.step === "open" || state.step === "working" || state.step === "worked"
+    ? state.fence
+    : undefined;
 }

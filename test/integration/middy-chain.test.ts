@@ -127,7 +127,7 @@ describe("a user's Middy chain around and between jobfence's middlewares", () =>
       "outer.before@received",
       "inner.before@open",
       // The work ran before `inner.after`, still inside the uncommitted transaction.
-      "inner.after@open:applied",
+      "inner.after@worked:applied",
       // jobfence's commit ran between the two `after`s.
       "outer.after@applied:applied",
     ]);
@@ -152,7 +152,7 @@ describe("a user's Middy chain around and between jobfence's middlewares", () =>
     expect(hooks).toEqual([
       "outer.before@received",
       "inner.before@open",
-      "inner.onError@open:error",
+      "inner.onError@working:error",
       "outer.onError@abandoned:dead-lettered",
     ]);
     expect(await effectsOf(db, "chain-hard")).toEqual({ ledger: 0, fences: 0, deadLetters: 1 });
@@ -228,6 +228,166 @@ describe("a user's Middy chain around and between jobfence's middlewares", () =>
       c.query("SELECT failures FROM core.message_attempts WHERE job_id = $1", ["chain-rethrown"]),
     );
     expect(rows).toEqual([{ failures: 1 }]);
+  });
+
+  it("a chain's claimed outcome counts for nothing: an early 'applied' before any step, or a rewritten response after a failure, leaves the record in the queue", async () => {
+    const early = userHandler({ outer: { before: () => ({ status: "applied" }) } });
+    const first = sqsRecord(JSON.stringify(award("chain-claims-early", 7, "u-claims")));
+    expect(await early([first])).toEqual([first.messageId]);
+    expect(await effectsOf(db, "chain-claims-early")).toEqual({ ledger: 0, fences: 0, deadLetters: 0 });
+
+    behaviour = () => {
+      throw new Error("gateway busy");
+    };
+    const chain = middy(runWork(consumer), { timeoutEarlyInMillis: 0 })
+      .use({
+        onError: (request: Request) => {
+          request.response = { status: "applied" };
+        },
+      })
+      .use(recordDeadLetter(consumer))
+      .use(validateJob(consumer))
+      .use(fenceTransaction(consumer));
+    const rewritten = sqsRecord(JSON.stringify(award("chain-claims-rewritten", 7, "u-claims")));
+    const response = await sqsRecords(consumer, chain)({ Records: [rewritten] }, context);
+    // The spine settled a retry: the record stays in the queue whatever the chain's response says.
+    expect(response.batchItemFailures).toEqual([{ itemIdentifier: rewritten.messageId }]);
+  });
+
+  it("a chain whose handler is not runWork, or runs the work twice, commits nothing", async () => {
+    const noWork = sqsRecords(
+      consumer,
+      middy(async (_rc: RecordContext<Payload>) => ({ status: "applied" }) as RecordOutcome, {
+        timeoutEarlyInMillis: 0,
+      })
+        .use(recordDeadLetter(consumer))
+        .use(validateJob(consumer))
+        .use(fenceTransaction(consumer)),
+    );
+    const record = sqsRecord(JSON.stringify(award("chain-no-work", 7, "u-no-work")));
+    expect((await noWork({ Records: [record] }, context)).batchItemFailures).toEqual([
+      { itemIdentifier: record.messageId },
+    ]);
+    expect(await effectsOf(db, "chain-no-work")).toEqual({ ledger: 0, fences: 0, deadLetters: 0 });
+
+    const twice = userHandler({ inner: { after: (request) => runWork(consumer)(request.event) } });
+    const again = sqsRecord(JSON.stringify(award("chain-work-twice", 7, "u-twice")));
+    expect(await twice([again])).toEqual([again.messageId]);
+    expect(await effectsOf(db, "chain-work-twice")).toEqual({ ledger: 0, fences: 0, deadLetters: 0 });
+  });
+
+  it("a middleware that hands the steps a copy of the record's context changes nothing the spine decides", async () => {
+    const handler = userHandler({
+      outer: {
+        before: (request) => {
+          request.event = { ...request.event };
+        },
+      },
+      inner: { after: () => ({ status: "applied" }) },
+    });
+    const record = sqsRecord(JSON.stringify(award("chain-copy", 7, "u-copy")));
+    expect(await handler([record])).toEqual([record.messageId]);
+    expect(await effectsOf(db, "chain-copy")).toEqual({ ledger: 0, fences: 0, deadLetters: 0 });
+    // Nothing was left open: no session of the test database is idle in a transaction.
+    const { rows } = await db.withClient((c) =>
+      c.query(
+        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%'",
+      ),
+    );
+    expect(rows).toEqual([{ n: 0 }]);
+  });
+
+  it("Middy's timeoutEarly answering while the work still runs: the after hooks cannot commit half a job", async () => {
+    behaviour = () => {};
+    const slow: ConsumerDefinition<typeof payload> = {
+      ...definition,
+      work: async (job, tx) => {
+        await tx.query(
+          "INSERT INTO award_points.ledger (job_id, tenant_id, user_id, points) VALUES ($1, $2, $3, 1)",
+          [job.jobId, job.tenantId, job.payload.user_id],
+        );
+        await tx.query("SELECT pg_sleep(0.6)");
+        await tx.query(
+          "INSERT INTO award_points.ledger (job_id, tenant_id, user_id, points) VALUES ($1, $2, $3, 2)",
+          [job.jobId, job.tenantId, job.payload.user_id],
+        );
+      },
+    };
+    const slowConsumer = prepareConsumer(slow, {
+      pool,
+      sqs: services.sqs,
+      eventBridge: services.eventBridge,
+      config: { databaseUrl: db.url, opsBusName: TEST_OPS_BUS },
+    });
+    const chain = middy(runWork(slowConsumer), {
+      timeoutEarlyInMillis: 29_800,
+      timeoutEarlyResponse: () => ({ status: "applied" }),
+    })
+      .use(recordDeadLetter(slowConsumer))
+      .use(validateJob(slowConsumer))
+      .use(fenceTransaction(slowConsumer));
+    const record = sqsRecord(JSON.stringify(award("chain-timeout-early", 7, "u-timeout")));
+    const response = await sqsRecords(slowConsumer, chain)({ Records: [record] }, context);
+    expect(response.batchItemFailures).toEqual([{ itemIdentifier: record.messageId }]);
+    await new Promise((resolve) => setTimeout(resolve, 800));
+    expect(await effectsOf(db, "chain-timeout-early")).toEqual({ ledger: 0, fences: 0, deadLetters: 0 });
+  });
+
+  it("a chain mixing two consumers' middlewares is refused: nothing runs under the other's fence", async () => {
+    // Works that would succeed under either role: only the refusal can keep B's fence from committing A's job.
+    const noop: ConsumerDefinition<typeof payload> = { name: "award-points", payload, work: async () => {} };
+    const runtime = (p: pg.Pool) => ({
+      pool: p,
+      sqs: services.sqs,
+      eventBridge: services.eventBridge,
+      config: { databaseUrl: db.url, opsBusName: TEST_OPS_BUS },
+    });
+    const otherPool = createPool({ connectionString: db.url, role: consumerRoleName("notify-user"), max: 2 });
+    try {
+      const a = prepareConsumer(noop, runtime(pool));
+      const b = prepareConsumer({ ...noop, name: "notify-user" }, runtime(otherPool));
+      const chain = middy(runWork(a), { timeoutEarlyInMillis: 0 })
+        .use(recordDeadLetter(a))
+        .use(validateJob(a))
+        .use(fenceTransaction(b));
+      const record = sqsRecord(JSON.stringify(award("chain-mixed", 7, "u-mixed")));
+      const response = await sqsRecords(a, chain)({ Records: [record] }, context);
+      expect(response.batchItemFailures).toEqual([{ itemIdentifier: record.messageId }]);
+      expect(await effectsOf(db, "chain-mixed")).toEqual({ ledger: 0, fences: 0, deadLetters: 0 });
+    } finally {
+      await otherPool.end();
+    }
+  });
+
+  it("a chain bug on a redelivery releases the delivery's claim: later deliveries count no interruption", async () => {
+    const early = userHandler({ inner: { after: () => ({ status: "applied" }) } });
+    const record = sqsRecord(JSON.stringify(award("chain-claim", 7, "u-claim")), { receiveCount: 2 });
+    expect(await early([record])).toEqual([record.messageId]);
+    const handler = userHandler();
+    const next = { ...record, attributes: { ...record.attributes, ApproximateReceiveCount: "3" } };
+    expect(await handler([next])).toEqual([]);
+    const { rows } = await db.withClient((c) =>
+      c.query("SELECT interruptions FROM core.message_attempts WHERE job_id = $1", ["chain-claim"]),
+    );
+    expect(rows.every((r) => r.interruptions === 0)).toBe(true);
+    expect(await effectsOf(db, "chain-claim")).toEqual({ ledger: 1, fences: 1, deadLetters: 0 });
+  });
+
+  it("a user's chain is refused at wiring for a consumer in batch-commit mode", () => {
+    const batch = prepareConsumer(
+      { ...definition, commitMode: "batch" },
+      {
+        pool,
+        sqs: services.sqs,
+        eventBridge: services.eventBridge,
+        config: { databaseUrl: db.url, opsBusName: TEST_OPS_BUS },
+      },
+    );
+    const chain = middy(runWork(batch))
+      .use(recordDeadLetter(batch))
+      .use(validateJob(batch))
+      .use(fenceTransaction(batch));
+    expect(() => sqsRecords(batch, chain)).toThrow(/per-record mode only/);
   });
 
   it("a chain with the fence before the validation: every record left in the queue, nothing dead-lettered or applied", async () => {
