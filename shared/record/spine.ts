@@ -43,14 +43,8 @@ import {
 import { FenceTransaction } from "../fence/fence-transaction.ts";
 import { type FenceSettlement, settlementOfExisting } from "../fence/settlement.ts";
 import type { Transaction } from "../fence/work-transaction.ts";
-import {
-  type FollowUpSchemas,
-  followUpSender,
-  refuseFollowUps,
-  type SenderSpec,
-  type StagedFollowUp,
-} from "../outbox/follow-up.ts";
-import { relayAfterCommit, type TargetQueues } from "../outbox/relay.ts";
+import type { StagedFollowUp } from "../outbox/follow-up.ts";
+import { type FollowUpOptions, WorkFollowUps } from "../outbox/work-follow-ups.ts";
 import { isLastAttempt } from "../retry/policy.ts";
 import { queueUrlFromArn } from "../sqs/queue-url.ts";
 import { inSpan, type RecordSpans, traceparentOf } from "../tracing/spans.ts";
@@ -70,18 +64,14 @@ import {
 export type { WorkJob };
 
 /** What the spine needs: the consumer's definition, its limits and the environment's clients. */
-export interface SpineOptions<S extends z.ZodType> extends DecisionOptions, Observers {
+export interface SpineOptions<S extends z.ZodType> extends DecisionOptions, Observers, FollowUpOptions {
   readonly consumer: string;
   readonly payload: S;
   // biome-ignore lint/suspicious/noExplicitAny: the definition's own follow-up targets
   readonly work: (job: WorkJob<z.output<S>>, tx: Transaction<any>) => Promise<void>;
   /** Narrows the fingerprint to the payload fields that define the effect. @default the whole payload */
   readonly fingerprint?: (payload: z.output<S>) => unknown;
-  /** The follow-ups the consumer may send and each target's queue. @default none: `tx.send` refuses */
-  readonly followUps?: SenderSpec & { readonly queues: TargetQueues };
-  readonly pool: pg.Pool;
   readonly ttlSeconds: number;
-  readonly sqs: SQSClient;
   /** Confirmed interruptions after which a message is dead-lettered as `interrupted`. */
   readonly maxInterruptions: number;
   readonly deadLetters: DeadLetterSink;
@@ -94,8 +84,8 @@ export interface SpineOptions<S extends z.ZodType> extends DecisionOptions, Obse
 /** The steps of one record; one instance per consumer, no state of its own between records. */
 export class RecordSpine<S extends z.ZodType> {
   readonly #o: SpineOptions<S>;
-  /** The `send` of a consumer that declares no follow-ups: the same for every job, made once. */
-  readonly #refuseFollowUps: Transaction<FollowUpSchemas>["send"];
+  /** What the work's `tx` is made of, and the relay of what it sent. */
+  readonly #followUps: WorkFollowUps;
   /** The records of an event come from one queue: its URL is derived once, not once per record. */
   #lastQueue: { arn: string; url: string } | undefined;
   /**
@@ -106,7 +96,7 @@ export class RecordSpine<S extends z.ZodType> {
 
   constructor(options: SpineOptions<S>) {
     this.#o = options;
-    this.#refuseFollowUps = refuseFollowUps(options.consumer);
+    this.#followUps = new WorkFollowUps(options);
   }
 
   /** The consumer's name. */
@@ -356,7 +346,7 @@ export class RecordSpine<S extends z.ZodType> {
    */
   runWork(record: SQSRecord, job: Job<z.output<S>>, attempt: number, fence: FenceTransaction): Promise<void> {
     const span = this.#o.spans?.of(record);
-    const tx = this.workTransaction(fence, job, traceparentOf(span));
+    const tx = this.#followUps.transaction(fence, job, traceparentOf(span));
     return inSpan(span, () => this.#o.work(workJob(record, job, attempt), tx));
   }
 
@@ -376,52 +366,9 @@ export class RecordSpine<S extends z.ZodType> {
     await recordInterruption(this.#o, rc, timeoutMs);
   }
 
-  /**
-   * What the work of `job` is given on `fence`: its queries, and `send`, which stages each
-   * follow-up in the fence transaction (written with the COMMIT), carrying `traceparent`.
-   */
-  workTransaction(
-    fence: FenceTransaction,
-    job: Job<unknown>,
-    traceparent: string | null,
-  ): Transaction<FollowUpSchemas> {
-    const { followUps } = this.#o;
-    const send = followUps
-      ? followUpSender(
-          followUps,
-          job,
-          traceparent,
-          (f) => fence.stage(f),
-          (refused) => fence.refuse(refused),
-        )
-      : this.#refuseFollowUps;
-    return Object.freeze({ query: fence.tx.query, send }) as Transaction<FollowUpSchemas>;
-  }
-
-  /**
-   * Sends what a committed transaction wrote to the outbox (per-record: its record's; batch mode:
-   * the batch's). Never throws: what it cannot send waits for the scheduled relay.
-   */
-  async relay(
-    followUps: readonly StagedFollowUp[],
-    logKeys: Readonly<Record<string, unknown>> = {},
-  ): Promise<void> {
-    const target = this.#o.followUps;
-    if (followUps.length === 0 || !target) return;
-    const { pool, sqs, consumer, metrics, logger } = this.#o;
-    try {
-      await relayAfterCommit(
-        { pool, sqs, consumer, queues: target.queues, metrics, logger },
-        followUps,
-        logKeys,
-      );
-    } catch (error) {
-      // The effect committed and its rows are in the outbox: the scheduled relay sends them.
-      logger.error("relay after COMMIT failed; the scheduled relay sends the follow-ups", {
-        ...logKeys,
-        error: describeError(error),
-      });
-    }
+  /** Sends what a committed transaction wrote to the outbox (the batch's, in batch mode). Never throws. */
+  relay(staged: readonly StagedFollowUp[], logKeys: Readonly<Record<string, unknown>> = {}): Promise<void> {
+    return this.#followUps.relay(staged, logKeys);
   }
 
   async #openFence(
