@@ -31,7 +31,7 @@ beforeAll(async () => {
       CREATE PROCEDURE guard_test.commits() LANGUAGE plpgsql AS $$ BEGIN COMMIT; END $$;
       CREATE PROCEDURE guard_test.rolls_back() LANGUAGE plpgsql AS $$ BEGIN ROLLBACK; END $$;
       CREATE FUNCTION guard_test.commits_inside() RETURNS void LANGUAGE plpgsql AS $$ BEGIN COMMIT; END $$;
-      GRANT USAGE ON SCHEMA guard_test TO ${role};
+      GRANT USAGE, CREATE ON SCHEMA guard_test TO ${role};
       GRANT SELECT, INSERT ON guard_test.effects TO ${role};
       GRANT EXECUTE ON PROCEDURE guard_test.commits(), guard_test.rolls_back() TO ${role};
       GRANT EXECUTE ON FUNCTION guard_test.commits_inside() TO ${role};
@@ -402,6 +402,8 @@ describe("what the work may do", () => {
       );
       expect(inside.rows).toEqual([{ st: "4321ms", custom: "inside" }]);
       await tx.query("INSERT INTO guard_test.effects (job_id, temp) SELECT $1, 7", [jobId]);
+      await tx.query("CREATE TABLE guard_test.made_by_work (id int, temp int)");
+      await tx.query("CREATE INDEX ON guard_test.made_by_work (temp)");
       expect((await tx.query("SELECT temp FROM guard_test.effects WHERE job_id = $1", [jobId])).rows).toEqual(
         [{ temp: 7 }],
       );
