@@ -20,8 +20,9 @@ import { performance } from "node:perf_hooks";
 import pg from "pg";
 import {
   beginWithFences,
-  FENCE_SCOPE,
   type FenceSet,
+  type FencesInserted,
+  fenceCommit,
   fenceFingerprints,
 } from "../db/queries/begin-with-fences.ts";
 import { insertFollowUps } from "../db/queries/insert-follow-ups.ts";
@@ -47,7 +48,7 @@ import { guardTransaction, TRANSACTION_ENDED, type WorkGuard, type WorkQueries }
  * which RESET ROLE returns to the pool's `role` option. DISCARD ALL would do all of it but cannot
  * run in a message of several statements.
  */
-export const SESSION_RESET = [
+const SESSION_RESET = [
   "RESET ALL",
   "RESET ROLE",
   "UNLISTEN *",
@@ -83,10 +84,8 @@ export class FenceTransaction {
   readonly tx: WorkQueries;
   readonly #client: pg.PoolClient;
   readonly #guard: WorkGuard;
-  /** The transaction's id, when it inserted a fence (only then can work run in it). */
-  readonly #xid: string | null;
-  /** The role and search_path the transaction began with, as core.fence_commit_check compares them. */
-  readonly #scope: string;
+  /** The transaction's id, when it inserted a fence (only then can work run in it), and its scope. */
+  readonly #inserted: Pick<FencesInserted, "xid" | "scope">;
   readonly #jobIds: string[];
   readonly #consumer: string;
   readonly #startedAt: number;
@@ -97,16 +96,14 @@ export class FenceTransaction {
   private constructor(
     client: pg.PoolClient,
     consumer: string,
-    xid: string | null,
-    scope: string,
+    inserted: Pick<FencesInserted, "xid" | "scope">,
     jobIds: string[],
     startedAt: number,
   ) {
     this.#guard = guardTransaction(client);
     this.tx = this.#guard.tx;
     this.#client = client;
-    this.#xid = xid;
-    this.#scope = scope;
+    this.#inserted = inserted;
     this.#jobIds = jobIds;
     this.#consumer = consumer;
     this.#startedAt = startedAt;
@@ -123,15 +120,16 @@ export class FenceTransaction {
     const client = await pool.connect();
     const startedAt = performance.now();
     try {
-      const { fresh, xid, scope } = await beginWithFences(client, fences);
-      // Spliced into the COMMIT's SQL below: it must be the digits PostgreSQL sent.
+      const inserted = await beginWithFences(client, fences);
+      const { fresh, xid } = inserted;
+      // Spliced into the ROLLBACK's SQL below: it must be the digits PostgreSQL sent.
       if (xid !== null && !/^\d+$/.test(xid)) throw new RangeError(`not a transaction id: ${xid}`);
       const others = jobIds.filter((id) => !fresh.has(id));
       const existing =
         others.length > 0 ? await fenceFingerprints(client, fences.consumer, others) : new Map();
       if (faultHook) await faultHook("fence:after-insert", { jobIds });
       return {
-        transaction: new FenceTransaction(client, fences.consumer, xid, scope, jobIds, startedAt),
+        transaction: new FenceTransaction(client, fences.consumer, inserted, jobIds, startedAt),
         fresh,
         existing,
       };
@@ -169,13 +167,8 @@ export class FenceTransaction {
       // The work's follow-ups go in just before the COMMIT, all in one statement; a work that sent
       // none costs nothing here.
       if (this.#followUps.length > 0) await insertFollowUps(this.#client, this.#followUps);
-      // With no fence inserted no work ran, and there is nothing to check: COMMIT alone.
-      const check =
-        this.#xid === null
-          ? "SELECT"
-          : `SELECT core.fence_commit_check('${this.#xid}'::xid8, ${pg.escapeLiteral(this.#scope)}, ${FENCE_SCOPE})`;
       results = (await this.#client.query(
-        `${check};\nCOMMIT${reset ? SESSION_RESET : ""}`,
+        `${fenceCommit(this.#inserted)}${reset ? SESSION_RESET : ""}`,
       )) as unknown as pg.QueryResult[];
     } catch (error) {
       const failure = commitFailure(error);
@@ -270,13 +263,13 @@ export class FenceTransaction {
     // the server rolled it back; the status pg read last can lag the error that ended it) or failed
     // ('E': nothing can be asked of it): no check to make. The fence's deferred trigger let no
     // COMMIT but the harness's through, so nothing of it stands.
-    if (this.#xid === null || this.#guard.endedBy() || client.getTransactionStatus() !== "T") {
+    if (this.#inserted.xid === null || this.#guard.endedBy() || client.getTransactionStatus() !== "T") {
       await rollBackAndRelease(client, reset);
       return undefined;
     }
     try {
       await client.query(
-        `SELECT core.assert_fence_transaction('${this.#xid}'::xid8);\nROLLBACK${reset ? SESSION_RESET : ""}`,
+        `SELECT core.assert_fence_transaction('${this.#inserted.xid}'::xid8);\nROLLBACK${reset ? SESSION_RESET : ""}`,
       );
       if (reset) forgetPreparedStatements(client);
       client.release();

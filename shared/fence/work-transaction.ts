@@ -12,6 +12,9 @@
  *   statement of the work is sent again: each is checked at the moment pg writes it to the socket,
  *   against the transaction status of the server's last ReadyForQuery. A statement queued behind
  *   one that ends the transaction is refused too, so nothing the work sends runs in autocommit.
+ *   (A session-level `default_transaction_read_only = on` sent with BEGIN would not do it: a
+ *   statement before BEGIN in one message joins the transaction BEGIN opens, and a ROLLBACK of the
+ *   work would undo it with the rest.)
  * - Session state the work changes (SET, LISTEN, temporary tables, session advisory locks, cursors
  *   WITH HOLD, prepared statements) is reset by the message that ends the transaction
  *   (fence-transaction.ts), before the connection goes back to the pool.
@@ -46,7 +49,7 @@ export const TRANSACTION_ENDED =
  * SQLSTATE of migration 0023's deferred trigger: the fence's transaction was to end (COMMIT, or SET
  * CONSTRAINTS ALL IMMEDIATE) without the harness's check. The server has rolled it back.
  */
-export const UNCHECKED_COMMIT_SQLSTATE = "JF002";
+const UNCHECKED_COMMIT_SQLSTATE = "JF002";
 
 const WHY = {
   commit:

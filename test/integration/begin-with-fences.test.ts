@@ -3,12 +3,11 @@
  * id a valid envelope can carry must come back exactly as sent, and nothing else may happen.
  */
 import fc from "fast-check";
-import pg from "pg";
+import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   beginWithFences,
-  FENCE_SCOPE,
-  type FencesInserted,
+  fenceCommit,
   fenceFingerprints,
 } from "../../shared/db/queries/begin-with-fences.ts";
 import { envelopeSchema } from "../../shared/envelope/envelope.ts";
@@ -100,7 +99,7 @@ describe("beginWithFences", () => {
       });
       const first = await beginWithFences(client, set(["d-1"]));
       expect(first.fresh).toEqual(new Set(["d-1"]));
-      await client.query(checkedCommit(first));
+      await client.query(fenceCommit(first));
       expect((await beginWithFences(client, set(["d-1", "d-2", "d-2"]))).fresh).toEqual(new Set(["d-2"]));
       expect(await fenceFingerprints(client, "fence-dups", ["d-1", "d-9"])).toEqual(
         new Map([["d-1", jobFingerprint("t", "d-1")]]),
@@ -132,18 +131,18 @@ describe("beginWithFences", () => {
       // The check, with another transaction's id: JF001, nothing committed.
       const other = await beginWithFences(client, set("c-foreign"));
       await expect(
-        client.query(checkedCommit({ ...other, xid: String(BigInt(other.xid ?? 0) + 1n) })),
+        client.query(fenceCommit({ ...other, xid: String(BigInt(other.xid ?? 0) + 1n) })),
       ).rejects.toMatchObject({ code: "JF001" });
       await client.query("ROLLBACK");
       // The check, with the role or search_path changed since BEGIN: JF003, nothing committed.
       const moved = await beginWithFences(client, set("c-scope"));
       await client.query("SET LOCAL search_path = pg_catalog");
-      await expect(client.query(checkedCommit(moved))).rejects.toMatchObject({ code: "JF003" });
+      await expect(client.query(fenceCommit(moved))).rejects.toMatchObject({ code: "JF003" });
       await client.query("ROLLBACK");
       // The check with the scope BEGIN read, after a RESET ALL (which resets the marker): commits.
       const checked = await beginWithFences(client, set("c-checked"));
       await client.query("RESET ALL");
-      const results = (await client.query(checkedCommit(checked))) as unknown as pg.QueryResult[];
+      const results = (await client.query(fenceCommit(checked))) as unknown as pg.QueryResult[];
       expect(results.map((r) => r.command)).toEqual(["SELECT", "COMMIT"]);
       // A fence inserted without the marker (a fixture, a seed) is not checked.
       await client.query(
@@ -176,8 +175,3 @@ describe("beginWithFences", () => {
     });
   });
 });
-
-/** The harness's COMMIT of what `beginWithFences` opened (shared/fence/fence-transaction.ts). */
-function checkedCommit({ xid, scope }: FencesInserted): string {
-  return `SELECT core.fence_commit_check('${xid}'::xid8, ${pg.escapeLiteral(scope)}, ${FENCE_SCOPE});\nCOMMIT`;
-}

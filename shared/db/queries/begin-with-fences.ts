@@ -4,7 +4,7 @@
  * with it, a per-record transaction makes exactly as many round trips as the same work with no
  * fence (BEGIN, the work's statements, COMMIT).
  *
- * Two statements in one message need PostgreSQL's simple query protocol, which takes no bound
+ * Several statements in one message need PostgreSQL's simple query protocol, which takes no bound
  * parameters, so the values are rendered as literals with pg's `escapeLiteral` (quotes doubled;
  * a backslash makes it an E'' literal, so the result is the same whatever
  * `standard_conforming_strings` is). What reaches it is already a validated envelope: text with no
@@ -104,6 +104,20 @@ export async function beginWithFences(client: pg.ClientBase, fences: FenceSet): 
   if (!inserted || scope === undefined)
     throw new RangeError("BEGIN and the fence insert returned no results");
   return { fresh: new Set(inserted.rows.map((r) => r.job_id)), xid: inserted.rows[0]?.xid ?? null, scope };
+}
+
+/**
+ * The harness's COMMIT of a transaction {@link beginWithFences} opened, as one message: the check
+ * that it is still that transaction with the role and search_path it began with, which marks it
+ * for the fences' deferred trigger (migration 0023), then COMMIT. Any other COMMIT of a transaction
+ * that inserted a fence fails. With no fence inserted there is nothing to check.
+ */
+export function fenceCommit(inserted: Pick<FencesInserted, "xid" | "scope">): string {
+  const { xid, scope } = inserted;
+  if (xid === null) return "SELECT;\nCOMMIT";
+  // Spliced into the SQL: it must be the digits PostgreSQL sent.
+  if (!/^\d+$/.test(xid)) throw new RangeError(`not a transaction id: ${xid}`);
+  return `SELECT core.fence_commit_check('${xid}'::xid8, ${pg.escapeLiteral(scope)}, ${FENCE_SCOPE});\nCOMMIT`;
 }
 
 /**
