@@ -5,16 +5,17 @@
  *   (SELECT the fingerprints of fences that existed)     -- only when some did: a duplicate pays this
  *   work(job, tx) …                                      -- on the guarded connection (work-transaction.ts)
  *   (INSERT the follow-ups the work sent)                -- only when it sent some: one round trip for all
- *   SELECT core.fence_commit_check(xid, scope); COMMIT;  -- one round trip: the check marks the
- *   RESET ALL; … (the session resets)                    -- transaction for the fence's deferred
+ *   SELECT core.fence_commit_check(xid, scope…); COMMIT  -- one round trip: the check marks the
+ *                                                           transaction for the fence's deferred
  *                                                           trigger, which refuses any other COMMIT
  *
- * The resets undo whatever the work changed of the pooled session (settings, LISTEN, temporary
- * tables, session advisory locks, cursors WITH HOLD, prepared statements); they ride on the message
- * that ends the transaction, and only when the work sent a statement. Every path ends the
- * connection's loan exactly once: released after a message that ended the transaction and ran the
- * resets, destroyed when that failed for a reason other than the server's answer (the connection's
- * state is then unknown, and the pool must not hand it to the next record).
+ * When the work sent a statement, the check also resets the session before the COMMIT (settings,
+ * role, LISTEN, temporary tables, session advisory locks, cursors WITH HOLD, prepared statements:
+ * core.reset_fence_session), and a ROLLBACK is followed by the same reset in its message, so nothing
+ * the work changed of the pooled connection reaches the next job. Every path ends the connection's
+ * loan exactly once: released after a message that ended the transaction and reset the session,
+ * destroyed when that failed for a reason other than the server's answer (the connection's state is
+ * then unknown, and the pool must not hand it to the next record).
  */
 import { performance } from "node:perf_hooks";
 import pg from "pg";
@@ -24,6 +25,7 @@ import {
   type FencesInserted,
   fenceCommit,
   fenceFingerprints,
+  RESET_FENCE_SESSION,
 } from "../db/queries/begin-with-fences.ts";
 import { insertFollowUps } from "../db/queries/insert-follow-ups.ts";
 import {
@@ -41,24 +43,8 @@ import type { StagedFollowUp } from "../outbox/follow-up.ts";
 import type { BatchSettlement } from "../record/record-context.ts";
 import { guardTransaction, TRANSACTION_ENDED, type WorkGuard, type WorkQueries } from "./work-transaction.ts";
 
-/**
- * What the work may have changed of the pooled session, undone; sent after the COMMIT or ROLLBACK
- * in the same message. RESET ALL leaves the settings the pool sends at connection start (its
- * startup packet: lock_timeout, statement_timeout, …) at those values, and does not touch `role`,
- * which RESET ROLE returns to the pool's `role` option. DISCARD ALL would do all of it but cannot
- * run in a message of several statements.
- */
-const SESSION_RESET = [
-  "RESET ALL",
-  "RESET ROLE",
-  "UNLISTEN *",
-  "SELECT pg_catalog.pg_advisory_unlock_all()",
-  "CLOSE ALL",
-  "DISCARD TEMP",
-  "DEALLOCATE ALL",
-]
-  .map((statement) => `;\n${statement}`)
-  .join("");
+/** The session resets after a ROLLBACK, in the same message (the COMMIT's check runs them itself). */
+const AFTER_ROLLBACK_RESET = `;\n${RESET_FENCE_SESSION}`;
 
 /** SQLSTATE of core.fence_commit_check when the role or search_path changed (migration 0023). */
 const SCOPE_CHANGED_SQLSTATE = "JF003";
@@ -167,9 +153,7 @@ export class FenceTransaction {
       // The work's follow-ups go in just before the COMMIT, all in one statement; a work that sent
       // none costs nothing here.
       if (this.#followUps.length > 0) await insertFollowUps(this.#client, this.#followUps);
-      results = (await this.#client.query(
-        `${fenceCommit(this.#inserted)}${reset ? SESSION_RESET : ""}`,
-      )) as unknown as pg.QueryResult[];
+      results = (await this.#client.query(fenceCommit(this.#inserted, reset))) as unknown as pg.QueryResult[];
     } catch (error) {
       const failure = commitFailure(error);
       await endLoan(this.#client, error, reset);
@@ -177,8 +161,7 @@ export class FenceTransaction {
     }
     const command = Array.isArray(results) ? results[1]?.command : undefined;
     if (reset) forgetPreparedStatements(this.#client);
-    // A COMMIT in a failed transaction is answered ROLLBACK, without an error (the resets after it
-    // still ran).
+    // A COMMIT in a failed transaction is answered ROLLBACK, without an error.
     if (command !== "COMMIT") {
       this.#client.release();
       throw new TransactionRolledBackError(command);
@@ -269,7 +252,7 @@ export class FenceTransaction {
     }
     try {
       await client.query(
-        `SELECT core.assert_fence_transaction('${this.#inserted.xid}'::xid8);\nROLLBACK${reset ? SESSION_RESET : ""}`,
+        `SELECT core.assert_fence_transaction('${this.#inserted.xid}'::xid8);\nROLLBACK${reset ? AFTER_ROLLBACK_RESET : ""}`,
       );
       if (reset) forgetPreparedStatements(client);
       client.release();
@@ -351,7 +334,7 @@ async function endLoan(client: pg.PoolClient, error: unknown, reset: boolean): P
 /** ROLLBACK (and the session resets when the work may have changed the session), then release. */
 async function rollBackAndRelease(client: pg.PoolClient, reset: boolean): Promise<void> {
   try {
-    await client.query(reset ? `ROLLBACK${SESSION_RESET}` : "ROLLBACK");
+    await client.query(reset ? `ROLLBACK${AFTER_ROLLBACK_RESET}` : "ROLLBACK");
     if (reset) forgetPreparedStatements(client);
     client.release();
   } catch (rollbackError) {

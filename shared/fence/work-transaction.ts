@@ -15,9 +15,9 @@
  *   (A session-level `default_transaction_read_only = on` sent with BEGIN would not do it: a
  *   statement before BEGIN in one message joins the transaction BEGIN opens, and a ROLLBACK of the
  *   work would undo it with the rest.)
- * - Session state the work changes (SET, LISTEN, temporary tables, session advisory locks, cursors
- *   WITH HOLD, prepared statements) is reset by the message that ends the transaction
- *   (fence-transaction.ts), before the connection goes back to the pool.
+ * - Session state the work changes (SET, role, LISTEN, temporary tables, session advisory locks,
+ *   cursors WITH HOLD, prepared statements) is reset before the connection goes back to the pool:
+ *   by the harness's COMMIT check, or after its ROLLBACK (fence-transaction.ts).
  *
  * One check is made here, before anything is sent: a text that is nothing but a transaction
  * control statement (`COMMIT`, `ROLLBACK`, `BEGIN`, …) is refused with a TransactionControlError

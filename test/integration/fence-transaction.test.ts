@@ -83,6 +83,8 @@ describe("FenceTransaction", () => {
         "INSERT INTO core.processed_jobs (job_id, consumer_id, tenant_id, expires_at) VALUES ('ft-bypass-write', core.session_consumer_id(), 't', now() + interval '1 day'); COMMIT; BEGIN",
       ),
     ).rejects.toMatchObject({ code: "JF002" });
+    // pg learns the status from the ReadyForQuery after the error, which can come a packet later.
+    await raw?.query("SELECT");
     expect(raw?.getTransactionStatus()).toBe("I");
     await expect(transaction.commit()).rejects.toBeInstanceOf(TransactionControlError);
     expect(await fenceCount("ft-bypass")).toBe(0);

@@ -28,11 +28,12 @@ beforeAll(async () => {
       CREATE SCHEMA guard_test;
       -- A column named temp: the old statement scanner refused any statement that named it.
       CREATE TABLE guard_test.effects (job_id text NOT NULL, temp int);
+      CREATE TABLE guard_test.deferred (id int CONSTRAINT deferred_unique UNIQUE DEFERRABLE INITIALLY DEFERRED);
       CREATE PROCEDURE guard_test.commits() LANGUAGE plpgsql AS $$ BEGIN COMMIT; END $$;
       CREATE PROCEDURE guard_test.rolls_back() LANGUAGE plpgsql AS $$ BEGIN ROLLBACK; END $$;
       CREATE FUNCTION guard_test.commits_inside() RETURNS void LANGUAGE plpgsql AS $$ BEGIN COMMIT; END $$;
       GRANT USAGE, CREATE ON SCHEMA guard_test TO ${role};
-      GRANT SELECT, INSERT ON guard_test.effects TO ${role};
+      GRANT SELECT, INSERT ON guard_test.effects, guard_test.deferred TO ${role};
       GRANT EXECUTE ON PROCEDURE guard_test.commits(), guard_test.rolls_back() TO ${role};
       GRANT EXECUTE ON FUNCTION guard_test.commits_inside() TO ${role};
     `),
@@ -308,16 +309,32 @@ describe("what the work changes of its session is gone for the next job on the c
     await expectCleanSession();
   });
 
-  it("a failed COMMIT skips the resets of its message: they are sent again with the ROLLBACK", async () => {
+  it("a COMMIT check that fails runs no resets: they run after the ROLLBACK", async () => {
     const jobId = "resets-after-failed-commit";
     const error = await runJob(jobId, async (tx) => {
-      await tx.query("SET statement_timeout = 4321");
-      await tx.query("LISTEN failed_commit");
+      // What a ROLLBACK does not undo: a session advisory lock, a prepared statement.
+      await tx.query("SELECT pg_advisory_lock(4321)");
+      await tx.query("PREPARE failed_commit AS SELECT 1");
       await tx.query(effect(jobId));
-      // A scope the harness's COMMIT check refuses: the COMMIT and the resets after it are skipped.
+      // A scope the harness's COMMIT check refuses: it raises before its resets, and the COMMIT is skipped.
       await tx.query("SET LOCAL search_path = pg_catalog, guard_test");
     });
     expect(error).toBeInstanceOf(TransactionControlError);
+    expect(await committed(jobId)).toEqual(NOTHING);
+    await expectCleanSession();
+  });
+
+  it("a COMMIT that fails after the check leaves nothing of the session either", async () => {
+    const jobId = "resets-rolled-back";
+    const error = await runJob(jobId, async (tx) => {
+      // What a ROLLBACK does not undo; the check's unlock and DEALLOCATE are not undone by it either.
+      await tx.query("SELECT pg_advisory_lock(4322)");
+      await tx.query("PREPARE rolled_back AS SELECT 1");
+      await tx.query(effect(jobId));
+      // The work's own deferred constraint, violated: checked at COMMIT, after the harness's check.
+      await tx.query("INSERT INTO guard_test.deferred VALUES (1), (1)");
+    });
+    expect(error).toMatchObject({ code: "23505" });
     expect(await committed(jobId)).toEqual(NOTHING);
     await expectCleanSession();
   });

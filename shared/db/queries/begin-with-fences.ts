@@ -110,15 +110,23 @@ export async function beginWithFences(client: pg.ClientBase, fences: FenceSet): 
  * The harness's COMMIT of a transaction {@link beginWithFences} opened, as one message: the check
  * that it is still that transaction with the role and search_path it began with, which marks it
  * for the fences' deferred trigger (migration 0023), then COMMIT. Any other COMMIT of a transaction
- * that inserted a fence fails. With no fence inserted there is nothing to check.
+ * that inserted a fence fails. With `reset`, the check also resets the session before the COMMIT
+ * ({@link RESET_FENCE_SESSION}). With no fence inserted there is nothing to check.
  */
-export function fenceCommit(inserted: Pick<FencesInserted, "xid" | "scope">): string {
+export function fenceCommit(inserted: Pick<FencesInserted, "xid" | "scope">, reset = false): string {
   const { xid, scope } = inserted;
-  if (xid === null) return "SELECT;\nCOMMIT";
+  if (xid === null) return `${reset ? RESET_FENCE_SESSION : "SELECT"};\nCOMMIT`;
   // Spliced into the SQL: it must be the digits PostgreSQL sent.
   if (!/^\d+$/.test(xid)) throw new RangeError(`not a transaction id: ${xid}`);
-  return `SELECT core.fence_commit_check('${xid}'::xid8, ${pg.escapeLiteral(scope)}, ${FENCE_SCOPE});\nCOMMIT`;
+  return `SELECT core.fence_commit_check('${xid}'::xid8, ${pg.escapeLiteral(scope)}, ${FENCE_SCOPE}, ${reset});\nCOMMIT`;
 }
+
+/**
+ * Undoes what a work may have changed of its pooled session (settings, role, LISTEN, session
+ * advisory locks, cursors WITH HOLD, temporary objects, prepared statements: migration 0023), so
+ * the next job on the connection finds it as the pool opened it.
+ */
+export const RESET_FENCE_SESSION = "SELECT core.reset_fence_session()";
 
 /**
  * The fingerprints of existing fences (NULL for a fence written before fingerprints), by job id.
