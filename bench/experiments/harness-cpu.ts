@@ -25,6 +25,7 @@ import { Session } from "node:inspector/promises";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
+import pg from "pg";
 
 const { values: argv } = parseArgs({
   options: {
@@ -94,11 +95,15 @@ class FakeClient {
     return this.#status;
   }
 
-  query(config: unknown): Promise<FakeResult | FakeResult[]> | unknown {
+  query(config: unknown, values?: unknown): Promise<FakeResult | FakeResult[]> | unknown {
     this.queries += 1;
     const answer = this.#answer(typeof config === "string" ? config : (config as { text: string }).text);
     const submittable = config as { submit?: unknown; callback?: (e: null, r: unknown) => void };
-    if (typeof submittable.submit !== "function") return Promise.resolve(answer);
+    if (typeof submittable.submit !== "function") {
+      // pg's client.query builds a Query for text or a config, as the caller of a Submittable did.
+      void new pg.Query(config as pg.QueryConfig, values as unknown[]);
+      return Promise.resolve(answer);
+    }
     queueMicrotask(() => submittable.callback?.(null, answer));
     return config;
   }
