@@ -4,8 +4,9 @@
  *
  * - `bare`: each job its own transaction with no fence (BEGIN; effect; COMMIT): the baseline;
  * - `minimal fenced`: the same with the fence written by hand, no harness: BEGIN and the fence
- *   insert in one message (the shipped statement, `beginWithFences`), the effect, COMMIT. The fence
- *   row is the database's cost; harness ÷ minimal fenced is what the harness itself adds;
+ *   insert in one message (the shipped statement, `beginWithFences`), the effect, the checked
+ *   COMMIT (`fenceCommit`). The fence row is the database's cost; harness ÷ minimal fenced is what
+ *   the harness itself adds;
  * - `per-record`: the harness in per-record mode (SQS batches of 10, as Lambda delivers them);
  * - `batch 10`, `batch 50`: the harness in batch-commit mode, SQS batches of that size;
  * - `batch 10 + 1 failing`, `batch 50 + 1 failing`: the same with one job per batch whose work
@@ -27,7 +28,7 @@
 import type pg from "pg";
 import { z } from "zod";
 import { createPool } from "../shared/db/pool.ts";
-import { beginWithFences } from "../shared/db/queries/begin-with-fences.ts";
+import { beginWithFences, fenceCommit } from "../shared/db/queries/begin-with-fences.ts";
 import { consumerRoleName } from "../shared/db/queries/provision-login.ts";
 import { FINGERPRINT_BYTES } from "../shared/envelope/fingerprint.ts";
 import { defineBenchmark } from "./lib/define.ts";
@@ -64,14 +65,16 @@ type Options = z.output<typeof options>;
 const FINGERPRINT = Buffer.alloc(FINGERPRINT_BYTES, 0xab);
 const FENCE_TTL_SECONDS = 7 * 24 * 3600;
 
-/** The fence written by hand: the shipped BEGIN + fence message, the effect, COMMIT; no harness. */
+/** The fence written by hand: the shipped BEGIN + fence message, the effect, the checked COMMIT; no harness. */
 function minimalFencedVariant(pool: pg.Pool, concurrency: number): Variant {
-  return transactionVariant("minimal fenced", pool, concurrency, (client, job) =>
-    beginWithFences(client, {
-      consumer: "award-points",
-      ttlSeconds: FENCE_TTL_SECONDS,
-      jobs: [{ ...job, fingerprint: FINGERPRINT }],
-    }),
+  return transactionVariant("minimal fenced", pool, concurrency, async (client, job) =>
+    fenceCommit(
+      await beginWithFences(client, {
+        consumer: "award-points",
+        ttlSeconds: FENCE_TTL_SECONDS,
+        jobs: [{ ...job, fingerprint: FINGERPRINT }],
+      }),
+    ),
   );
 }
 

@@ -10,7 +10,7 @@ import { randomUUID } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
 import type pg from "pg";
-import { beginWithFences } from "../../shared/db/queries/begin-with-fences.ts";
+import { beginWithFences, fenceCommit } from "../../shared/db/queries/begin-with-fences.ts";
 import { jobFingerprint } from "../../shared/envelope/fingerprint.ts";
 import { ascending, round2 } from "../lib/report.ts";
 import { at, percentile } from "../lib/support.ts";
@@ -104,7 +104,7 @@ export function createInserters(pools: readonly pg.Pool[], count: number): Inser
               ],
             });
             const committing = performance.now();
-            await client.query("COMMIT");
+            await client.query(fenceCommit(fences));
             const end = performance.now();
             if (!fences.fresh.has(jobId)) throw new Error("a fresh job id came back as a duplicate");
             inserted++;

@@ -4,7 +4,8 @@
  * per job, alternated round by round:
  *
  * - `bare`: BEGIN; effect; COMMIT;
- * - `fence as shipped`: the harness's own BEGIN + fence message (`beginWithFences`); effect; COMMIT;
+ * - `fence as shipped`: the harness's own BEGIN + fence message (`beginWithFences`); effect; the
+ *   harness's checked COMMIT (`fenceCommit`, which the fence's deferred trigger requires);
  * - `fence, plain INSERT`: that message without `ON CONFLICT … DO NOTHING` (a duplicate would be a
  *   unique violation): what the speculative insertion costs;
  * - `fence, no expires_at index`: the shipped message into a copy of the table without its
@@ -18,7 +19,7 @@
 import pg from "pg";
 import { z } from "zod";
 import { createPool } from "../../shared/db/pool.ts";
-import { beginWithFences, type FenceSet } from "../../shared/db/queries/begin-with-fences.ts";
+import { beginWithFences, type FenceSet, fenceCommit } from "../../shared/db/queries/begin-with-fences.ts";
 import { consumerRoleName } from "../../shared/db/queries/provision-login.ts";
 import { FINGERPRINT_BYTES } from "../../shared/envelope/fingerprint.ts";
 import { defineBenchmark } from "../lib/define.ts";
@@ -43,13 +44,13 @@ function fences(job: BenchJob): FenceSet {
   };
 }
 
-/** The text beginWithFences sends for `job`: `BEGIN;\n` and the INSERT. */
+/** The text beginWithFences sends for `job`: `BEGIN;\n`, the transaction's mark and the INSERT. */
 async function shippedText(job: BenchJob): Promise<string> {
   let text = "";
   const recorder = {
     query: async (sql: string) => {
       text = sql;
-      return [{}, { rows: [] }];
+      return [{}, { rows: [{ scope: "" }] }, { rows: [] }];
     },
   };
   await beginWithFences(recorder as unknown as pg.ClientBase, fences(job));
@@ -57,15 +58,24 @@ async function shippedText(job: BenchJob): Promise<string> {
 }
 
 function variants(pool: pg.Pool, concurrency: number): Variant[] {
+  // Each ends with the checked COMMIT, made from what its messages answered (the mark's scope, the
+  // insert's transaction id).
   const altered = (label: string, change: (text: string) => string[]) =>
     transactionVariant(label, pool, concurrency, async (client, job) => {
-      for (const message of change(await shippedText(job))) await client.query(message);
+      const rows: Record<string, unknown>[] = [];
+      for (const message of change(await shippedText(job))) {
+        const answer = (await client.query(message)) as unknown as pg.QueryResult | pg.QueryResult[];
+        for (const result of [answer].flat()) rows.push(...result.rows);
+      }
+      const scope = rows.find((r) => typeof r.scope === "string")?.scope as string;
+      const xid = (rows.find((r) => typeof r.xid === "string")?.xid as string | undefined) ?? null;
+      return fenceCommit({ xid, scope });
     });
   const withoutConflict = (text: string) => text.replace(/\nON CONFLICT[^\n]*DO NOTHING/, "");
   return [
     transactionVariant("bare", pool, concurrency),
-    transactionVariant("fence as shipped", pool, concurrency, (client, job) =>
-      beginWithFences(client, fences(job)),
+    transactionVariant("fence as shipped", pool, concurrency, async (client, job) =>
+      fenceCommit(await beginWithFences(client, fences(job))),
     ),
     altered("fence, plain INSERT", (text) => [withoutConflict(text)]),
     altered("fence, no expires_at index", (text) => [

@@ -25,6 +25,7 @@ import { Session } from "node:inspector/promises";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
+import pg from "pg";
 
 const { values: argv } = parseArgs({
   options: {
@@ -74,9 +75,12 @@ let nextXid = 1000;
 
 /**
  * A pooled client that answers at once what the harness and the bare loop send: BEGIN, COMMIT,
- * ROLLBACK, the fence message (shared/db/queries/begin-with-fences.ts: [BEGIN, the inserted rows'
- * job_id and xid], every fence fresh), the fence COMMIT (shared/fence/fence-transaction.ts:
- * [the assert's SELECT, COMMIT]) and award-points's statement (functions/award-points/award.ts).
+ * ROLLBACK, the fence message (shared/db/queries/begin-with-fences.ts: [BEGIN, the scope it
+ * began with, the inserted rows' job_id and xid], every fence fresh), the fence COMMIT
+ * (shared/fence/fence-transaction.ts: [the check's SELECT, COMMIT, the session resets]) and
+ * award-points's statement (functions/award-points/award.ts). The work's statements come as
+ * Submittables (shared/fence/work-transaction.ts): each is answered through its callback, as pg
+ * answers it at the server's ReadyForQuery.
  */
 class FakeClient {
   #status: "I" | "T" = "I";
@@ -91,15 +95,21 @@ class FakeClient {
     return this.#status;
   }
 
-  query(config: unknown): Promise<FakeResult | FakeResult[]> {
+  query(config: unknown, values?: unknown): Promise<FakeResult | FakeResult[]> | unknown {
     this.queries += 1;
-    return Promise.resolve(
-      this.#answer(typeof config === "string" ? config : (config as { text: string }).text),
-    );
+    const answer = this.#answer(typeof config === "string" ? config : (config as { text: string }).text);
+    const submittable = config as { submit?: unknown; callback?: (e: null, r: unknown) => void };
+    if (typeof submittable.submit !== "function") {
+      // pg's client.query builds a Query for text or a config, as the caller of a Submittable did.
+      void new pg.Query(config as pg.QueryConfig, values as unknown[]);
+      return Promise.resolve(answer);
+    }
+    queueMicrotask(() => submittable.callback?.(null, answer));
+    return config;
   }
 
   #answer(text: string): FakeResult | FakeResult[] {
-    if (text.startsWith("BEGIN;\nINSERT INTO core.processed_jobs")) {
+    if (text.startsWith("BEGIN;\n") && text.includes("INSERT INTO core.processed_jobs")) {
       this.#status = "T";
       // One VALUES row per fence, `('<job id>', …)`, joined by ",\n"; the job ids are UUIDs.
       const xid = String(nextXid++);
@@ -108,11 +118,18 @@ class FakeClient {
         const start = text.indexOf("'", at) + 1;
         rows.push({ job_id: text.slice(start, text.indexOf("'", start)), xid });
       }
-      return [result("BEGIN"), result("INSERT", rows)];
+      // Before migration 0023 the message had no scope (a checkout run with --root).
+      const scope = text.includes("jobfence.fence_scope") ? [result("SELECT", [{ scope: "award" }])] : [];
+      return [result("BEGIN"), ...scope, result("INSERT", rows)];
     }
-    if (text.startsWith("SELECT core.assert_fence_transaction(") || text === "SELECT;\nCOMMIT") {
+    if (
+      text.startsWith("SELECT core.fence_commit_check(") ||
+      text.startsWith("SELECT core.assert_fence_transaction(") ||
+      text.startsWith("SELECT;\nCOMMIT")
+    ) {
       this.#status = "I";
-      return [result("SELECT", [{}]), result("COMMIT")];
+      const statements = text.split(";\n");
+      return [result("SELECT", [{}]), ...statements.slice(1).map((s) => result(s.split(" ")[0] as string))];
     }
     if (text === "BEGIN" || text === "COMMIT" || text === "ROLLBACK") {
       this.#status = text === "BEGIN" ? "T" : "I";

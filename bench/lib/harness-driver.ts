@@ -142,12 +142,16 @@ export function benchConsumer(
   });
 }
 
-/** What a transaction of {@link transactionVariant} sends before the effect: its BEGIN. */
+/**
+ * What a transaction of {@link transactionVariant} sends before the effect: its BEGIN. A string it
+ * returns is the message that commits the transaction (a fence transaction's checked COMMIT,
+ * `fenceCommit`), instead of a plain COMMIT.
+ */
 export type BeginStep = (client: pg.PoolClient, job: BenchJob) => Promise<unknown>;
 
 /**
  * The effect in a transaction of its own on a pooled client: `begin` (by default `BEGIN`: the bare
- * effect, as a consumer without jobfence would run it), the effect, COMMIT.
+ * effect, as a consumer without jobfence would run it), the effect, COMMIT (or what `begin` said).
  */
 export async function transactionEffect(
   pool: pg.Pool,
@@ -156,9 +160,9 @@ export async function transactionEffect(
 ): Promise<void> {
   const client = await pool.connect();
   try {
-    await begin(client, job);
+    const commit = await begin(client, job);
     await awardPoints(client, job);
-    await client.query("COMMIT");
+    await client.query(typeof commit === "string" ? commit : "COMMIT");
   } catch (error) {
     await client.query("ROLLBACK").catch(() => {});
     throw error;

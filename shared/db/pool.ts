@@ -1,7 +1,9 @@
 /**
  * The connection pool. A Lambda container creates one at start-up and reuses it across
  * invocations; the session settings that bound waiting are sent in the startup packet, so they
- * cost no round trip per transaction.
+ * cost no round trip per transaction. Settings sent there (and the `role`) are the session's reset
+ * values: the session resets that end each fence transaction (`RESET ALL`, `RESET ROLE`, migration
+ * 0023) return to them, not to the server's defaults.
  *
  * The database is given by connection string or by endpoint and Secrets Manager secret
  * (./credentials.ts). By secret, the pool starts reading the secret when it is created, each new

@@ -22,9 +22,7 @@
  * (validateJob → {@link read}, fenceTransaction → {@link fence}/{@link commit}/{@link abandon},
  * recordDeadLetter → {@link settle}); {@link finish} ends every record, whichever way it ran.
  */
-import type { SQSClient } from "@aws-sdk/client-sqs";
 import type { SQSRecord } from "aws-lambda";
-import type pg from "pg";
 import type { z } from "zod";
 import { EMPTY_LEDGER } from "../db/queries/message-attempts.ts";
 import { isRecordChainError } from "../dead-letters/classify.ts";

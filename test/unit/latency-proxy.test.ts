@@ -326,12 +326,14 @@ describe("the proxy's protocol reader", () => {
       query("SELECT core.assert_fence_transaction('x');\nCOMMIT"),
       query("SELECT 1"),
       query("commit;"),
+      query("SELECT core.fence_commit_check('1'::xid8, 'a', 'a');\nCOMMIT;\nRESET ALL;\nUNLISTEN *"),
+      query("SELECT 1;\nRESET ALL"),
     ]);
     for (const size of [1, 3, 7, 11]) {
       const read = frontendReader();
       let commits = 0;
       for (let i = 0; i < stream.length; i += size) if (read(stream.subarray(i, i + size))) commits++;
-      expect(commits, `chunks of ${size}`).toBe(2);
+      expect(commits, `chunks of ${size}`).toBe(3);
     }
     expect(frontendReader()(stream)).toBe(true);
     expect(frontendReader()(Buffer.concat([startup(), query("BEGIN"), query("SELECT 1")]))).toBe(false);

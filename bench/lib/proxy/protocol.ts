@@ -16,13 +16,13 @@ const MAX_STARTUP = 10_000;
 
 /**
  * Whether a frontend message is a simple query ('Q', its length, the text and its terminator)
- * whose last statement is COMMIT: the harness sends its COMMIT behind the fence check, in one
- * message, and a plain `COMMIT` is the same with nothing before it.
+ * one of whose statements is COMMIT: the harness sends its COMMIT between the fence check and the
+ * session resets, in one message, and a plain `COMMIT` is the same with nothing around it.
  */
 export function isCommitQuery(message: Buffer): boolean {
   if (message.length < 6 || message[0] !== QUERY || message.readInt32BE(1) + 1 !== message.length)
     return false;
-  return /(^|;)\s*COMMIT\s*;?\s*$/i.test(message.subarray(5, message.length - 1).toString("utf8"));
+  return /(^|;)\s*COMMIT\s*(;|$)/i.test(message.subarray(5, message.length - 1).toString("utf8"));
 }
 
 /**

@@ -4,7 +4,7 @@
  * with it, a per-record transaction makes exactly as many round trips as the same work with no
  * fence (BEGIN, the work's statements, COMMIT).
  *
- * Two statements in one message need PostgreSQL's simple query protocol, which takes no bound
+ * Several statements in one message need PostgreSQL's simple query protocol, which takes no bound
  * parameters, so the values are rendered as literals with pg's `escapeLiteral` (quotes doubled;
  * a backslash makes it an E'' literal, so the result is the same whatever
  * `standard_conforming_strings` is). What reaches it is already a validated envelope: text with no
@@ -30,9 +30,25 @@
  * round trip nor a statement. When no fence was inserted there is no id to check (and no work runs
  * in that transaction). A duplicate pays a round trip: {@link fenceFingerprints} reads the
  * fingerprints of the fences that were already there, to tell a repeat from a conflict.
+ *
+ * Between BEGIN and the insert, the same message sets `jobfence.fence_scope` for the transaction to
+ * {@link FENCE_SCOPE} and returns it: a fence inserted while it is set can be committed only by the
+ * harness's checked COMMIT (migration 0023's deferred trigger), and that check compares the scope
+ * the transaction commits with against the one returned here.
  */
 import pg from "pg";
 import { FINGERPRINT_BYTES } from "../../envelope/fingerprint.ts";
+
+/**
+ * The role and search_path a statement runs with, as one text: what the fence transaction began
+ * with, compared again at its COMMIT (core.fence_commit_check). `%I` quotes the role where needed,
+ * so no two pairs give the same text.
+ */
+export const FENCE_SCOPE =
+  "pg_catalog.format('%I %s', current_user, pg_catalog.current_setting('search_path'))";
+
+/** Marks the transaction as a fence transaction, with the scope it began with (for this transaction only). */
+const MARK_FENCE_TRANSACTION = `SELECT pg_catalog.set_config('jobfence.fence_scope', ${FENCE_SCOPE}, true) AS scope`;
 
 /** The fences of one transaction. */
 export interface FenceSet {
@@ -58,6 +74,8 @@ export interface FencesInserted {
   readonly fresh: Set<string>;
   /** The transaction's id (xid8 as text), or null when no fence was inserted. */
   readonly xid: string | null;
+  /** The role and search_path the transaction began with ({@link FENCE_SCOPE}). */
+  readonly scope: string;
 }
 
 /**
@@ -75,12 +93,40 @@ export async function beginWithFences(client: pg.ClientBase, fences: FenceSet): 
   // PostgreSQL inserts a VALUES list in the order written, and needs no sort of its own.
   const rows = [...byId].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, job]) => row(job));
   const results = (await client.query(
-    `BEGIN;\n${fenceInsert(fences.consumer, fences.ttlSeconds, rows)}`,
-  )) as unknown as [unknown, pg.QueryResult<{ job_id: string; xid: string }>];
-  const inserted = Array.isArray(results) ? results[1] : undefined;
-  if (!inserted) throw new RangeError("BEGIN and the fence insert returned no results");
-  return { fresh: new Set(inserted.rows.map((r) => r.job_id)), xid: inserted.rows[0]?.xid ?? null };
+    `BEGIN;\n${MARK_FENCE_TRANSACTION};\n${fenceInsert(fences.consumer, fences.ttlSeconds, rows)}`,
+  )) as unknown as [
+    unknown,
+    pg.QueryResult<{ scope: string }>,
+    pg.QueryResult<{ job_id: string; xid: string }>,
+  ];
+  const scope = Array.isArray(results) ? results[1]?.rows[0]?.scope : undefined;
+  const inserted = Array.isArray(results) ? results[2] : undefined;
+  if (!inserted || scope === undefined)
+    throw new RangeError("BEGIN and the fence insert returned no results");
+  return { fresh: new Set(inserted.rows.map((r) => r.job_id)), xid: inserted.rows[0]?.xid ?? null, scope };
 }
+
+/**
+ * The harness's COMMIT of a transaction {@link beginWithFences} opened, as one message: the check
+ * that it is still that transaction with the role and search_path it began with, which marks it
+ * for the fences' deferred trigger (migration 0023), then COMMIT. Any other COMMIT of a transaction
+ * that inserted a fence fails. With `reset`, the check also resets the session before the COMMIT
+ * ({@link RESET_FENCE_SESSION}). With no fence inserted there is nothing to check.
+ */
+export function fenceCommit(inserted: Pick<FencesInserted, "xid" | "scope">, reset = false): string {
+  const { xid, scope } = inserted;
+  if (xid === null) return `${reset ? RESET_FENCE_SESSION : "SELECT"};\nCOMMIT`;
+  // Spliced into the SQL: it must be the digits PostgreSQL sent.
+  if (!/^\d+$/.test(xid)) throw new RangeError(`not a transaction id: ${xid}`);
+  return `SELECT core.fence_commit_check('${xid}'::xid8, ${pg.escapeLiteral(scope)}, ${FENCE_SCOPE}, ${reset});\nCOMMIT`;
+}
+
+/**
+ * Undoes what a work may have changed of its pooled session (settings, role, LISTEN, session
+ * advisory locks, cursors WITH HOLD, temporary objects, prepared statements: migration 0023), so
+ * the next job on the connection finds it as the pool opened it.
+ */
+export const RESET_FENCE_SESSION = "SELECT core.reset_fence_session()";
 
 /**
  * The fingerprints of existing fences (NULL for a fence written before fingerprints), by job id.
