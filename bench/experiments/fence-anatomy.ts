@@ -69,7 +69,8 @@ function variants(pool: pg.Pool, concurrency: number): Variant[] {
       }
       const scope = rows.find((r) => typeof r.scope === "string")?.scope as string;
       const xid = (rows.find((r) => typeof r.xid === "string")?.xid as string | undefined) ?? null;
-      return fenceCommit({ xid, scope });
+      const fresh = new Set(rows.filter((r) => typeof r.job_id === "string").map((r) => r.job_id as string));
+      return fenceCommit({ xid, scope, fresh });
     });
   const withoutConflict = (text: string) => text.replace(/\nON CONFLICT[^\n]*DO NOTHING/, "");
   return [

@@ -48,6 +48,9 @@ const AFTER_ROLLBACK_RESET = `;\n${RESET_FENCE_SESSION}`;
 /** SQLSTATE of core.fence_commit_check when the role or search_path changed (migration 0023). */
 const SCOPE_CHANGED_SQLSTATE = "JF003";
 
+/** SQLSTATE of core.fence_commit_check when a fence of the transaction was withdrawn by its work. */
+const FENCE_WITHDRAWN_SQLSTATE = "JF004";
+
 /** SQLSTATE of a lock wait that ran into lock_timeout. */
 const LOCK_NOT_AVAILABLE = "55P03";
 
@@ -71,6 +74,11 @@ export class FenceTransaction {
   readonly #guard: WorkGuard;
   /** The transaction's id, when it inserted a fence (only then can work run in it), and its scope. */
   readonly #inserted: Pick<FencesInserted, "xid" | "scope">;
+  /**
+   * The fences this transaction inserted and has not withdrawn: the COMMIT check requires each
+   * still there, so a work that withdrew its own fence (core.withdraw_own_fences) cannot commit.
+   */
+  readonly #fresh: Set<string>;
   readonly #jobIds: string[];
   readonly #consumer: string;
   readonly #startedAt: number;
@@ -81,7 +89,7 @@ export class FenceTransaction {
   private constructor(
     client: pg.PoolClient,
     consumer: string,
-    inserted: Pick<FencesInserted, "xid" | "scope">,
+    inserted: Pick<FencesInserted, "xid" | "scope" | "fresh">,
     jobIds: string[],
     startedAt: number,
   ) {
@@ -89,6 +97,7 @@ export class FenceTransaction {
     this.tx = this.#guard.tx;
     this.#client = client;
     this.#inserted = inserted;
+    this.#fresh = new Set(inserted.fresh);
     this.#jobIds = jobIds;
     this.#consumer = consumer;
     this.#startedAt = startedAt;
@@ -152,7 +161,9 @@ export class FenceTransaction {
       // The work's follow-ups go in just before the COMMIT, all in one statement; a work that sent
       // none costs nothing here.
       if (this.#followUps.length > 0) await insertFollowUps(this.#client, this.#followUps);
-      results = (await this.#client.query(fenceCommit(this.#inserted, reset))) as unknown as pg.QueryResult[];
+      results = (await this.#client.query(
+        fenceCommit({ ...this.#inserted, fresh: this.#fresh }, reset),
+      )) as unknown as pg.QueryResult[];
     } catch (error) {
       const failure = commitFailure(error);
       await endLoan(this.#client, error, reset);
@@ -277,6 +288,7 @@ export class FenceTransaction {
     // the harness thinks, and it must not commit.
     if (rows[0]?.n !== jobIds.length)
       throw new UnexpectedDatabaseAnswerError(`withdrew ${rows[0]?.n} of ${jobIds.length} fences`);
+    for (const id of jobIds) this.#fresh.delete(id);
   }
 
   /**
@@ -310,6 +322,13 @@ function commitFailure(error: unknown): unknown {
     return new TransactionControlError(
       "SET ROLE / SET search_path",
       "the work changed the transaction's role or search_path and did not restore them (batch-mates share the transaction); qualify names instead. Nothing was committed",
+      { cause: error },
+    );
+  }
+  if (code === FENCE_WITHDRAWN_SQLSTATE) {
+    return new TransactionControlError(
+      "core.withdraw_own_fences",
+      "the work withdrew a fence of its own transaction (only the batch harness may): nothing was committed",
       { cause: error },
     );
   }

@@ -127,6 +127,8 @@ describe("beginWithFences", () => {
       // A plain COMMIT: the deferred trigger refuses it, and the fence is rolled back.
       await beginWithFences(client, set("c-plain"));
       await expect(client.query("COMMIT")).rejects.toMatchObject({ code: "JF002" });
+      // pg learns the status from the ReadyForQuery after the error, which can come a packet later.
+      await client.query("SELECT");
       expect(client.getTransactionStatus()).toBe("I");
       // The check, with another transaction's id: JF001, nothing committed.
       const other = await beginWithFences(client, set("c-foreign"));

@@ -329,9 +329,11 @@ describe("the functions a consumer may call, each argument B's", () => {
     const { rows: xmin } = await admin.query(
       "SELECT xmin::text::xid8::text AS x FROM core.processed_jobs WHERE job_id = 'b:fence'",
     );
-    const other = await attempt(loginA, "SELECT core.fence_commit_check($1::xid8, 'x', 'x', true)", [
-      xmin[0]?.x,
-    ]);
+    const other = await attempt(
+      loginA,
+      "SELECT core.fence_commit_check($1::xid8, 'x', 'x', true, '{}'::text[])",
+      [xmin[0]?.x],
+    );
     expect(other.error?.code).toBe("JF001");
     // A's own transaction with B's role named as the scope it began with: JF003, nothing committed.
     const began = `${consumerRoleName(B)} "$user", public`;
@@ -339,7 +341,7 @@ describe("the functions a consumer may call, each argument B's", () => {
     const { rows: own } = await loginA.query("SELECT pg_current_xact_id()::text AS x");
     const scoped = await attempt(
       loginA,
-      `SELECT core.fence_commit_check($1::xid8, $2, ${FENCE_SCOPE}, true)`,
+      `SELECT core.fence_commit_check($1::xid8, $2, ${FENCE_SCOPE}, true, '{}'::text[])`,
       [own[0]?.x, began],
     );
     expect(scoped.error?.code).toBe("JF003");
@@ -348,10 +350,21 @@ describe("the functions a consumer may call, each argument B's", () => {
     const { rows: mine } = await loginA.query(
       `SELECT pg_current_xact_id()::text AS x, ${FENCE_SCOPE} AS scope`,
     );
+    // B's fence named as one A's transaction must still hold: A cannot see it, so it is missing (JF004).
+    const named = await attempt(
+      loginA,
+      `SELECT core.fence_commit_check($1::xid8, $2, ${FENCE_SCOPE}, true, ARRAY['b:fence'])`,
+      [mine[0]?.x, mine[0]?.scope],
+    );
+    expect(named.error?.code).toBe("JF004");
+    await loginA.query("BEGIN");
+    const { rows: again } = await loginA.query(
+      `SELECT pg_current_xact_id()::text AS x, ${FENCE_SCOPE} AS scope`,
+    );
     const passed = await attempt(
       loginA,
-      `SELECT core.fence_commit_check($1::xid8, $2, ${FENCE_SCOPE}, true)`,
-      [mine[0]?.x, mine[0]?.scope],
+      `SELECT core.fence_commit_check($1::xid8, $2, ${FENCE_SCOPE}, true, '{}'::text[])`,
+      [again[0]?.x, again[0]?.scope],
     );
     expect(passed.error).toBeUndefined();
     await loginA.query("COMMIT");

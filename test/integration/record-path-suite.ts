@@ -529,6 +529,30 @@ export function recordPathSuite(commitMode: CommitMode): void {
       });
     }
 
+    it("a work that withdraws its own fence commits nothing: the COMMIT check finds the fence missing", async () => {
+      const jobId = "tx-withdrawn";
+      const consumer = bed.consumer(
+        {
+          ...awardPointsConsumer,
+          // No follow-up: the outbox's own policy would refuse one whose parent fence is gone.
+          work: async (job, tx) => {
+            await tx.query(
+              "INSERT INTO award_points.ledger (job_id, tenant_id, user_id, points) VALUES ($1, $2, $3, $4)",
+              [job.jobId, job.tenantId, job.payload.user_id, job.payload.points],
+            );
+            await tx.query("SELECT core.withdraw_own_fences('award-points', ARRAY[$1])", [job.jobId]);
+          },
+        },
+        { queueUrl },
+      );
+      expect(await invoke(consumer, [sqsRecord(JSON.stringify(award(jobId, 5, "u-tx")))])).toEqual([]);
+      expect(await fencesOf(jobId)).toEqual([]);
+      expect(await ledgerOf(jobId)).toEqual([]);
+      const [row] = (await rowsOf(jobId)) as [Row];
+      expect(row.error_kind).toBe("hard");
+      expect(row.last_error.class).toBe("TransactionControlError");
+    });
+
     it("a text of several statements is refused by the server: nothing of it commits, the record retries", async () => {
       const jobId = "tx-several";
       const consumer = withWork(async (tx) => {

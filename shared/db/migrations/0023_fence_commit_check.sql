@@ -65,11 +65,21 @@ GRANT EXECUTE ON FUNCTION core.reset_fence_session() TO jobfence_consumer;
 -- (shared/db/queries/begin-with-fences.ts). It pins no search_path (its resets must reach the
 -- caller's session, and a pinned one would be restored over them at its return); it names
 -- everything by schema instead.
-CREATE FUNCTION core.fence_commit_check(expected xid8, began text, scope text, reset boolean) RETURNS void
+CREATE FUNCTION core.fence_commit_check(expected xid8, began text, scope text, reset boolean, fences text[])
+RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
   -- JF001 unless the open transaction is the one that inserted the fences (migration 0008).
   PERFORM core.assert_fence_transaction(expected);
+  -- JF004 unless every fence the harness expects to commit is still there: the work may not
+  -- withdraw its own (core.withdraw_own_fences is the batch harness's, for records it did not reach).
+  IF (SELECT pg_catalog.count(*) FROM core.processed_jobs AS p
+       WHERE p.job_id OPERATOR(pg_catalog.=) ANY (fences)
+         AND p.xmin OPERATOR(pg_catalog.=) pg_catalog.xid(expected))
+     IS DISTINCT FROM pg_catalog.cardinality(fences)::pg_catalog.int8 THEN
+    RAISE EXCEPTION 'a fence of transaction % was withdrawn by its work: it is rolled back', expected
+      USING ERRCODE = 'JF004';
+  END IF;
   IF began IS DISTINCT FROM scope THEN
     RAISE EXCEPTION 'the fence transaction began as % and would commit as %: the work changed its role or search_path and did not restore it',
       began, scope
@@ -83,8 +93,8 @@ BEGIN
 END
 $$;
 
-REVOKE ALL ON FUNCTION core.fence_commit_check(xid8, text, text, boolean) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION core.fence_commit_check(xid8, text, text, boolean) TO jobfence_consumer;
+REVOKE ALL ON FUNCTION core.fence_commit_check(xid8, text, text, boolean, text[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION core.fence_commit_check(xid8, text, text, boolean, text[]) TO jobfence_consumer;
 
 -- The deferred check: the transaction ending now passed core.fence_commit_check. Trigger functions
 -- are not checked for EXECUTE when they fire; nobody needs to call it. It runs once per fence row at

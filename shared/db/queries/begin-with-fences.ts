@@ -108,17 +108,22 @@ export async function beginWithFences(client: pg.ClientBase, fences: FenceSet): 
 
 /**
  * The harness's COMMIT of a transaction {@link beginWithFences} opened, as one message: the check
- * that it is still that transaction with the role and search_path it began with, which marks it
+ * that it is still that transaction with the role and search_path it began with, and that every
+ * fence of `fresh` (the fences it inserted and did not withdraw) is still there, which marks it
  * for the fences' deferred trigger (migration 0023), then COMMIT. Any other COMMIT of a transaction
  * that inserted a fence fails. With `reset`, the check also resets the session before the COMMIT
  * ({@link RESET_FENCE_SESSION}). With no fence inserted there is nothing to check.
  */
-export function fenceCommit(inserted: Pick<FencesInserted, "xid" | "scope">, reset = false): string {
-  const { xid, scope } = inserted;
+export function fenceCommit(
+  inserted: Pick<FencesInserted, "xid" | "scope" | "fresh">,
+  reset = false,
+): string {
+  const { xid, scope, fresh } = inserted;
   if (xid === null) return `${reset ? RESET_FENCE_SESSION : "SELECT"};\nCOMMIT`;
   // Spliced into the SQL: it must be the digits PostgreSQL sent.
   if (!/^\d+$/.test(xid)) throw new RangeError(`not a transaction id: ${xid}`);
-  return `SELECT core.fence_commit_check('${xid}'::xid8, ${pg.escapeLiteral(scope)}, ${FENCE_SCOPE}, ${reset});\nCOMMIT`;
+  const fences = `ARRAY[${[...fresh].map((id) => pg.escapeLiteral(id)).join(", ")}]::text[]`;
+  return `SELECT core.fence_commit_check('${xid}'::xid8, ${pg.escapeLiteral(scope)}, ${FENCE_SCOPE}, ${reset}, ${fences});\nCOMMIT`;
 }
 
 /**

@@ -240,13 +240,29 @@ export class Interleaver {
       const params = callback ? args.slice(0, -1) : args;
       const text = typeof params[0] === "string" ? params[0] : String((params[0] as { text?: string }).text);
       const what = text.replace(/\s+/g, " ").trim().slice(0, 60);
+      // A Submittable (the guard sends the work's statements as pg.Query objects): its call returns
+      // it, not a promise; the step is answered when it ends, as pg's events say.
+      const submittable = params[0] as { submit?: unknown; once?: (event: string, f: () => void) => void };
+      const sent = () => {
+        if (typeof submittable?.submit !== "function" || typeof submittable.once !== "function")
+          return query(...params) as Promise<unknown>;
+        const ended = new Promise<unknown>((resolve) => {
+          submittable.once?.("end", () => resolve(undefined));
+          submittable.once?.("error", () => resolve(undefined));
+          // With a callback, pg reports an error to it alone (no event).
+          const withCallback = submittable as { callback?: (...a: unknown[]) => unknown };
+          const callback = withCallback.callback;
+          if (typeof callback === "function")
+            withCallback.callback = (...a: unknown[]) => {
+              resolve(undefined);
+              return callback(...a);
+            };
+        });
+        query(...params);
+        return ended;
+      };
       const answer = this.#gate(actor, what).then(() =>
-        this.#track(
-          actor,
-          what,
-          (client as { processID?: number }).processID,
-          query(...params) as Promise<unknown>,
-        ),
+        this.#track(actor, what, (client as { processID?: number }).processID, sent()),
       );
       if (!callback) return answer;
       answer.then(
