@@ -258,17 +258,19 @@ export class CanonicalJsonError extends JobfenceError {
 }
 
 /**
- * The work tried to end or escape the fence's transaction (`COMMIT`, `ROLLBACK`, `BEGIN`, …) or to
- * change its session (`SET`, `RESET`, `DISCARD`, …). The statement is refused before it reaches
- * the server; retrying cannot help, so the job is dead-lettered as `hard`.
+ * The work tried to end the fence's transaction (`COMMIT`, `ROLLBACK`, `BEGIN`, …), or changed its
+ * role or search_path and did not restore them. A plain transaction control text is refused before
+ * it is sent; any other spelling is refused by the server, or ends the transaction, which the
+ * server rolls back with the fence (shared/fence/work-transaction.ts). Nothing of the work commits;
+ * retrying cannot help, so the job is dead-lettered as `hard`.
  */
 export class TransactionControlError extends PermanentJobError {
   override name = "TransactionControlError";
   /** The refused statement, as the work sent it (trimmed to a bound). */
   readonly statement: string;
-  constructor(statement: string, why: string) {
+  constructor(statement: string, why: string, options?: ErrorOptions) {
     const shown = statement.length > 200 ? `${statement.slice(0, 199)}…` : statement;
-    super(`the work's transaction refuses ${JSON.stringify(shown)}: ${why}`);
+    super(`the work's transaction refuses ${JSON.stringify(shown)}: ${why}`, options);
     this.statement = shown;
   }
 }
@@ -288,9 +290,9 @@ export class WorkLeftStatementsError extends PermanentJobError {
 }
 
 /**
- * At COMMIT the harness found that the open transaction is not the one that inserted the fence:
- * the work ended it by a path the statement guard did not see. What the work committed cannot be
- * undone, so the job is dead-lettered as `hard` for a person to look at, whatever its fence says.
+ * At COMMIT (or the ROLLBACK after a failed work) the harness found that the open transaction is
+ * not the one that inserted the fence: something ended it and began another behind the work's
+ * `tx`. The harness does not commit it; the job is dead-lettered as `hard` for a person to look at.
  */
 export class ForeignTransactionError extends PermanentJobError {
   override name = "ForeignTransactionError";

@@ -243,6 +243,9 @@ async function runOnce<P>(options: BatchTransactionOptions, pending: BatchRecord
       // to take out, not the next record, whose statements would be refused or held up for it.
       const left = transaction.leftStatements;
       if (left > 0) failure = new WorkLeftStatementsError(left);
+      // It ended the transaction (and caught the error): rolled back, and the next record's
+      // statements would be refused for it.
+      else if (transaction.endedByWork) failure = transaction.endedByWork;
       else if (transaction.failed) failure = new TransactionRolledBackError("ROLLBACK");
       // A follow-up it tried to send was refused (and the work caught it): this record fails.
       else if (transaction.refusal) failure = transaction.refusal;

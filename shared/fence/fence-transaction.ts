@@ -1,20 +1,29 @@
 /**
  * The fence transaction (docs/design.md §3.1), the one copy both commit modes use:
  *
- *   BEGIN; INSERT fence(s) … ON CONFLICT DO NOTHING   -- one round trip; returns the fresh ones
- *   (SELECT the fingerprints of fences that existed)  -- only when some did: a duplicate pays this
- *   work(job, tx) …                                   -- on the guarded connection (work-transaction.ts)
- *   (INSERT the follow-ups the work sent)             -- only when it sent some: one round trip for all
- *   SELECT core.assert_fence_transaction(xid); COMMIT -- one round trip: the COMMIT runs only if the
- *                                                        open transaction is still the fence's
+ *   BEGIN; mark; INSERT fence(s) … ON CONFLICT DO NOTHING -- one round trip; returns the fresh ones
+ *   (SELECT the fingerprints of fences that existed)     -- only when some did: a duplicate pays this
+ *   work(job, tx) …                                      -- on the guarded connection (work-transaction.ts)
+ *   (INSERT the follow-ups the work sent)                -- only when it sent some: one round trip for all
+ *   SELECT core.fence_commit_check(xid, scope); COMMIT;  -- one round trip: the check marks the
+ *   RESET ALL; … (the session resets)                    -- transaction for the fence's deferred
+ *                                                           trigger, which refuses any other COMMIT
  *
- * Every path ends the connection's loan exactly once: released after COMMIT or ROLLBACK, destroyed
- * when either failed for a reason other than the server's answer (the connection's state is then
- * unknown, and the pool must not hand it to the next record).
+ * The resets undo whatever the work changed of the pooled session (settings, LISTEN, temporary
+ * tables, session advisory locks, cursors WITH HOLD, prepared statements); they ride on the message
+ * that ends the transaction, and only when the work sent a statement. Every path ends the
+ * connection's loan exactly once: released after a message that ended the transaction and ran the
+ * resets, destroyed when that failed for a reason other than the server's answer (the connection's
+ * state is then unknown, and the pool must not hand it to the next record).
  */
 import { performance } from "node:perf_hooks";
 import pg from "pg";
-import { beginWithFences, type FenceSet, fenceFingerprints } from "../db/queries/begin-with-fences.ts";
+import {
+  beginWithFences,
+  FENCE_SCOPE,
+  type FenceSet,
+  fenceFingerprints,
+} from "../db/queries/begin-with-fences.ts";
 import { insertFollowUps } from "../db/queries/insert-follow-ups.ts";
 import {
   FenceLockTimeoutError,
@@ -28,12 +37,29 @@ import {
 } from "../errors.ts";
 import { faultHook } from "../fault-points.ts";
 import type { StagedFollowUp } from "../outbox/follow-up.ts";
-import { guardTransaction, TRANSACTION_ENDED, type WorkQueries } from "./work-transaction.ts";
+import { guardTransaction, TRANSACTION_ENDED, type WorkGuard, type WorkQueries } from "./work-transaction.ts";
 
-/** Whether a fence of these jobs was committed by the given transaction (its xmin). */
-const FENCES_COMMITTED_BY = `
-  SELECT EXISTS (SELECT 1 FROM core.consumer_roles AS c JOIN core.processed_jobs AS p ON p.consumer_id = c.id
-                  WHERE c.consumer = $1 AND p.job_id = ANY ($2::text[]) AND p.xmin = xid($3::xid8)) AS committed`;
+/**
+ * What the work may have changed of the pooled session, undone; sent after the COMMIT or ROLLBACK
+ * in the same message. RESET ALL leaves the settings the pool sends at connection start (its
+ * startup packet: lock_timeout, statement_timeout, …) at those values, and does not touch `role`,
+ * which RESET ROLE returns to the pool's `role` option. DISCARD ALL would do all of it but cannot
+ * run in a message of several statements.
+ */
+export const SESSION_RESET = [
+  "RESET ALL",
+  "RESET ROLE",
+  "UNLISTEN *",
+  "SELECT pg_catalog.pg_advisory_unlock_all()",
+  "CLOSE ALL",
+  "DISCARD TEMP",
+  "DEALLOCATE ALL",
+]
+  .map((statement) => `;\n${statement}`)
+  .join("");
+
+/** SQLSTATE of core.fence_commit_check when the role or search_path changed (migration 0023). */
+const SCOPE_CHANGED_SQLSTATE = "JF003";
 
 /** SQLSTATE of a lock wait that ran into lock_timeout. */
 const LOCK_NOT_AVAILABLE = "55P03";
@@ -55,10 +81,11 @@ export class FenceTransaction {
   /** The connection as the work may use it: queries only (see work-transaction.ts). */
   readonly tx: WorkQueries;
   readonly #client: pg.PoolClient;
-  readonly #closeGuard: () => void;
-  readonly #pending: () => number;
+  readonly #guard: WorkGuard;
   /** The transaction's id, when it inserted a fence (only then can work run in it). */
   readonly #xid: string | null;
+  /** The role and search_path the transaction began with, as core.fence_commit_check compares them. */
+  readonly #scope: string;
   readonly #jobIds: string[];
   readonly #consumer: string;
   readonly #startedAt: number;
@@ -70,15 +97,15 @@ export class FenceTransaction {
     client: pg.PoolClient,
     consumer: string,
     xid: string | null,
+    scope: string,
     jobIds: string[],
     startedAt: number,
   ) {
-    const guard = guardTransaction(client);
-    this.tx = guard.tx;
-    this.#closeGuard = () => guard.close();
-    this.#pending = () => guard.pending();
+    this.#guard = guardTransaction(client);
+    this.tx = this.#guard.tx;
     this.#client = client;
     this.#xid = xid;
+    this.#scope = scope;
     this.#jobIds = jobIds;
     this.#consumer = consumer;
     this.#startedAt = startedAt;
@@ -95,7 +122,7 @@ export class FenceTransaction {
     const client = await pool.connect();
     const startedAt = performance.now();
     try {
-      const { fresh, xid } = await beginWithFences(client, fences);
+      const { fresh, xid, scope } = await beginWithFences(client, fences);
       // Spliced into the COMMIT's SQL below: it must be the digits PostgreSQL sent.
       if (xid !== null && !/^\d+$/.test(xid)) throw new RangeError(`not a transaction id: ${xid}`);
       const others = jobIds.filter((id) => !fresh.has(id));
@@ -103,12 +130,12 @@ export class FenceTransaction {
         others.length > 0 ? await fenceFingerprints(client, fences.consumer, others) : new Map();
       if (faultHook) await faultHook("fence:after-insert", { jobIds });
       return {
-        transaction: new FenceTransaction(client, fences.consumer, xid, jobIds, startedAt),
+        transaction: new FenceTransaction(client, fences.consumer, xid, scope, jobIds, startedAt),
         fresh,
         existing,
       };
     } catch (error) {
-      await endLoan(client, error);
+      await endLoan(client, error, false);
       // The insert waited lock_timeout behind a concurrent delivery of one of these jobs.
       if (error instanceof pg.DatabaseError && error.code === LOCK_NOT_AVAILABLE)
         throw new FenceLockTimeoutError(jobIds, error);
@@ -117,33 +144,47 @@ export class FenceTransaction {
   }
 
   /**
-   * Commits, after checking that the open transaction is still the one that inserted the fences;
-   * returns the milliseconds from BEGIN to COMMIT. Throws TransactionRolledBackError when the
-   * server rolled back instead (the work let a statement fail), ForeignTransactionError when the
-   * work ended the fence's transaction, or the connection's error (the outcome is then unknown;
-   * the fence makes a redelivery safe either way).
+   * Commits, after checking that the open transaction is still the one that inserted the fences
+   * and that its role and search_path are those it began with, then resets the session; returns
+   * the milliseconds from BEGIN to COMMIT. Throws TransactionRolledBackError when the server rolled
+   * back instead (the work let a statement fail), TransactionControlError when the work ended the
+   * transaction or changed its scope, ForeignTransactionError when the open transaction is another
+   * one, or the connection's error (the outcome is then unknown; the fence makes a redelivery safe
+   * either way).
    */
   async commit(): Promise<number> {
+    const reset = this.#guard.used();
     this.#end();
     if (faultHook) await faultHook("fence:after-work", { jobIds: this.#jobIds });
+    const ended = this.endedByWork;
+    if (ended) {
+      // Rolled back already: nothing to commit, and nothing of it may be written now (the
+      // follow-ups would go in by themselves).
+      await rollBackAndRelease(this.#client, reset);
+      throw ended;
+    }
     let results: pg.QueryResult[];
     try {
       // The work's follow-ups go in just before the COMMIT, all in one statement; a work that sent
       // none costs nothing here.
       if (this.#followUps.length > 0) await insertFollowUps(this.#client, this.#followUps);
       // With no fence inserted no work ran, and there is nothing to check: COMMIT alone.
-      results = (await this.#client.query(
+      const check =
         this.#xid === null
-          ? "SELECT;\nCOMMIT"
-          : `SELECT core.assert_fence_transaction('${this.#xid}'::xid8);\nCOMMIT`,
+          ? "SELECT"
+          : `SELECT core.fence_commit_check('${this.#xid}'::xid8, ${pg.escapeLiteral(this.#scope)}, ${FENCE_SCOPE})`;
+      results = (await this.#client.query(
+        `${check};\nCOMMIT${reset ? SESSION_RESET : ""}`,
       )) as unknown as pg.QueryResult[];
     } catch (error) {
       const failure = commitFailure(error);
-      await endLoan(this.#client, error);
+      await endLoan(this.#client, error, reset);
       throw failure;
     }
     const command = Array.isArray(results) ? results[1]?.command : undefined;
-    // A COMMIT in a failed transaction is answered ROLLBACK, without an error.
+    if (reset) forgetPreparedStatements(this.#client);
+    // A COMMIT in a failed transaction is answered ROLLBACK, without an error (the resets after it
+    // still ran).
     if (command !== "COMMIT") {
       this.#client.release();
       throw new TransactionRolledBackError(command);
@@ -187,7 +228,18 @@ export class FenceTransaction {
    * queue behind them.
    */
   get leftStatements(): number {
-    return this.#pending();
+    return this.#guard.pending();
+  }
+
+  /**
+   * Why the transaction has ended before the harness ended it, if it has: a statement of the work
+   * ended it (its own ROLLBACK, or a COMMIT the server refused), and the server rolled it back,
+   * fence and work. Read from the client's state, no round trip. Nothing of it can commit now.
+   */
+  get endedByWork(): TransactionControlError | undefined {
+    const ended = this.#guard.endedBy();
+    if (ended || this.#client.getTransactionStatus() !== "I") return ended;
+    return new TransactionControlError("", "the fence's transaction ended during the work");
   }
 
   /**
@@ -203,51 +255,33 @@ export class FenceTransaction {
   }
 
   /**
-   * Rolls back and returns the connection (destroys it if the rollback fails). Safe to call twice.
-   * Returns a ForeignTransactionError when the transaction it rolls back is not the fence's (the
-   * work ended it by a path the guard did not see, and what it committed stands): the failure is
-   * then no longer the work's to retry, since a retry would find the fence and skip the rest.
+   * Rolls back, resets the session and returns the connection (destroys it if that fails). Safe to
+   * call twice. Returns a ForeignTransactionError when the transaction it rolls back is not the
+   * fence's (something ended it and began another behind the work's `tx`): the failure is then not
+   * the work's to retry.
    */
   async abandon(): Promise<ForeignTransactionError | undefined> {
     if (this.#ended) return undefined;
+    const reset = this.#guard.used();
     this.#end();
     const client = this.#client;
-    const status = client.getTransactionStatus();
-    if (status === "I") {
-      await rollBackAndRelease(client);
-      return foreignTransaction("no transaction was open when the harness rolled back", undefined);
-    }
-    if (this.#xid === null) {
-      // No fence was inserted, so no work ran: nothing to check.
-      await rollBackAndRelease(client);
+    // No fence inserted (no work ran), or the transaction is no longer open (the work ended it and
+    // the server rolled it back; the status pg read last can lag the error that ended it) or failed
+    // ('E': nothing can be asked of it): no check to make. The fence's deferred trigger let no
+    // COMMIT but the harness's through, so nothing of it stands.
+    if (this.#xid === null || this.#guard.endedBy() || client.getTransactionStatus() !== "T") {
+      await rollBackAndRelease(client, reset);
       return undefined;
     }
-    if (status !== "T") {
-      // Failed ('E'): nothing can be asked of it before the ROLLBACK. After it, a fence this
-      // transaction inserted can only still exist if the work committed it (and began anew): one
-      // more round trip, on the failure path only.
-      try {
-        await client.query("ROLLBACK");
-        const { rows } = await client.query<{ committed: boolean }>(FENCES_COMMITTED_BY, [
-          this.#consumer,
-          this.#jobIds,
-          this.#xid,
-        ]);
-        client.release();
-        return rows[0]?.committed
-          ? foreignTransaction("its fences were committed by the work itself", undefined)
-          : undefined;
-      } catch (error) {
-        client.release(asError(error));
-        return undefined;
-      }
-    }
     try {
-      await client.query(`SELECT core.assert_fence_transaction('${this.#xid}'::xid8);\nROLLBACK`);
+      await client.query(
+        `SELECT core.assert_fence_transaction('${this.#xid}'::xid8);\nROLLBACK${reset ? SESSION_RESET : ""}`,
+      );
+      if (reset) forgetPreparedStatements(client);
       client.release();
       return undefined;
     } catch (error) {
-      await endLoan(client, error);
+      await endLoan(client, error, reset);
       const failure = commitFailure(error);
       return failure instanceof ForeignTransactionError ? failure : undefined;
     }
@@ -283,47 +317,63 @@ export class FenceTransaction {
   #end(): void {
     if (this.#ended) throw new RangeError("the fence transaction has already ended");
     this.#ended = true;
-    this.#closeGuard();
+    this.#guard.close();
   }
-}
-
-function foreignTransaction(detail: string, cause: unknown): ForeignTransactionError {
-  return new ForeignTransactionError(
-    `the work ended the fence's transaction (${detail}); what it committed stands`,
-    cause === undefined ? undefined : { cause },
-  );
 }
 
 /** What a failed commit (or checked rollback) means to the record. */
 function commitFailure(error: unknown): unknown {
   const code = (error as { code?: unknown }).code;
   if (code === FOREIGN_TRANSACTION_SQLSTATE) {
-    return foreignTransaction("the transaction open at its end is another one", error);
+    return new ForeignTransactionError(
+      "the transaction open at the harness's COMMIT or ROLLBACK is not the fence's: something ended it and began another; the harness rolled it back",
+      { cause: error },
+    );
+  }
+  if (code === SCOPE_CHANGED_SQLSTATE) {
+    return new TransactionControlError(
+      "SET ROLE / SET search_path",
+      "the work changed the transaction's role or search_path and did not restore them (batch-mates share the transaction); qualify names instead. Nothing was committed",
+      { cause: error },
+    );
   }
   if (code === IN_FAILED_TRANSACTION) return new TransactionRolledBackError("ROLLBACK");
   return error;
 }
 
 /**
- * Ends the loan after an error: a server's answer (an error with an SQLSTATE) leaves the
- * connection usable once rolled back; anything else (a broken socket, a timeout) leaves its
- * state unknown, so it is destroyed.
+ * Ends the loan after an error: a server's answer (an error with an SQLSTATE) skipped the rest of
+ * its message, the session resets among it, and leaves the connection usable once rolled back and
+ * reset; anything else (a broken socket, a timeout) leaves its state unknown, so it is destroyed.
  */
-async function endLoan(client: pg.PoolClient, error: unknown): Promise<void> {
+async function endLoan(client: pg.PoolClient, error: unknown, reset: boolean): Promise<void> {
   if (error instanceof pg.DatabaseError) {
-    await rollBackAndRelease(client);
+    await rollBackAndRelease(client, reset);
   } else {
     client.release(asError(error));
   }
 }
 
-async function rollBackAndRelease(client: pg.PoolClient): Promise<void> {
+/** ROLLBACK (and the session resets when the work may have changed the session), then release. */
+async function rollBackAndRelease(client: pg.PoolClient, reset: boolean): Promise<void> {
   try {
-    await client.query("ROLLBACK");
+    await client.query(reset ? `ROLLBACK${SESSION_RESET}` : "ROLLBACK");
+    if (reset) forgetPreparedStatements(client);
     client.release();
   } catch (rollbackError) {
     client.release(asError(rollbackError));
   }
+}
+
+/**
+ * DEALLOCATE ALL dropped the session's prepared statements, the ones pg prepared for named queries
+ * among them: pg's record of them goes too, or it would bind to statements that no longer exist.
+ */
+function forgetPreparedStatements(client: pg.ClientBase): void {
+  const connection = (client as { connection?: Record<string, unknown> }).connection;
+  if (connection === undefined) return;
+  if ("parsedStatements" in connection) connection.parsedStatements = {};
+  if ("submittedNamedStatements" in connection) connection.submittedNamedStatements = {};
 }
 
 /** `value` as an Error, for APIs that take one. */

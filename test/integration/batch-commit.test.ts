@@ -70,6 +70,17 @@ async function fenceTransactions(jobIds: readonly string[]): Promise<number> {
   });
 }
 
+/** The error class of the job's dead letter. */
+async function deadLetterClass(jobId: string): Promise<string | undefined> {
+  return bed.db.withClient(async (c) => {
+    const { rows } = await c.query<{ class: string }>(
+      "SELECT last_error ->> 'class' AS class FROM core.dead_letters WHERE job_id = $1",
+      [jobId],
+    );
+    return rows[0]?.class;
+  });
+}
+
 const ids = (prefix: string, count: number, except: readonly number[] = []) =>
   Array.from({ length: count }, (_, i) => i)
     .filter((i) => !except.includes(i))
@@ -154,6 +165,42 @@ describe("batch-commit mode", () => {
     for (const jobId of ids("cf", 4))
       expect(await effectsOf(bed.db, jobId)).toMatchObject({ ledger: 1, fences: 1, deadLetters: 0 });
   });
+
+  it("a batch-mate's SET LOCAL search_path fails the COMMIT check: redone per record, only its job fails", async () => {
+    // The next record's work would run with it: the check at COMMIT names no culprit, so the batch
+    // is redone one record per transaction, where the record that changed it fails on its own.
+    const { definition, runs } = counted(async (jobId, tx) => {
+      if (jobId === "scope-1") await tx.query("SET LOCAL search_path = pg_catalog");
+    });
+    expect(await invoke(bed.consumer(definition), records("scope", 4))).toEqual([]);
+    const scoped = await effectsOf(bed.db, "scope-1");
+    expect(scoped).toEqual({ ledger: 0, fences: 0, deadLetters: 1 });
+    expect(await deadLetterClass("scope-1")).toBe("TransactionControlError");
+    for (const jobId of ["scope-0", "scope-2", "scope-3"]) {
+      expect(await effectsOf(bed.db, jobId)).toEqual({ ledger: 1, fences: 1, deadLetters: 0 });
+      expect(runs.get(jobId)).toBe(2);
+    }
+  });
+
+  it.each([
+    ["a COMMIT the server refuses", "COMMIT AND NO CHAIN"],
+    ["a ROLLBACK", "ROLLBACK AND NO CHAIN"],
+  ])(
+    "a work that sends %s and swallows the error is the one taken out: its batch-mates commit",
+    async (_, sql) => {
+      const prefix = sql.startsWith("COMMIT") ? "ends-c" : "ends-r";
+      const { definition } = counted(async (jobId, tx) => {
+        if (jobId === `${prefix}-1`) await tx.query(sql).catch(() => undefined);
+      });
+      expect(await invoke(bed.consumer(definition), records(prefix, 4))).toEqual([]);
+      expect(await effectsOf(bed.db, `${prefix}-1`)).toEqual({ ledger: 0, fences: 0, deadLetters: 1 });
+      expect(await deadLetterClass(`${prefix}-1`)).toBe("TransactionControlError");
+      const rest = [0, 2, 3].map((i) => `${prefix}-${i}`);
+      for (const jobId of rest)
+        expect(await effectsOf(bed.db, jobId)).toMatchObject({ ledger: 1, fences: 1 });
+      expect(await fenceTransactions(rest)).toBe(1);
+    },
+  );
 
   it("FIFO: a failure holds back the rest of its group, other groups commit in the batch", async () => {
     const { definition, runs } = counted(async (jobId) => {

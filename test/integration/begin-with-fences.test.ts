@@ -3,8 +3,14 @@
  * id a valid envelope can carry must come back exactly as sent, and nothing else may happen.
  */
 import fc from "fast-check";
+import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { beginWithFences, fenceFingerprints } from "../../shared/db/queries/begin-with-fences.ts";
+import {
+  beginWithFences,
+  FENCE_SCOPE,
+  type FencesInserted,
+  fenceFingerprints,
+} from "../../shared/db/queries/begin-with-fences.ts";
 import { envelopeSchema } from "../../shared/envelope/envelope.ts";
 import { jobFingerprint } from "../../shared/envelope/fingerprint.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
@@ -15,7 +21,7 @@ beforeAll(async () => {
   db = await createTestDatabase();
   // A fence names its consumer by the registry's id: these consumers are registered, as migrating
   // their sets would (test/integration/fence-consumer-ids.test.ts has what an unregistered one gets).
-  await db.withClient((c) => registerConsumers(c, ["fence-literals", "fence-dups"]));
+  await db.withClient((c) => registerConsumers(c, ["fence-literals", "fence-dups", "fence-commits"]));
 });
 afterAll(async () => {
   await db?.drop();
@@ -92,8 +98,9 @@ describe("beginWithFences", () => {
         ttlSeconds: 60,
         jobs: jobs.map((jobId) => ({ jobId, tenantId: "t", fingerprint: jobFingerprint("t", jobId) })),
       });
-      expect((await beginWithFences(client, set(["d-1"]))).fresh).toEqual(new Set(["d-1"]));
-      await client.query("COMMIT");
+      const first = await beginWithFences(client, set(["d-1"]));
+      expect(first.fresh).toEqual(new Set(["d-1"]));
+      await client.query(checkedCommit(first));
       expect((await beginWithFences(client, set(["d-1", "d-2", "d-2"]))).fresh).toEqual(new Set(["d-2"]));
       expect(await fenceFingerprints(client, "fence-dups", ["d-1", "d-9"])).toEqual(
         new Map([["d-1", jobFingerprint("t", "d-1")]]),
@@ -102,6 +109,47 @@ describe("beginWithFences", () => {
       // Every fence existing: nothing inserted, no transaction id to check.
       expect((await beginWithFences(client, set(["d-1"]))).xid).toBeNull();
       await client.query("ROLLBACK");
+    });
+  });
+
+  it("a fence transaction commits only through the harness's check (migration 0023)", async () => {
+    await db.withClient(async (client) => {
+      const set = (jobId: string) => ({
+        consumer: "fence-commits",
+        ttlSeconds: 60,
+        jobs: [{ jobId, tenantId: "t", fingerprint: jobFingerprint("t", jobId) }],
+      });
+      const count = async () =>
+        (
+          await client.query(
+            "SELECT job_id FROM core.processed_jobs WHERE consumer_id = core.consumer_id('fence-commits') ORDER BY 1",
+          )
+        ).rows.map((r) => r.job_id);
+      // A plain COMMIT: the deferred trigger refuses it, and the fence is rolled back.
+      await beginWithFences(client, set("c-plain"));
+      await expect(client.query("COMMIT")).rejects.toMatchObject({ code: "JF002" });
+      expect(client.getTransactionStatus()).toBe("I");
+      // The check, with another transaction's id: JF001, nothing committed.
+      const other = await beginWithFences(client, set("c-foreign"));
+      await expect(
+        client.query(checkedCommit({ ...other, xid: String(BigInt(other.xid ?? 0) + 1n) })),
+      ).rejects.toMatchObject({ code: "JF001" });
+      await client.query("ROLLBACK");
+      // The check, with the role or search_path changed since BEGIN: JF003, nothing committed.
+      const moved = await beginWithFences(client, set("c-scope"));
+      await client.query("SET LOCAL search_path = pg_catalog");
+      await expect(client.query(checkedCommit(moved))).rejects.toMatchObject({ code: "JF003" });
+      await client.query("ROLLBACK");
+      // The check with the scope BEGIN read, after a RESET ALL (which resets the marker): commits.
+      const checked = await beginWithFences(client, set("c-checked"));
+      await client.query("RESET ALL");
+      const results = (await client.query(checkedCommit(checked))) as unknown as pg.QueryResult[];
+      expect(results.map((r) => r.command)).toEqual(["SELECT", "COMMIT"]);
+      // A fence inserted without the marker (a fixture, a seed) is not checked.
+      await client.query(
+        "INSERT INTO core.processed_jobs (job_id, consumer_id, tenant_id, expires_at) VALUES ('c-unmarked', core.consumer_id('fence-commits'), 't', now() + interval '1 day')",
+      );
+      expect(await count()).toEqual(["c-checked", "c-unmarked"]);
     });
   });
 
@@ -128,3 +176,8 @@ describe("beginWithFences", () => {
     });
   });
 });
+
+/** The harness's COMMIT of what `beginWithFences` opened (shared/fence/fence-transaction.ts). */
+function checkedCommit({ xid, scope }: FencesInserted): string {
+  return `SELECT core.fence_commit_check('${xid}'::xid8, ${pg.escapeLiteral(scope)}, ${FENCE_SCOPE});\nCOMMIT`;
+}

@@ -9,6 +9,7 @@
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { FENCE_SCOPE } from "../../shared/db/queries/begin-with-fences.ts";
 import {
   consumerRoleName,
   provisionLogin,
@@ -320,6 +321,36 @@ describe("the functions a consumer may call, each argument B's", () => {
     const { rows: xid } = await admin.query("SELECT pg_current_xact_id()::text AS x");
     const { error } = await attempt(loginA, "SELECT core.assert_fence_transaction($1::xid8)", [xid[0]?.x]);
     expect(error?.code).toBe("JF001");
+    await expectBUntouched();
+  });
+
+  it("core.fence_commit_check with any transaction id and scope commits nothing of B's, and only A's own transaction", async () => {
+    // Another transaction's id (B's fence's): JF001, nothing read or changed.
+    const { rows: xmin } = await admin.query(
+      "SELECT xmin::text::xid8::text AS x FROM core.processed_jobs WHERE job_id = 'b:fence'",
+    );
+    const other = await attempt(loginA, "SELECT core.fence_commit_check($1::xid8, 'x', 'x')", [xmin[0]?.x]);
+    expect(other.error?.code).toBe("JF001");
+    // A's own transaction with B's role named as the scope it began with: JF003, nothing committed.
+    const began = `${consumerRoleName(B)} "$user", public`;
+    await loginA.query("BEGIN");
+    const { rows: own } = await loginA.query("SELECT pg_current_xact_id()::text AS x");
+    const scoped = await attempt(loginA, `SELECT core.fence_commit_check($1::xid8, $2, ${FENCE_SCOPE})`, [
+      own[0]?.x,
+      began,
+    ]);
+    expect(scoped.error?.code).toBe("JF003");
+    // Passed: it marks A's own transaction, which then commits A's rows only, as any COMMIT would.
+    await loginA.query("BEGIN");
+    const { rows: mine } = await loginA.query(
+      `SELECT pg_current_xact_id()::text AS x, ${FENCE_SCOPE} AS scope`,
+    );
+    const passed = await attempt(loginA, `SELECT core.fence_commit_check($1::xid8, $2, ${FENCE_SCOPE})`, [
+      mine[0]?.x,
+      mine[0]?.scope,
+    ]);
+    expect(passed.error).toBeUndefined();
+    await loginA.query("COMMIT");
     await expectBUntouched();
   });
 

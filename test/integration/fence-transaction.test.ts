@@ -1,9 +1,8 @@
 /**
  * The fence transaction (shared/fence/fence-transaction.ts) against real PostgreSQL, as the
- * consumer role: its COMMIT checks that the open transaction is the one that inserted the fence, so
- * a transaction the work ended by a path the statement guard did not see is never committed
- * unchecked; a transaction the work let fail is reported as rolled back; every path returns the
- * connection exactly once.
+ * consumer role: only its own checked COMMIT commits the fence (migration 0023), a transaction
+ * begun behind the work's tx is never committed, a transaction the work let fail is reported as
+ * rolled back; every path returns the connection exactly once.
  */
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -20,7 +19,7 @@ import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 
 let db: TestDatabase;
 let pool: pg.Pool;
-/** The raw connection behind the last fence transaction opened: what a guard bypass would reach. */
+/** The raw connection behind the last fence transaction opened: what a way around tx would reach. */
 let raw: pg.PoolClient | undefined;
 
 beforeAll(async () => {
@@ -67,20 +66,40 @@ describe("FenceTransaction", () => {
     await transaction.abandon();
   });
 
-  it("the guard refuses COMMIT before it reaches the server; the transaction stays the fence's", async () => {
+  it("a plain COMMIT is refused before it reaches the server; the transaction stays the fence's", async () => {
     const { transaction } = await open("ft-guarded");
     await expect(transaction.tx.query("COMMIT")).rejects.toBeInstanceOf(TransactionControlError);
+    expect(raw?.getTransactionStatus()).toBe("T");
     await transaction.abandon();
     expect(await fenceCount("ft-guarded")).toBe(0);
   });
 
-  it("work that committed behind the guard's back (and opened another transaction) is caught at COMMIT", async () => {
+  it("a COMMIT behind the work's tx (on the raw connection) fails at the server: fence and work roll back", async () => {
     const { transaction } = await open("ft-bypass");
-    // What a gap in the guard would allow: the fence commits early, a new transaction begins.
-    await raw?.query("COMMIT; BEGIN; SELECT pg_current_xact_id()");
+    // What a way around tx would allow: the server's deferred trigger refuses any COMMIT but the
+    // harness's checked one, so nothing after it in the message runs either.
+    await expect(
+      raw?.query(
+        "INSERT INTO core.processed_jobs (job_id, consumer_id, tenant_id, expires_at) VALUES ('ft-bypass-write', core.session_consumer_id(), 't', now() + interval '1 day'); COMMIT; BEGIN",
+      ),
+    ).rejects.toMatchObject({ code: "JF002" });
+    expect(raw?.getTransactionStatus()).toBe("I");
+    await expect(transaction.commit()).rejects.toBeInstanceOf(TransactionControlError);
+    expect(await fenceCount("ft-bypass")).toBe(0);
+    expect(await fenceCount("ft-bypass-write")).toBe(0);
+    expect(pool.idleCount).toBe(pool.totalCount);
+  });
+
+  it("a transaction begun anew behind the work's tx is never committed by the harness: ForeignTransactionError", async () => {
+    const { transaction } = await open("ft-foreign");
+    // ROLLBACK ends the fence's transaction; the new one writes a fence of its own, with no marker
+    // (so no deferred check of its own): only the harness's xid check stands in its way.
+    await raw?.query(
+      "ROLLBACK; BEGIN; INSERT INTO core.processed_jobs (job_id, consumer_id, tenant_id, expires_at) VALUES ('ft-foreign-write', core.session_consumer_id(), 't', now() + interval '1 day')",
+    );
     await expect(transaction.commit()).rejects.toBeInstanceOf(ForeignTransactionError);
-    // The early COMMIT stands (that is why the job is dead-lettered as hard, for a person).
-    expect(await fenceCount("ft-bypass")).toBe(1);
+    expect(await fenceCount("ft-foreign")).toBe(0);
+    expect(await fenceCount("ft-foreign-write")).toBe(0);
     // The foreign transaction was rolled back, not committed, and the connection is clean.
     const { rows } = await pool.query<{ n: number }>(
       "SELECT count(*)::int AS n FROM pg_stat_activity WHERE state LIKE 'idle in transaction%' AND datname = current_database()",
@@ -88,38 +107,34 @@ describe("FenceTransaction", () => {
     expect(rows[0]?.n).toBe(0);
   });
 
-  it("rolling back after work that committed behind the guard's back says so, instead of a plain retry", async () => {
-    const { transaction } = await open("ft-bypass-abandon");
-    await raw?.query("COMMIT; BEGIN; SELECT pg_current_xact_id()");
+  it("rolling back a transaction begun anew behind tx says so; every other rollback says nothing", async () => {
+    const { transaction } = await open("ft-foreign-abandon");
+    await raw?.query("ROLLBACK; BEGIN; SELECT pg_current_xact_id()");
     expect(await transaction.abandon()).toBeInstanceOf(ForeignTransactionError);
-    const { transaction: second } = await open("ft-bypass-abandon-2");
-    await raw?.query("COMMIT");
-    expect(await second.abandon()).toBeInstanceOf(ForeignTransactionError);
-    // Committed behind the guard's back, then left failed: the rollback cannot ask first, so it
-    // looks for the fences afterwards.
-    const { transaction: failed } = await open("ft-bypass-failed");
-    await raw?.query("COMMIT; BEGIN; SELECT 1").catch(() => undefined);
+    // Ended behind tx, no transaction open: rolled back by the server, nothing stands.
+    const { transaction: ended } = await open("ft-ended-abandon");
+    await raw?.query("ROLLBACK");
+    expect(await ended.abandon()).toBeUndefined();
+    // Begun anew and then failed: nothing can be asked of it, and nothing of the fence's stands.
+    const { transaction: failed } = await open("ft-foreign-failed");
+    await raw?.query("ROLLBACK; BEGIN");
     await raw?.query("SELECT 1/0").catch(() => undefined);
     // pg rejects a statement at the server's ErrorResponse and learns the transaction's status at
     // the ReadyForQuery after it, which can come in a later packet (seen on PostgreSQL 15): one more
     // statement, refused in the failed transaction, makes sure that status has arrived.
     await raw?.query("SELECT").catch(() => undefined);
     expect(failed.failed).toBe(true);
-    expect(await failed.abandon()).toBeInstanceOf(ForeignTransactionError);
+    expect(await failed.abandon()).toBeUndefined();
     // A plain rollback of the fence's own transaction says nothing.
     const { transaction: third } = await open("ft-abandon-own");
     expect(await third.abandon()).toBeUndefined();
     const { transaction: fourth } = await open("ft-abandon-own-failed");
     await fourth.tx.query("SELECT 1/0").catch(() => undefined);
     expect(await fourth.abandon()).toBeUndefined();
-    expect(await fenceCount("ft-abandon-own")).toBe(0);
+    for (const id of ["ft-foreign-abandon", "ft-ended-abandon", "ft-foreign-failed", "ft-abandon-own"]) {
+      expect(await fenceCount(id), id).toBe(0);
+    }
     expect(pool.idleCount).toBe(pool.totalCount);
-  });
-
-  it("work that committed and left no transaction open is caught too", async () => {
-    const { transaction } = await open("ft-bypass-2");
-    await raw?.query("COMMIT");
-    await expect(transaction.commit()).rejects.toBeInstanceOf(ForeignTransactionError);
   });
 
   it("a transaction the work let fail is reported as rolled back, with nothing applied", async () => {

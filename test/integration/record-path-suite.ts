@@ -7,7 +7,8 @@
  * - replay sends exactly the bytes received, whatever they look like;
  * - one job id carrying two different jobs is a conflict, never a silent duplicate;
  * - each distinct failed body of a job gets its own dead letter, and replay tells them apart;
- * - the work cannot end or change the transaction it is given.
+ * - the work cannot end the transaction it is given or change it for a batch-mate, and what it
+ *   changes of its session does not reach the next job on the connection.
  */
 import type { Message } from "@aws-sdk/client-sqs";
 import type pg from "pg";
@@ -16,6 +17,7 @@ import { z } from "zod";
 import { awardPointsConsumer, type awardPointsPayload } from "../../functions/award-points/consumer.ts";
 import type { CommitMode, ConsumerDefinition, ConsumerHandler } from "../../shared/consumer.ts";
 import { createPool } from "../../shared/db/pool.ts";
+import { consumerRoleName } from "../../shared/db/queries/provision-login.ts";
 import { replayDeadLetter } from "../../shared/dead-letters/replay.ts";
 import { replayMessage } from "../../shared/dead-letters/replay-message.ts";
 import { messageIdStandIn } from "../../shared/envelope/envelope.ts";
@@ -500,19 +502,17 @@ export function recordPathSuite(commitMode: CommitMode): void {
       );
 
     for (const statement of [
+      // Refused before they are sent.
       "COMMIT",
       "ROLLBACK",
       "BEGIN",
-      "SELECT 1; COMMIT",
       "END",
+      // Refused by the server (the fence's deferred trigger), or ending the transaction there.
+      "/* spelled otherwise */ COMMIT",
+      "COMMIT AND CHAIN",
+      "ROLLBACK AND NO CHAIN",
+      // Refused at COMMIT: batch-mates share the transaction's search_path.
       "SET search_path = public",
-      "RESET ALL",
-      "SELECT set_config('x.y', '1', false)",
-      // Session-scoped objects: on the pooled connection the next job would see them (a temp table
-      // shadows a real one of the same name and swallows that job's effect).
-      "CREATE TEMP TABLE effects (id int)",
-      "DECLARE kept CURSOR WITH HOLD FOR SELECT 1",
-      "UPDATE pg_settings SET setting = 'off' WHERE name = 'standard_conforming_strings'",
     ]) {
       it(`refuses ${JSON.stringify(statement)}: a hard dead letter naming it, no fence, no effect`, async () => {
         const jobId = `tx-control-${statement.replace(/\W+/g, "-")}`;
@@ -525,9 +525,75 @@ export function recordPathSuite(commitMode: CommitMode): void {
         const [row] = (await rowsOf(jobId)) as [Row];
         expect(row.error_kind).toBe("hard");
         expect(row.last_error.class).toBe("TransactionControlError");
-        expect(row.last_error.message).toContain(statement.split(";").at(-1)?.trim().split(" ")[0] as string);
+        expect(row.last_error.message).toContain(statement.split(" ")[0] as string);
       });
     }
+
+    it("a text of several statements is refused by the server: nothing of it commits, the record retries", async () => {
+      const jobId = "tx-several";
+      const consumer = withWork(async (tx) => {
+        await tx.query(
+          "INSERT INTO award_points.ledger (job_id, tenant_id, user_id, points) VALUES ('tx-several-smuggled', 't', 'u', 1); COMMIT",
+        );
+      });
+      const messageId = `m-tx-several-${commitMode}`;
+      const body = JSON.stringify(award(jobId, 5, "u-tx"));
+      expect(await invoke(consumer, [sqsRecord(body, { messageId })])).toEqual([messageId]);
+      expect(await fencesOf(jobId)).toEqual([]);
+      expect(await ledgerOf(jobId)).toEqual([]);
+      expect(await ledgerOf("tx-several-smuggled")).toEqual([]);
+    });
+
+    describe("session state the work changes does not reach the next job on its connection", () => {
+      // One connection, so the next job borrows the one the last job used.
+      const onOneConnection = (work: ConsumerDefinition<typeof awardPointsPayload>["work"]) =>
+        bed.consumer(
+          { ...awardPointsConsumer, work },
+          {
+            queueUrl,
+            pool: createPool({
+              connectionString: bed.db.url,
+              role: consumerRoleName("award-points"),
+              max: 1,
+            }),
+          },
+        );
+      const SESSION = `
+        SELECT pg_backend_pid() AS pid, current_setting('search_path') AS search_path,
+               current_setting('TimeZone') AS time_zone, current_user AS "user",
+               coalesce(current_setting('x.y', true), '') AS custom,
+               (SELECT count(*)::int FROM pg_listening_channels()) AS listening,
+               (SELECT count(*)::int FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()) AS advisory,
+               (SELECT count(*)::int FROM pg_cursors) AS cursors,
+               (SELECT count(*)::int FROM pg_class WHERE relnamespace = pg_my_temp_schema()) AS temp_objects`;
+
+      for (const statement of [
+        "RESET ALL",
+        "SELECT set_config('x.y', '1', false)",
+        "CREATE TEMP TABLE effects (id int)",
+        "DECLARE kept CURSOR WITH HOLD FOR SELECT 1",
+        "UPDATE pg_settings SET setting = 'Asia/Tokyo' WHERE name = 'TimeZone'",
+        "LISTEN jobs",
+        "SELECT pg_advisory_lock(31)",
+      ]) {
+        it(`${JSON.stringify(statement)}: the job applies, the next job finds the session as the first found it`, async () => {
+          const seen: unknown[] = [];
+          const consumer = onOneConnection(async (job, tx) => {
+            seen.push((await tx.query(SESSION)).rows[0]);
+            if (job.jobId.endsWith("-first")) await tx.query(statement);
+            await awardPointsConsumer.work(job, tx);
+          });
+          const prefix = `tx-session-${statement.replace(/\W+/g, "-")}`;
+          for (const which of ["first", "next"]) {
+            const body = JSON.stringify(award(`${prefix}-${which}`, 1, "u-session"));
+            expect(await invoke(consumer, [sqsRecord(body)])).toEqual([]);
+            expect(await ledgerOf(`${prefix}-${which}`)).toEqual([1]);
+          }
+          expect(seen).toHaveLength(2);
+          expect(seen[1]).toEqual(seen[0]);
+        });
+      }
+    });
 
     it("work that swallows its own failed statement is the one retried; its batch-mates apply", async () => {
       // Only one job's work swallows its failure; in a batch, the next record must not pay for it.

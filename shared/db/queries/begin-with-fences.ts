@@ -30,9 +30,25 @@
  * round trip nor a statement. When no fence was inserted there is no id to check (and no work runs
  * in that transaction). A duplicate pays a round trip: {@link fenceFingerprints} reads the
  * fingerprints of the fences that were already there, to tell a repeat from a conflict.
+ *
+ * Between BEGIN and the insert, the same message sets `jobfence.fence_scope` for the transaction to
+ * {@link FENCE_SCOPE} and returns it: a fence inserted while it is set can be committed only by the
+ * harness's checked COMMIT (migration 0023's deferred trigger), and that check compares the scope
+ * the transaction commits with against the one returned here.
  */
 import pg from "pg";
 import { FINGERPRINT_BYTES } from "../../envelope/fingerprint.ts";
+
+/**
+ * The role and search_path a statement runs with, as one text: what the fence transaction began
+ * with, compared again at its COMMIT (core.fence_commit_check). `%I` quotes the role where needed,
+ * so no two pairs give the same text.
+ */
+export const FENCE_SCOPE =
+  "pg_catalog.format('%I %s', current_user, pg_catalog.current_setting('search_path'))";
+
+/** Marks the transaction as a fence transaction, with the scope it began with (for this transaction only). */
+const MARK_FENCE_TRANSACTION = `SELECT pg_catalog.set_config('jobfence.fence_scope', ${FENCE_SCOPE}, true) AS scope`;
 
 /** The fences of one transaction. */
 export interface FenceSet {
@@ -58,6 +74,8 @@ export interface FencesInserted {
   readonly fresh: Set<string>;
   /** The transaction's id (xid8 as text), or null when no fence was inserted. */
   readonly xid: string | null;
+  /** The role and search_path the transaction began with ({@link FENCE_SCOPE}). */
+  readonly scope: string;
 }
 
 /**
@@ -75,11 +93,17 @@ export async function beginWithFences(client: pg.ClientBase, fences: FenceSet): 
   // PostgreSQL inserts a VALUES list in the order written, and needs no sort of its own.
   const rows = [...byId].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, job]) => row(job));
   const results = (await client.query(
-    `BEGIN;\n${fenceInsert(fences.consumer, fences.ttlSeconds, rows)}`,
-  )) as unknown as [unknown, pg.QueryResult<{ job_id: string; xid: string }>];
-  const inserted = Array.isArray(results) ? results[1] : undefined;
-  if (!inserted) throw new RangeError("BEGIN and the fence insert returned no results");
-  return { fresh: new Set(inserted.rows.map((r) => r.job_id)), xid: inserted.rows[0]?.xid ?? null };
+    `BEGIN;\n${MARK_FENCE_TRANSACTION};\n${fenceInsert(fences.consumer, fences.ttlSeconds, rows)}`,
+  )) as unknown as [
+    unknown,
+    pg.QueryResult<{ scope: string }>,
+    pg.QueryResult<{ job_id: string; xid: string }>,
+  ];
+  const scope = Array.isArray(results) ? results[1]?.rows[0]?.scope : undefined;
+  const inserted = Array.isArray(results) ? results[2] : undefined;
+  if (!inserted || scope === undefined)
+    throw new RangeError("BEGIN and the fence insert returned no results");
+  return { fresh: new Set(inserted.rows.map((r) => r.job_id)), xid: inserted.rows[0]?.xid ?? null, scope };
 }
 
 /**
