@@ -16,6 +16,7 @@ import { jobFingerprint } from "../../shared/envelope/fingerprint.ts";
 import { MigrationError } from "../../shared/errors.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 import { expectRefused, SQLSTATE } from "../support/expect-pg.ts";
+import { commitFences } from "../support/fences.ts";
 import { insertDeadLetter, insertFence } from "../support/fixtures.ts";
 
 /** SQLSTATE of core.consumer_id for a consumer the registry does not have. */
@@ -95,11 +96,10 @@ describe("the fence insert", () => {
   });
 
   it("a fence of consumer A does not hold the same job id for consumer B", async () => {
-    await beginWithFences(client, fences(A, ["ids:shared-1"]));
-    await client.query("COMMIT");
+    await commitFences(client, await beginWithFences(client, fences(A, ["ids:shared-1"])));
     const forB = await beginWithFences(client, fences(B, ["ids:shared-1"]));
     expect(forB.fresh).toEqual(new Set(["ids:shared-1"]));
-    await client.query("COMMIT");
+    await commitFences(client, forB);
     // Each consumer's fence is its own, with its own fingerprint.
     expect(await fenceFingerprints(client, A, ["ids:shared-1"])).toEqual(
       new Map([["ids:shared-1", jobFingerprint("t", { jobId: "ids:shared-1", consumer: A })]]),

@@ -1,0 +1,13 @@
+/** Committing a fence transaction opened by hand in a test, as the harness commits it. */
+import pg from "pg";
+import { FENCE_SCOPE, type FencesInserted } from "../../shared/db/queries/begin-with-fences.ts";
+
+/**
+ * The check and COMMIT of a transaction beginWithFences opened: migration 0023's deferred trigger
+ * refuses any other COMMIT of a fence.
+ */
+export async function commitFences(client: pg.ClientBase, begun: FencesInserted): Promise<void> {
+  await client.query(
+    `SELECT core.fence_commit_check('${begun.xid}'::xid8, ${pg.escapeLiteral(begun.scope)}, ${FENCE_SCOPE});\nCOMMIT`,
+  );
+}
