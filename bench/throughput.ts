@@ -4,9 +4,8 @@
  *
  * - `bare`: each job its own transaction with no fence (BEGIN; effect; COMMIT): the baseline;
  * - `minimal fenced`: the same with the fence written by hand, no harness: BEGIN and the fence
- *   insert in one message (the shipped statement, `beginWithFences`), the effect, the checked
- *   COMMIT (`fenceCommit`). The fence row is the database's cost; harness ÷ minimal fenced is what
- *   the harness itself adds;
+ *   insert in one message (the shipped statement, `beginWithFences`), the effect, COMMIT. The fence
+ *   row is the database's cost; harness ÷ minimal fenced is what the harness itself adds;
  * - `per-record`: the harness in per-record mode (SQS batches of 10, as Lambda delivers them);
  * - `batch 10`, `batch 50`: the harness in batch-commit mode, SQS batches of that size;
  * - `batch 10 + 1 failing`, `batch 50 + 1 failing`: the same with one job per batch whose work
@@ -25,23 +24,27 @@
  * EventBridge clients that answer at once; nothing fails but the failing variants' jobs, whose
  * ChangeMessageVisibility costs no network time.
  */
+import { availableParallelism } from "node:os";
 import type pg from "pg";
 import { z } from "zod";
 import { createPool } from "../shared/db/pool.ts";
-import { beginWithFences, fenceCommit } from "../shared/db/queries/begin-with-fences.ts";
-import { consumerRoleName } from "../shared/db/queries/provision-login.ts";
-import { FINGERPRINT_BYTES } from "../shared/envelope/fingerprint.ts";
+import { countQueries } from "./lib/counting-pool.ts";
 import { defineBenchmark } from "./lib/define.ts";
+import { BENCH_CONSUMER, FENCED_STEPS } from "./lib/fenced.ts";
 import {
   bareVariant,
   compareVariants,
   harnessVariant,
+  type PerEffectMeter,
+  processCpuMeter,
   transactionVariant,
   type Variant,
   type VariantRates,
 } from "./lib/harness-driver.ts";
 import { startLatencyProxy } from "./lib/latency-proxy.ts";
 import { int, rateRows, ratio, ratioSpread, type Spread, showSpread, spread } from "./lib/report.ts";
+import { meterServerCpu } from "./lib/server-cpu.ts";
+import { consumerLoginUrl } from "./lib/support.ts";
 
 const options = z.object({
   jobs: z.coerce.number().int().positive().default(3000).describe("jobs per variant per round"),
@@ -61,23 +64,6 @@ const options = z.object({
 });
 type Options = z.output<typeof options>;
 
-/** A fingerprint's worth of bytes: the row the harness writes, without hashing in the client. */
-const FINGERPRINT = Buffer.alloc(FINGERPRINT_BYTES, 0xab);
-const FENCE_TTL_SECONDS = 7 * 24 * 3600;
-
-/** The fence written by hand: the shipped BEGIN + fence message, the effect, the checked COMMIT; no harness. */
-function minimalFencedVariant(pool: pg.Pool, concurrency: number): Variant {
-  return transactionVariant("minimal fenced", pool, concurrency, async (client, job) =>
-    fenceCommit(
-      await beginWithFences(client, {
-        consumer: "award-points",
-        ttlSeconds: FENCE_TTL_SECONDS,
-        jobs: [{ ...job, fingerprint: FINGERPRINT }],
-      }),
-    ),
-  );
-}
-
 function variants(pool: pg.Pool, url: string, o: Options): Variant[] {
   const harness = (label: string, commitMode: "batch" | "per-record", batchSize: number, failing = false) =>
     harnessVariant(label, pool, url, {
@@ -88,7 +74,7 @@ function variants(pool: pg.Pool, url: string, o: Options): Variant[] {
     });
   return [
     bareVariant("bare", pool, o.concurrency),
-    minimalFencedVariant(pool, o.concurrency),
+    transactionVariant("minimal fenced", pool, o.concurrency, FENCED_STEPS),
     harness("per-record", "per-record", 10),
     harness("batch 10", "batch", 10),
     harness("batch 50", "batch", 50),
@@ -97,10 +83,17 @@ function variants(pool: pg.Pool, url: string, o: Options): Variant[] {
   ];
 }
 
-/** Per variant: its rate, and its ratio to another variant in the same round. */
-type Summary = Record<string, { rate: Spread; vsBare: Spread; vsMinimal: Spread }>;
+/** What is read per effect besides the rate: CPU (µs), round trips and COMMITs. */
+type Measure = "client" | "server" | "roundTrips" | "commits";
 
-function summarize(rates: VariantRates): Summary {
+/** Per variant: its rate, its ratio to another variant in the same round, and each measure per effect. */
+type Summary = Record<string, { rate: Spread; vsBare: Spread; vsMinimal: Spread } & Record<Measure, Spread>>;
+
+/** A meter of a running count. */
+const counter = (read: () => number): PerEffectMeter => ({ read, perEffect: {} });
+
+function summarize(rates: VariantRates, meters: Record<Measure, PerEffectMeter>): Summary {
+  const per = (measure: Measure, label: string) => spread(meters[measure].perEffect[label] ?? []);
   return Object.fromEntries(
     Object.entries(rates).map(([label, values]) => [
       label,
@@ -108,6 +101,10 @@ function summarize(rates: VariantRates): Summary {
         rate: spread(values),
         vsBare: ratioSpread(values, rates.bare ?? []),
         vsMinimal: ratioSpread(values, rates["minimal fenced"] ?? []),
+        client: per("client", label),
+        server: per("server", label),
+        roundTrips: per("roundTrips", label),
+        commits: per("commits", label),
       },
     ]),
   );
@@ -118,17 +115,18 @@ await defineBenchmark({
   title:
     "effects/s: bare, minimal fenced, the harness per-record and in batch-commit mode; loopback, +RTT, +slow commit",
   method:
-    "per network one pool (award-points' role, max = concurrency) shared by every variant; per round fresh jobs, variant order rotated; effects/s = applied jobs / wall time; ratios per round; client CPU per effect from process.cpuUsage on loopback",
+    "per network one pool (an award-points login, max = concurrency) shared by every variant; per round fresh jobs, variant order rotated; effects/s = applied jobs / wall time; ratios per round; CPU per effect: this process (process.cpuUsage, all threads: the latency proxy's on the proxied networks) and the server (the pool's backends, /proc schedstat)",
   options,
   quick: { jobs: 300, reps: 3 },
   database: "durable",
   async setup({ database, options: o, cleanups }) {
     const target = new URL(database.url);
     const upstream = { host: target.hostname, port: Number(target.port || 5432) };
-    const networks = [{ name: "loopback", url: database.url }];
+    const url = await consumerLoginUrl(database, BENCH_CONSUMER, cleanups);
+    const networks = [{ name: "loopback", url }];
     const latency = await startLatencyProxy({ target: upstream, oneWayDelayMs: o.rtt / 2 });
     cleanups.push(() => latency.stop());
-    networks.push({ name: `+${o.rtt} ms RTT`, url: latency.url(database.url) });
+    networks.push({ name: `+${o.rtt} ms RTT`, url: latency.url(url) });
     if (o.commitMs > 0) {
       const slow = await startLatencyProxy({
         target: upstream,
@@ -136,96 +134,111 @@ await defineBenchmark({
         commitDelayMs: o.commitMs,
       });
       cleanups.push(() => slow.stop());
-      networks.push({ name: `+${o.rtt} ms RTT, ${o.commitMs} ms commit`, url: slow.url(database.url) });
+      networks.push({ name: `+${o.rtt} ms RTT, ${o.commitMs} ms commit`, url: slow.url(url) });
     }
     return networks;
   },
   async run({ options: o, table }, networks) {
-    const rates: Record<string, VariantRates> = {};
-    const clientCpu: VariantRates = {};
-    for (const [index, network] of networks.entries()) {
+    const summaries: Record<string, Summary> = {};
+    for (const network of networks) {
       console.log(
         `\n${network.name}: ${o.jobs} jobs per variant per round, ${o.reps} rounds, concurrency ${o.concurrency}`,
       );
-      const pool = createPool({
-        connectionString: network.url,
-        role: consumerRoleName("award-points"),
-        max: o.concurrency,
-      });
+      const pool = createPool({ connectionString: network.url, max: o.concurrency });
+      const counts = countQueries(pool);
+      const [client, server] = [processCpuMeter(), meterServerCpu(pool)];
+      const [roundTrips, commits] = [counter(() => counts.roundTrips), counter(() => counts.commits)];
       try {
-        rates[network.name] = await compareVariants(variants(pool, network.url, o), {
+        const rates = await compareVariants(variants(pool, network.url, o), {
           reps: o.reps,
           jobs: o.jobs,
           log: (line) => console.log(`  ${line}`),
-          ...(index === 0 ? { clientCpu } : {}),
+          meters: [client, server, roundTrips, commits],
         });
+        summaries[network.name] = summarize(rates, { client, server, roundTrips, commits });
       } finally {
         await pool.end();
       }
     }
-    const summaries = Object.fromEntries(Object.entries(rates).map(([name, r]) => [name, summarize(r)]));
+    const names = networks.map((n) => n.name);
     table(
       "effects/s, median (min–max) over rounds, and the ratio to bare in the same round",
-      ["variant", ...networks.flatMap((n) => [n.name, "× bare"])],
-      rateRows(
-        networks.map((n) => n.name),
-        summaries,
-      ),
-    );
-    const cpu = Object.fromEntries(
-      Object.entries(clientCpu).map(([label, values]) => [label, spread(values)]),
+      ["variant", ...names.flatMap((n) => [n, "× bare"])],
+      rateRows(names, summaries),
     );
     table(
-      "client CPU per effect on loopback (µs, user + system, all threads)",
-      ["variant", "µs per effect"],
-      Object.entries(cpu).map(([label, s]) => [label, showSpread(s, int)]),
+      "CPU per effect, µs, median (min–max) over rounds: this process (client; with the proxy's thread on the proxied networks) and the server",
+      ["variant", ...names.flatMap((n) => [`client, ${n}`, "server"])],
+      Object.keys(summaries[names[0] ?? ""] ?? {}).map((label) => [
+        label,
+        ...names.flatMap((n) => {
+          const s = summaries[n]?.[label];
+          return s ? [showSpread(s.client, int), showSpread(s.server, int)] : ["–", "–"];
+        }),
+      ]),
     );
-    return { networks: networks.map((n) => n.name), rates, summaries, clientCpu, cpu };
+    return { networks: names, summaries, cores: availableParallelism() };
   },
-  verdict({ networks, summaries, cpu }) {
+  verdict({ networks, summaries, cores }, { options: o }) {
     const [loopback = "", latency = "", slowCommit] = networks;
+    const nan = Number.NaN;
     const on = (network: string | undefined, label: string) =>
       network ? summaries[network]?.[label] : undefined;
-    const nan = Number.NaN;
-    const cpuRatio = (cpu["per-record"]?.median ?? nan) / (cpu.bare?.median ?? nan);
+    const per = (network: string | undefined, label: string, measure: Measure) =>
+      on(network, label)?.[measure].median ?? nan;
+    const delta = (value: number) => `${value >= 0 ? "+" : "−"}${int(Math.abs(value))}`;
+    const client = (label: string) => per(loopback, label, "client");
+    const server = (label: string) => per(loopback, label, "server");
+    const cpuRatio = client("per-record") / client("bare");
+    /**
+     * Where an effect's time goes on one connection of the slow-commit network, in ms: waiting on
+     * round trips and held COMMITs, CPU (this process, the proxy's thread included, and the
+     * server), and the rest, queued for the machine's cores.
+     */
+    const timeOf = (label: string) => {
+      const waits =
+        o.rtt * per(slowCommit, label, "roundTrips") + o.commitMs * per(slowCommit, label, "commits");
+      const cpu = (per(slowCommit, label, "client") + per(slowCommit, label, "server")) / 1000;
+      const wall = (o.concurrency * 1000) / (on(slowCommit, label)?.rate.median ?? nan);
+      return { waits, cpu, queued: wall - waits - cpu, wall };
+    };
+    const [bare, batch] = [timeOf("bare"), timeOf("batch 10")];
+    const ms = (value: number) => value.toFixed(2);
+    const shown = (t: typeof bare) =>
+      `${ms(t.wall)} = ${ms(t.waits)} waiting + ${ms(t.cpu)} CPU + ${ms(t.queued)} queued`;
     return {
       targets: [
+        {
+          name: "client CPU per effect, harness per-record ÷ bare, loopback",
+          measured: cpuRatio,
+          bound: "at most",
+          target: 1.5,
+          format: ratio,
+          cause: `per effect: bare ${int(client("bare"))} µs; the fence by hand ${int(client("minimal fenced"))} (${delta(client("minimal fenced") - client("bare"))}: its SQL's text, results and COMMIT check); the harness ${int(client("per-record"))} (${delta(client("per-record") - client("minimal fenced"))}: the harness's own code, which bench/experiments/harness-cpu.ts breaks down)`,
+        },
         {
           name: "harness per-record ÷ minimal fenced, loopback",
           measured: on(loopback, "per-record")?.vsMinimal.median ?? nan,
           bound: "at least",
           target: 0.95,
           format: ratio,
-          cause: `the client's CPU: ${ratio(cpuRatio)} bare's per effect on cores it shares with the server (table above)`,
-        },
-        {
-          name: "client CPU per effect, harness per-record ÷ bare",
-          measured: cpuRatio,
-          bound: "at most",
-          target: 1.3,
-          format: ratio,
-        },
-        {
-          name: "harness per-record ÷ bare, +RTT",
-          measured: on(latency, "per-record")?.vsBare.median ?? nan,
-          bound: "at least",
-          target: 0.95,
-          format: ratio,
+          cause: `per effect the harness takes client ${int(client("per-record"))} µs (${delta(client("per-record") - client("minimal fenced"))}) and server ${int(server("per-record"))} µs (${delta(server("per-record") - server("minimal fenced"))}) against the fence by hand; client and server share the machine's ${cores} cores, and their sums alone predict ${ratio((client("minimal fenced") + server("minimal fenced")) / (client("per-record") + server("per-record")))}`,
         },
         ...(slowCommit
           ? [
               {
-                name: "batch 10 ÷ bare, +RTT and slow commit",
+                name: `batch 10 ÷ bare, ${slowCommit}`,
                 measured: on(slowCommit, "batch 10")?.vsBare.median ?? nan,
                 bound: "at least" as const,
                 target: 3,
                 format: ratio,
+                cause: `an effect's time on one of ${o.concurrency} connections, ms: bare ${shown(bare)}; batch 10 ${shown(batch)} (CPU µs: client and proxy ${int(per(slowCommit, "batch 10", "client"))}, server ${int(per(slowCommit, "batch 10", "server"))}; bare's server ${int(per(slowCommit, "bare", "server"))}). Waiting and CPU alone give ${ratio((bare.waits + bare.cpu) / (batch.waits + batch.cpu))}; what is queued waits for the machine's ${cores} cores, which other processes share`,
               },
             ]
           : []),
       ],
       notes: [
-        `per-record ÷ bare on loopback: ${ratio(on(loopback, "per-record")?.vsBare.median ?? nan)}; batch 10 ÷ bare: ${ratio(on(loopback, "batch 10")?.vsBare.median ?? nan)} on loopback, ${ratio(on(latency, "batch 10")?.vsBare.median ?? nan)} at +RTT`,
+        `per-record ÷ bare: ${ratio(on(loopback, "per-record")?.vsBare.median ?? nan)} on loopback, ${ratio(on(latency, "per-record")?.vsBare.median ?? nan)} at +RTT; batch 10 ÷ bare: ${ratio(on(loopback, "batch 10")?.vsBare.median ?? nan)} on loopback, ${ratio(on(latency, "batch 10")?.vsBare.median ?? nan)} at +RTT`,
       ],
     };
   },

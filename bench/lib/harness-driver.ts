@@ -26,24 +26,6 @@ import {
   createConsumer,
 } from "../../shared/consumer.ts";
 
-/** One award, as the benchmarks generate them. */
-export interface BenchJob {
-  readonly jobId: string;
-  readonly tenantId: string;
-  readonly userId: string;
-  readonly points: number;
-}
-
-/** `count` jobs with 36-character ids, spread over `users` balances (contention is part of the effect). */
-export function makeJobs(count: number, users = 1000): BenchJob[] {
-  return Array.from({ length: count }, (_, i) => ({
-    jobId: randomUUID(),
-    tenantId: "t_bench",
-    userId: `u-${i % users}`,
-    points: 1 + (i % 7),
-  }));
-}
-
 /** The SQS record Lambda would deliver for `job`. */
 export function recordOf(
   job: BenchJob,
@@ -70,6 +52,24 @@ export function recordOf(
     eventSourceARN: queueArn,
     awsRegion: "eu-west-1",
   };
+}
+
+/** One award, as the benchmarks generate them. */
+export interface BenchJob {
+  readonly jobId: string;
+  readonly tenantId: string;
+  readonly userId: string;
+  readonly points: number;
+}
+
+/** `count` jobs with 36-character ids, spread over `users` balances (contention is part of the effect). */
+export function makeJobs(count: number, users = 1000): BenchJob[] {
+  return Array.from({ length: count }, (_, i) => ({
+    jobId: randomUUID(),
+    tenantId: "t_bench",
+    userId: `u-${i % users}`,
+    points: 1 + (i % 7),
+  }));
 }
 
 /** Options of {@link benchConsumer}. */
@@ -143,26 +143,31 @@ export function benchConsumer(
 }
 
 /**
- * What a transaction of {@link transactionVariant} sends before the effect: its BEGIN. A string it
- * returns is the message that commits the transaction (a fence transaction's checked COMMIT,
- * `fenceCommit`), instead of a plain COMMIT.
+ * How a transaction of {@link transactionVariant} begins and ends around its jobs' effects; `commit`
+ * gets what `begin` answered (a fence transaction's id, say).
  */
-export type BeginStep = (client: pg.PoolClient, job: BenchJob) => Promise<unknown>;
+export interface TransactionSteps<B = unknown> {
+  begin(client: pg.PoolClient, jobs: readonly BenchJob[]): Promise<B>;
+  commit(client: pg.PoolClient, begun: B): Promise<unknown>;
+}
 
-/**
- * The effect in a transaction of its own on a pooled client: `begin` (by default `BEGIN`: the bare
- * effect, as a consumer without jobfence would run it), the effect, COMMIT (or what `begin` said).
- */
-export async function transactionEffect(
+/** BEGIN and COMMIT: the effect as a consumer without jobfence would run it. */
+export const BARE_STEPS: TransactionSteps = {
+  begin: (client) => client.query("BEGIN"),
+  commit: (client) => client.query("COMMIT"),
+};
+
+/** `jobs`' effects in one transaction on a pooled client: `steps.begin`, each effect, `steps.commit`. */
+export async function transactionEffect<B>(
   pool: pg.Pool,
-  job: BenchJob,
-  begin: BeginStep = (client) => client.query("BEGIN"),
+  jobs: readonly BenchJob[],
+  steps: TransactionSteps<B>,
 ): Promise<void> {
   const client = await pool.connect();
   try {
-    const commit = await begin(client, job);
-    await awardPoints(client, job);
-    await client.query(typeof commit === "string" ? commit : "COMMIT");
+    const begun = await steps.begin(client, jobs);
+    for (const job of jobs) await awardPoints(client, job);
+    await steps.commit(client, begun);
   } catch (error) {
     await client.query("ROLLBACK").catch(() => {});
     throw error;
@@ -223,6 +228,31 @@ export interface Variant {
 export type VariantRates = Record<string, number[]>;
 
 /**
+ * A running total read before and after each variant's run (CPU time, round trips): the difference
+ * per applied effect goes to `perEffect`, one figure per measured round.
+ */
+export interface PerEffectMeter {
+  /** The total now; NaN when it cannot be read (the figure is then NaN). */
+  read(): number;
+  readonly perEffect: VariantRates;
+}
+
+/**
+ * This process's CPU time (µs, user + system, all threads). On a machine whose cores the client
+ * shares with the server, the client's CPU is taken from the server: part of why one variant is
+ * slower than another.
+ */
+export function processCpuMeter(): PerEffectMeter {
+  return {
+    read: () => {
+      const { user, system } = process.cpuUsage();
+      return user + system;
+    },
+    perEffect: {},
+  };
+}
+
+/**
  * A warm-up round, then `reps` rounds; each round runs every variant on fresh jobs, in an order
  * rotated from round to round so a slow moment of the machine does not always hit the same one.
  */
@@ -233,31 +263,28 @@ export async function compareVariants(
     jobs: number;
     users?: number;
     log?: (line: string) => void;
-    /**
-     * When given, filled with this process's CPU time per applied effect (µs, all threads) for each
-     * measured round: on a machine whose cores the client shares with the server, that CPU is taken
-     * from the server, so it is part of why one variant is slower than another.
-     */
-    clientCpu?: VariantRates;
+    /** Read around every run: CPU time, round trips (processCpuMeter, meterServerCpu, …). */
+    meters?: readonly PerEffectMeter[];
   },
 ): Promise<VariantRates> {
   const rates: VariantRates = Object.fromEntries(variants.map((v) => [v.label, []]));
+  const meters = options.meters ?? [];
   for (let round = 0; round <= options.reps; round++) {
     const order = variants.map((_, i) => variants[(i + round) % variants.length] as Variant);
     const line: string[] = [];
     for (const variant of order) {
       const jobs = makeJobs(options.jobs, options.users);
-      const cpuBefore = process.cpuUsage();
+      const before = meters.map((meter) => meter.read());
       const { ms, applied } = await variant.run(jobs);
-      const cpu = process.cpuUsage(cpuBefore);
+      const after = meters.map((meter) => meter.read());
       const rate = (applied / ms) * 1000;
       if (round > 0) {
         rates[variant.label]?.push(rate);
-        if (options.clientCpu) {
-          const samples = options.clientCpu[variant.label] ?? [];
-          samples.push((cpu.user + cpu.system) / applied);
-          options.clientCpu[variant.label] = samples;
-        }
+        meters.forEach((meter, i) => {
+          const samples = meter.perEffect[variant.label] ?? [];
+          samples.push(((after[i] ?? Number.NaN) - (before[i] ?? Number.NaN)) / applied);
+          meter.perEffect[variant.label] = samples;
+        });
       }
       line.push(`${variant.label} ${Math.round(rate)}/s`);
     }
@@ -266,19 +293,27 @@ export async function compareVariants(
   return rates;
 }
 
-/** The effect, each job its own transaction (`begin`, the effect, COMMIT), `concurrency` at a time. */
-export function transactionVariant(
+/**
+ * The effect, `perTransaction` jobs a transaction (`steps.begin`, their effects, `steps.commit`; by
+ * default BEGIN and COMMIT, one job each), `concurrency` transactions at a time.
+ */
+export function transactionVariant<B>(
   label: string,
   pool: pg.Pool,
   concurrency: number,
-  begin?: BeginStep,
+  steps: TransactionSteps<B> = BARE_STEPS as TransactionSteps<B>,
+  perTransaction = 1,
 ): Variant {
   return {
     label,
-    run: async (jobs) => ({
-      ms: await runConcurrently(jobs, concurrency, (job) => transactionEffect(pool, job, begin)),
-      applied: jobs.length,
-    }),
+    run: async (jobs) => {
+      const groups: BenchJob[][] = [];
+      for (let i = 0; i < jobs.length; i += perTransaction) groups.push(jobs.slice(i, i + perTransaction));
+      return {
+        ms: await runConcurrently(groups, concurrency, (group) => transactionEffect(pool, group, steps)),
+        applied: jobs.length,
+      };
+    },
   };
 }
 

@@ -9,6 +9,7 @@ import { deploymentMigrationSets } from "../../functions/migrate/sets.ts";
 import { startEmbeddedPostgres } from "../../local/postgres.ts";
 import { runMigrations } from "../../shared/db/migrate.ts";
 import { registerDeclaredFollowUpTargets } from "../../shared/db/queries/follow-up-targets.ts";
+import { provisionLogin } from "../../shared/db/queries/provision-login.ts";
 
 /** `items[index]`, or a thrown error instead of undefined. */
 export function at<T>(items: readonly T[], index: number): T {
@@ -97,4 +98,40 @@ export async function benchDatabase(
     await registrar.end();
   }
   return database;
+}
+
+/**
+ * `database.url` logged in as a new login of `consumer`, made as a deployment makes it
+ * (core.provision_login: granted the consumer's group role and nothing else), and dropped by
+ * `cleanups`. What a consumer's function pays on the server (row-level security's lookup of the
+ * session's consumer) is measured with it, not with the migrator acting as the consumer's role
+ * through SET ROLE: a superuser is a member of every role, and the lookup takes its longer path.
+ */
+export async function consumerLoginUrl(
+  database: BenchDatabase,
+  consumer: string,
+  cleanups: Cleanups,
+): Promise<string> {
+  const username = `jobfence_bench_${consumer.replaceAll("-", "_")}_${randomBytes(3).toString("hex")}`;
+  const password = randomBytes(12).toString("hex");
+  const admin = new pg.Client({ connectionString: database.url });
+  await admin.connect();
+  try {
+    await provisionLogin(admin, { username, password, consumer });
+  } finally {
+    await admin.end();
+  }
+  cleanups.push(async () => {
+    const dropper = new pg.Client({ connectionString: database.url });
+    await dropper.connect();
+    try {
+      await dropper.query(`DROP ROLE IF EXISTS ${pg.escapeIdentifier(username)}`);
+    } finally {
+      await dropper.end();
+    }
+  });
+  const url = new URL(database.url);
+  url.username = username;
+  url.password = password;
+  return url.toString();
 }

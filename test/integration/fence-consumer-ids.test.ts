@@ -10,16 +10,13 @@ import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { runMigrations } from "../../shared/db/migrate.ts";
 import { coreMigrationSet, type MigrationSet } from "../../shared/db/migrations.ts";
-import {
-  beginWithFences,
-  fenceCommit,
-  fenceFingerprints,
-} from "../../shared/db/queries/begin-with-fences.ts";
+import { beginWithFences, fenceFingerprints } from "../../shared/db/queries/begin-with-fences.ts";
 import { consumerRoleName } from "../../shared/db/queries/provision-login.ts";
 import { jobFingerprint } from "../../shared/envelope/fingerprint.ts";
 import { MigrationError } from "../../shared/errors.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 import { expectRefused, SQLSTATE } from "../support/expect-pg.ts";
+import { commitFences } from "../support/fences.ts";
 import { insertDeadLetter, insertFence } from "../support/fixtures.ts";
 
 /** SQLSTATE of core.consumer_id for a consumer the registry does not have. */
@@ -99,10 +96,10 @@ describe("the fence insert", () => {
   });
 
   it("a fence of consumer A does not hold the same job id for consumer B", async () => {
-    await client.query(fenceCommit(await beginWithFences(client, fences(A, ["ids:shared-1"]))));
+    await commitFences(client, await beginWithFences(client, fences(A, ["ids:shared-1"])));
     const forB = await beginWithFences(client, fences(B, ["ids:shared-1"]));
     expect(forB.fresh).toEqual(new Set(["ids:shared-1"]));
-    await client.query(fenceCommit(forB));
+    await commitFences(client, forB);
     // Each consumer's fence is its own, with its own fingerprint.
     expect(await fenceFingerprints(client, A, ["ids:shared-1"])).toEqual(
       new Map([["ids:shared-1", jobFingerprint("t", { jobId: "ids:shared-1", consumer: A })]]),

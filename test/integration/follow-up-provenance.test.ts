@@ -16,11 +16,7 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runMigrations } from "../../shared/db/migrate.ts";
 import { coreMigrationSet } from "../../shared/db/migrations.ts";
-import {
-  beginWithFences,
-  type FencesInserted,
-  fenceCommit,
-} from "../../shared/db/queries/begin-with-fences.ts";
+import { beginWithFences, type FencesInserted } from "../../shared/db/queries/begin-with-fences.ts";
 import {
   consumerRoleName,
   ensureConsumerRole,
@@ -32,6 +28,7 @@ import { deriveJobId } from "../../shared/producer/job-id.ts";
 import { type ApiTestBed, apiTestBed } from "../support/api-harness.ts";
 import { runBulkToEnd } from "../support/bulk.ts";
 import { createTestDatabase } from "../support/database.ts";
+import { commitFences } from "../support/fences.ts";
 import { queueDepth } from "../support/sqs.ts";
 
 const A = "award-points";
@@ -124,7 +121,7 @@ function insertRow(client: pg.ClientBase, row: ReturnType<typeof followUp>) {
 
 /** Opens A's fence transaction for `parent` on `client`, as the harness does (BEGIN and the fence in one). */
 async function openFence(client: pg.ClientBase, parent: string): Promise<FencesInserted> {
-  return beginWithFences(client, {
+  return await beginWithFences(client, {
     consumer: A,
     ttlSeconds: 3600,
     jobs: [{ jobId: parent, tenantId: "t_42", fingerprint: FINGERPRINT }],
@@ -296,7 +293,7 @@ describe("a consumer's login writes only follow-ups it could have sent", () => {
     });
     // A parent A really applied, in an earlier transaction: a work may not add follow-ups to it later.
     const earlier = parentId("earlier");
-    await asA.query(fenceCommit(await openFence(asA, earlier)));
+    await commitFences(asA, await openFence(asA, earlier));
     await inFence("later", async () => {
       await expect(insertRow(asA, followUp(earlier))).rejects.toMatchObject(RLS_REFUSED);
     });
