@@ -15,7 +15,8 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { CONSUMER_NAME } from "../shared/config/fields.ts";
 import { loadMigrations, type MigrationSet } from "../shared/db/migrations.ts";
 import { consumerRoleName } from "../shared/db/queries/provision-login.ts";
-import { ConfigurationError, MigrationFileError } from "../shared/errors.ts";
+import { ConfigurationError } from "../shared/errors/configuration.ts";
+import { MigrationFileError } from "../shared/errors/migration.ts";
 import type { ConsumerDeployment } from "./consumers.ts";
 
 /** The repository root: `functions/` is beside this module's folder's parent. */

@@ -8,7 +8,7 @@
 import { App, Validations } from "aws-cdk-lib";
 import { AwsSolutionsChecks } from "cdk-nag";
 import { registryImportProblem, verifyConsumerRegistry } from "../functions/registry.ts";
-import { ConfigurationError } from "../shared/errors.ts";
+import { ConfigurationError } from "../shared/errors/configuration.ts";
 
 try {
   // Imported here: the registry imports every consumer's module, and one that is not there (a

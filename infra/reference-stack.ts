@@ -18,7 +18,7 @@ import * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
 import type { Construct, IConstruct } from "constructs";
 import { CONSUMERS, type ConsumerDeployment } from "../functions/consumers.ts";
 import { assertConsumerRegistry } from "../functions/registry.ts";
-import { ConfigurationError } from "../shared/errors.ts";
+import { ConfigurationError } from "../shared/errors/configuration.ts";
 import { validateConnectionBudget } from "./connection-budget.ts";
 import { BulkOperationsWorker } from "./constructs/bulk-operations.ts";
 import { JobfenceDashboard } from "./constructs/dashboard.ts";

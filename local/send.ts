@@ -13,7 +13,7 @@ import { GetQueueAttributesCommand, type SQSClient } from "@aws-sdk/client-sqs";
 import type { z } from "zod";
 import { CONSUMERS } from "../functions/consumers.ts";
 import { parseJson } from "../shared/envelope/parse-json.ts";
-import { InvalidJobError, JobIdDerivationError, SendRefusedError } from "../shared/errors.ts";
+import { InvalidJobError, JobIdDerivationError, SendRefusedError } from "../shared/errors/sending.ts";
 import { type JobEnvelope, jobEnvelope } from "../shared/producer/job-envelope.ts";
 import { deriveJobId } from "../shared/producer/job-id.ts";
 import { type SendJobsOptions, sendJobs } from "../shared/producer/send-jobs.ts";

@@ -6,7 +6,7 @@ import { z } from "zod";
 import { type ConsumerDeployment, resolveDeliveryTimings } from "../functions/consumers.ts";
 import { databaseUrlField } from "../shared/config/fields.ts";
 import { retryPolicyFromEnv } from "../shared/config/retry-env.ts";
-import { ConfigurationError } from "../shared/errors.ts";
+import { ConfigurationError } from "../shared/errors/configuration.ts";
 import type { DeliveryTimings } from "../shared/retry/delivery-timings.ts";
 import type { RetryPolicy } from "../shared/retry/policy.ts";
 import { localDirFromEnv } from "./local-dir.ts";

@@ -31,7 +31,7 @@ import { createSqsClient } from "../shared/aws/clients.ts";
 import type { ExpectedConsumerQueues } from "../shared/doctor/check-queues.ts";
 import { runDoctor } from "../shared/doctor/doctor.ts";
 import { type DoctorReport, formatFinding } from "../shared/doctor/findings.ts";
-import { ConfigurationError } from "../shared/errors.ts";
+import { ConfigurationError } from "../shared/errors/configuration.ts";
 
 const REPO_ROOT = fileURLToPath(new URL("..", import.meta.url));
 const EXIT = { ok: 0, findings: 1, usage: 2 } as const;

@@ -5,7 +5,7 @@
 
 import { deploymentMigrationSets } from "../functions/migrate/sets.ts";
 import { runMigrations } from "../shared/db/migrate.ts";
-import { JobfenceError } from "../shared/errors.ts";
+import { JobfenceError } from "../shared/errors/jobfence-error.ts";
 
 const url = process.env.DATABASE_URL;
 if (!url) {

@@ -5,7 +5,7 @@
 import { join } from "node:path";
 import { registryImportProblem } from "../functions/registry.ts";
 import { stackFilePath } from "../local/local-dir.ts";
-import { ConfigurationError } from "../shared/errors.ts";
+import { ConfigurationError } from "../shared/errors/configuration.ts";
 
 // Imported here, not above: the stack imports the consumer registry, and a registry that imports a
 // consumer's module that is not there is a mistake to explain, not a loader's stack trace.

@@ -41,9 +41,19 @@ export { canonicalJson } from "./envelope/canonical-json.ts";
 // fingerprint a producer can compute to check two messages are the same job.
 export { envelopeSchema, type Job, storableText } from "./envelope/envelope.ts";
 export { FINGERPRINT_BYTES, fingerprintHex, jobFingerprint } from "./envelope/fingerprint.ts";
-export { ERROR_KIND, ERROR_KINDS, type ErrorKind } from "./errors/error-kind.ts";
 // Every error jobfence throws on purpose, under JobfenceError.
-export * from "./errors.ts";
+export * from "./errors/alert.ts";
+export * from "./errors/bulk-operation.ts";
+export * from "./errors/configuration.ts";
+export * from "./errors/database.ts";
+export * from "./errors/dead-letter.ts";
+export { ERROR_KIND, ERROR_KINDS, type ErrorKind } from "./errors/error-kind.ts";
+export * from "./errors/http.ts";
+export * from "./errors/job.ts";
+export * from "./errors/jobfence-error.ts";
+export * from "./errors/migration.ts";
+export * from "./errors/sending.ts";
+export * from "./errors/transaction.ts";
 export { TTL_DEFAULTS, validateFenceTtl } from "./fence/ttl.ts";
 export type {
   FollowUp,

@@ -13,7 +13,7 @@ import type pg from "pg";
 import type { BulkSettings } from "../../shared/dead-letters/bulk-operations.ts";
 import type { SealKey } from "../../shared/dead-letters/seal.ts";
 import { reportJsonRuntime } from "../../shared/envelope/json-runtime-report.ts";
-import { HttpProblem } from "../../shared/errors.ts";
+import { HttpProblem } from "../../shared/errors/http.ts";
 import { requireAnyPermission, type TokenVerifier } from "../../shared/http/auth.ts";
 import { problemDetails } from "../../shared/http/problem-details.ts";
 import { headerOf } from "../../shared/http/request.ts";

@@ -16,7 +16,7 @@ import {
   operationSchema,
 } from "../../shared/dead-letters/api-schemas.ts";
 import { DEAD_LETTER_STATUSES } from "../../shared/dead-letters/status.ts";
-import { PROBLEM, type ProblemKind } from "../../shared/errors.ts";
+import { PROBLEM, type ProblemKind } from "../../shared/errors/http.ts";
 import { PERMISSION } from "../../shared/http/auth.ts";
 import { PROBLEM_CONTENT_TYPE, problemType } from "../../shared/http/problem.ts";
 import { ROUTES, type RouteSpec, routePermissions } from "./routes.ts";

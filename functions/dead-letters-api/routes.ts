@@ -42,7 +42,7 @@ import {
 } from "../../shared/dead-letters/bulk-operations.ts";
 import { decodeCursor, encodeCursor } from "../../shared/dead-letters/cursor.ts";
 import { discardDeadLetter, type ReplayDeps, replayDeadLetter } from "../../shared/dead-letters/replay.ts";
-import { HttpProblem } from "../../shared/errors.ts";
+import { HttpProblem } from "../../shared/errors/http.ts";
 import { PERMISSION, type Permission, type Principal, requirePermission } from "../../shared/http/auth.ts";
 import { parseJsonBody, parsePathParameter, parseQuery } from "../../shared/http/request.ts";
 

@@ -8,7 +8,7 @@ import type pg from "pg";
 import { z } from "zod";
 import { type FunctionLogin, groupRoleOf, provisionLogin } from "../../shared/db/queries/provision-login.ts";
 import { withTransaction } from "../../shared/db/transaction.ts";
-import { LoginSecretError } from "../../shared/errors.ts";
+import { LoginSecretError } from "../../shared/errors/database.ts";
 import type { LoginSecret } from "./config.ts";
 
 /** The fields of an RDS-style database secret this function uses. */

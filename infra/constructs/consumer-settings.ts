@@ -13,7 +13,7 @@ import {
   type ConsumerDeployment,
   resolveDeliveryTimings,
 } from "../../functions/consumers.ts";
-import { ConfigurationError } from "../../shared/errors.ts";
+import { ConfigurationError } from "../../shared/errors/configuration.ts";
 import { TTL_DEFAULTS, validateFenceTtl } from "../../shared/fence/ttl.ts";
 import { type DeliveryTimings, validateDeliveryTimings } from "../../shared/retry/delivery-timings.ts";
 import { DEFAULT_RETRY_POLICY, type RetryPolicy, resolveRetryPolicy } from "../../shared/retry/policy.ts";

@@ -15,7 +15,7 @@ import type * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
 import { DATABASE_ENV } from "../../shared/config/fields.ts";
 import type { SslMode } from "../../shared/db/credentials.ts";
 import { consumerIdentifier } from "../../shared/db/queries/provision-login.ts";
-import { ConfigurationError } from "../../shared/errors.ts";
+import { ConfigurationError } from "../../shared/errors/configuration.ts";
 import { DATABASE_DEFAULTS } from "../defaults.ts";
 
 /** The database users shared by every deployment, by login; each consumer has its own besides. */

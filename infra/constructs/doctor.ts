@@ -19,7 +19,7 @@ import {
 } from "../../functions/consumers.ts";
 import { DOCTOR_ENV } from "../../functions/doctor/config.ts";
 import { DOCTOR_METRIC, DOCTOR_SERVICE } from "../../functions/doctor/doctor.ts";
-import { ConfigurationError } from "../../shared/errors.ts";
+import { ConfigurationError } from "../../shared/errors/configuration.ts";
 import { DOCTOR_DEFAULTS } from "../defaults.ts";
 import { alarmFactory } from "./alarms.ts";
 import type { DatabaseAccess } from "./database.ts";

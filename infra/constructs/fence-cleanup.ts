@@ -10,7 +10,7 @@ import * as events from "aws-cdk-lib/aws-events";
 import * as targets from "aws-cdk-lib/aws-events-targets";
 import { Construct } from "constructs";
 import { CLEANUP_SERVICE } from "../../functions/fence-cleanup/cleanup.ts";
-import { ConfigurationError } from "../../shared/errors.ts";
+import { ConfigurationError } from "../../shared/errors/configuration.ts";
 import { SCHEDULE_DEFAULTS } from "../defaults.ts";
 import { alarmFactory } from "./alarms.ts";
 import type { DatabaseAccess } from "./database.ts";

@@ -31,7 +31,7 @@ import * as sqs from "aws-cdk-lib/aws-sqs";
 import { Construct } from "constructs";
 import { DEAD_LETTER_RECORDED, EVENT_SOURCE } from "../../shared/alerts/ops-bus.ts";
 import { DEAD_LETTERS_ESCALATED } from "../../shared/dead-letters/escalation.ts";
-import { ConfigurationError } from "../../shared/errors.ts";
+import { ConfigurationError } from "../../shared/errors/configuration.ts";
 import { ALERTING_DEFAULTS } from "../defaults.ts";
 import { alarmFactory, alarmNamePrefix } from "./alarms.ts";
 

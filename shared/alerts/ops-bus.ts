@@ -4,9 +4,9 @@
  * never through a domain bus, so no domain consumer can react to queue failures in a loop.
  */
 import { type EventBridgeClient, PutEventsCommand } from "@aws-sdk/client-eventbridge";
+import { AlertRejectedError } from "../errors/alert.ts";
 import type { ErrorKind } from "../errors/error-kind.ts";
 import type { LastError } from "../errors/last-error.ts";
-import { AlertRejectedError } from "../errors.ts";
 
 /** `source` of every jobfence event on the ops bus. */
 export const EVENT_SOURCE = "jobfence";

@@ -5,7 +5,7 @@
  */
 import { GetSecretValueCommand, type SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
 import { type SealKey, sealKey } from "../dead-letters/seal.ts";
-import { ConfigurationError } from "../errors.ts";
+import { ConfigurationError } from "../errors/configuration.ts";
 
 export async function readSealKey(client: SecretsManagerClient, secretArn: string): Promise<SealKey> {
   const { SecretString } = await client.send(new GetSecretValueCommand({ SecretId: secretArn }));

@@ -40,7 +40,7 @@ import { EMPTY_LEDGER } from "../db/queries/message-attempts.ts";
 import { writeDeadLetter } from "../dead-letters/write-dead-letter.ts";
 import { reportJsonRuntime } from "../envelope/json-runtime-report.ts";
 import { readMessage } from "../envelope/read-message.ts";
-import { UnrecordedMessageError } from "../errors.ts";
+import { UnrecordedMessageError } from "../errors/job.ts";
 import { BACKSTOP_RETENTION_SECONDS, TTL_DEFAULTS } from "../fence/ttl.ts";
 import { METRIC, METRICS_NAMESPACE } from "../metrics/names.ts";
 import { batchLoop } from "../record/batch-loop.ts";

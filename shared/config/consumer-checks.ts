@@ -4,7 +4,7 @@
  * lifetime and the queue's timings, and its follow-up targets against the deployment's queues.
  * Every problem is reported at once, in one ConfigurationError.
  */
-import { ConfigurationError } from "../errors.ts";
+import { ConfigurationError } from "../errors/configuration.ts";
 import { validateFenceTtl } from "../fence/ttl.ts";
 import {
   defaultRecordBudgetMs,

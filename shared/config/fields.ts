@@ -4,7 +4,7 @@
  */
 import { z } from "zod";
 import { CREDENTIALS_DEFAULTS, type DatabaseConnection, SSL_MODES } from "../db/credentials.ts";
-import { ConfigurationError } from "../errors.ts";
+import { ConfigurationError } from "../errors/configuration.ts";
 
 /** A PostgreSQL connection string. */
 export const databaseUrlField = z

@@ -4,7 +4,7 @@
  * the environment — name each problem by its environment variable.
  */
 import type { z } from "zod";
-import { ConfigurationError } from "../errors.ts";
+import { ConfigurationError } from "../errors/configuration.ts";
 
 /** Validates `input` against `schema`; problems are named by key. */
 export function parseConfig<S extends z.ZodType>(schema: S, input: unknown, subject: string): z.output<S> {

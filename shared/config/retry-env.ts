@@ -3,7 +3,7 @@
  * a 30-second base is right; on a laptop a demo should retry in seconds). Validated like every
  * other configuration: a bad value is refused at start-up, naming the variable.
  */
-import { ConfigurationError } from "../errors.ts";
+import { ConfigurationError } from "../errors/configuration.ts";
 import { type RetryPolicy, validateRetryPolicy } from "../retry/policy.ts";
 
 /** The variables, by policy field. */

@@ -24,7 +24,7 @@ import type { SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
 import pg from "pg";
 import { z } from "zod";
 import { createSecretsManagerClient } from "../aws/clients.ts";
-import { LoginSecretError } from "../errors.ts";
+import { LoginSecretError } from "../errors/database.ts";
 
 /** libpq `sslmode` values a secret login accepts. */
 export const SSL_MODES = ["verify-full", "verify-ca", "require", "disable"] as const;

@@ -20,7 +20,7 @@ import {
   MigrationLockError,
   type MigrationLockHolder,
   MigrationUnknownError,
-} from "../errors.ts";
+} from "../errors/migration.ts";
 import { coreMigrationSet, type Migration, type MigrationSet } from "./migrations.ts";
 import { ensureConsumerRole } from "./queries/provision-login.ts";
 import { withTransaction } from "./transaction.ts";

@@ -5,7 +5,7 @@
 import { createHash } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { MigrationFileError } from "../errors.ts";
+import { MigrationFileError } from "../errors/migration.ts";
 
 /** One migration file: `NNNN_description.sql`. */
 export interface Migration {

@@ -25,13 +25,13 @@ import {
 import { inTransaction } from "../db/transaction.ts";
 import {
   ConfirmationRequiredError,
-  HttpProblem,
   NothingMatchedError,
   OperationFinishedError,
   OperationNotFoundError,
   PlanStaleError,
   PlanUsedError,
-} from "../errors.ts";
+} from "../errors/bulk-operation.ts";
+import { HttpProblem } from "../errors/http.ts";
 import {
   API_LIMITS,
   type BulkDiscardRequest,

@@ -24,8 +24,8 @@ import {
 } from "../db/queries/bulk-operations.ts";
 import { fenceKey, fencesOf, type Resolution, resolveDeadLetters } from "../db/queries/replay-queries.ts";
 import { inTransaction } from "../db/transaction.ts";
+import { TransientSendError } from "../errors/dead-letter.ts";
 import { describeError } from "../errors/last-error.ts";
-import { TransientSendError } from "../errors.ts";
 import { faultHook } from "../fault-points.ts";
 import { replayTraceparent } from "../tracing/spans.ts";
 import { forcedReason, replayDecision } from "./replay.ts";

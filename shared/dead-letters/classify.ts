@@ -3,18 +3,17 @@
  * transient (retry). The retry and dead-letter middlewares both ask here, so they cannot disagree.
  */
 
+import { RecordChainError } from "../errors/configuration.ts";
 import { ERROR_KIND, type ErrorKind } from "../errors/error-kind.ts";
 import {
-  FenceLockTimeoutError,
   InterruptedJobError,
   JobConflictError,
-  LedgerUnavailableError,
   PermanentJobError,
   PoisonMessageError,
-  RecordChainError,
   RetriesExhaustedError,
   UnrecordedMessageError,
-} from "../errors.ts";
+} from "../errors/job.ts";
+import { FenceLockTimeoutError, LedgerUnavailableError } from "../errors/transaction.ts";
 
 /**
  * The dead-letter kind of an error, or undefined for a transient one. A thrown value that cannot

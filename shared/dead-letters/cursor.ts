@@ -6,7 +6,7 @@
 import { createHash } from "node:crypto";
 import { z } from "zod";
 import type { KeysetPosition } from "../db/queries/dead-letter-columns.ts";
-import { InvalidCursorError } from "../errors.ts";
+import { InvalidCursorError } from "../errors/dead-letter.ts";
 import { type SealKey, seal, unseal } from "./seal.ts";
 import { timestampSchema } from "./timestamp.ts";
 

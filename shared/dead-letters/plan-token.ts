@@ -8,7 +8,7 @@
 import { randomBytes } from "node:crypto";
 import { z } from "zod";
 import type { KeysetPosition } from "../db/queries/dead-letter-columns.ts";
-import { InvalidPlanTokenError, PlanExpiredError } from "../errors.ts";
+import { InvalidPlanTokenError, PlanExpiredError } from "../errors/bulk-operation.ts";
 import { filterFingerprint } from "./cursor.ts";
 import { type SealKey, seal, unseal } from "./seal.ts";
 import { timestampSchema } from "./timestamp.ts";

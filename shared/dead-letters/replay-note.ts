@@ -7,7 +7,7 @@
  */
 import { z } from "zod";
 import { parseMessage } from "../envelope/envelope.ts";
-import { POISON_REASON } from "../errors.ts";
+import { POISON_REASON } from "../errors/job.ts";
 
 /** Why no consumer can read a body as a job. */
 export type UnreadableReason = typeof POISON_REASON.unparseableBody | typeof POISON_REASON.invalidEnvelope;

@@ -18,17 +18,17 @@ import {
   statusOf,
 } from "../db/queries/replay-queries.ts";
 import { inTransaction } from "../db/transaction.ts";
-import { ERROR_KIND } from "../errors/error-kind.ts";
 import {
   DeadLetterConflictError,
   DeadLetterNotFoundError,
   FollowUpProvenanceError,
-  HttpProblem,
   ReplayConflictError,
   ReplayOutlivedError,
   ReplayQueueRefusedError,
   ReplaySendError,
-} from "../errors.ts";
+} from "../errors/dead-letter.ts";
+import { ERROR_KIND } from "../errors/error-kind.ts";
+import { HttpProblem } from "../errors/http.ts";
 import { faultHook } from "../fault-points.ts";
 import { replayTraceparent } from "../tracing/spans.ts";
 import { replayMessage } from "./replay-message.ts";

@@ -6,7 +6,7 @@
  * nobody planned. Pure.
  */
 import { createHmac, timingSafeEqual } from "node:crypto";
-import { ConfigurationError } from "../errors.ts";
+import { ConfigurationError } from "../errors/configuration.ts";
 
 /** A signing key of at least 256 bits. */
 export interface SealKey {

@@ -6,7 +6,7 @@
  * nine others with it. This is the impure edge.
  */
 import { SendMessageBatchCommand, SendMessageCommand, type SQSClient } from "@aws-sdk/client-sqs";
-import { TransientSendError } from "../errors.ts";
+import { TransientSendError } from "../errors/dead-letter.ts";
 import { messageSize, packBatches } from "../sqs/batches.ts";
 import { errorCode, isTransientSendError } from "../sqs/send-errors.ts";
 import type { ReplayMessage } from "./replay-message.ts";

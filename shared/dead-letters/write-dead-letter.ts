@@ -27,8 +27,8 @@ import { BODY_FORM, jsonbCandidate, storableJson, storedBody } from "../db/store
 import { type MessageIdentity, messageIdStandIn } from "../envelope/envelope.ts";
 import { fingerprintHex } from "../envelope/fingerprint.ts";
 import type { ErrorKind } from "../errors/error-kind.ts";
+import { EXHAUSTED_REASON, RetriesExhaustedError } from "../errors/job.ts";
 import { describeError, type LastError, withNote } from "../errors/last-error.ts";
-import { EXHAUSTED_REASON, RetriesExhaustedError } from "../errors.ts";
 import { faultHook } from "../fault-points.ts";
 import { creationContext, formatTraceparent } from "../tracing/trace-context.ts";
 

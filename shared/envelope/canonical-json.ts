@@ -27,7 +27,7 @@
  * The walk is iterative, with an explicit stack: an SQS body of 1 MiB can nest ~500,000 levels and
  * JSON.parse accepts that, but a recursive walk (or JSON.stringify) would overflow the call stack.
  */
-import { CanonicalJsonError } from "../errors.ts";
+import { CanonicalJsonError } from "../errors/job.ts";
 
 const { isRawJSON } = JSON as unknown as { isRawJSON(value: unknown): value is { readonly rawJSON: string } };
 

@@ -4,8 +4,8 @@
  */
 import { createHash } from "node:crypto";
 import { z } from "zod";
+import { POISON_REASON, PoisonMessageError } from "../errors/job.ts";
 import { describeError } from "../errors/last-error.ts";
-import { POISON_REASON, PoisonMessageError } from "../errors.ts";
 import { parseJson } from "./parse-json.ts";
 
 /** At most 255 characters; matches the database's CHECK. */

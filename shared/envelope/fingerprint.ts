@@ -15,7 +15,7 @@
  * - lone surrogates are escaped by the canonical form, so its UTF-8 encoding loses nothing.
  */
 import { hash } from "node:crypto";
-import { CanonicalJsonError } from "../errors.ts";
+import { CanonicalJsonError } from "../errors/job.ts";
 import { canonicalJson } from "./canonical-json.ts";
 
 /**

@@ -5,8 +5,8 @@
  */
 import type { SQSRecord } from "aws-lambda";
 import type { z } from "zod";
+import { POISON_REASON, PoisonMessageError } from "../errors/job.ts";
 import { describeError } from "../errors/last-error.ts";
-import { POISON_REASON, PoisonMessageError } from "../errors.ts";
 import { type Job, type MessageIdentity, parseMessage } from "./envelope.ts";
 import { jobFingerprint } from "./fingerprint.ts";
 

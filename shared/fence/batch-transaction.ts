@@ -27,7 +27,7 @@
  */
 import type pg from "pg";
 import type { JobMessage } from "../envelope/read-message.ts";
-import { TransactionRolledBackError, WorkLeftStatementsError } from "../errors.ts";
+import { TransactionRolledBackError, WorkLeftStatementsError } from "../errors/transaction.ts";
 import { DEADLINE, type InvocationClock, untilDeadline } from "../invocation/deadline.ts";
 import type { StagedFollowUp } from "../outbox/follow-up.ts";
 import { FenceTransaction } from "./fence-transaction.ts";

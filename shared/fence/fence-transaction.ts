@@ -28,16 +28,16 @@ import {
   RESET_FENCE_SESSION,
 } from "../db/queries/begin-with-fences.ts";
 import { insertFollowUps } from "../db/queries/insert-follow-ups.ts";
+import { UnexpectedDatabaseAnswerError } from "../errors/database.ts";
+import { InvocationDeadlineError } from "../errors/job.ts";
+import type { FollowUpRefusedError } from "../errors/sending.ts";
 import {
   FenceLockTimeoutError,
   FOREIGN_TRANSACTION_SQLSTATE,
-  type FollowUpRefusedError,
   ForeignTransactionError,
-  InvocationDeadlineError,
   TransactionControlError,
   TransactionRolledBackError,
-  UnexpectedDatabaseAnswerError,
-} from "../errors.ts";
+} from "../errors/transaction.ts";
 import { faultHook } from "../fault-points.ts";
 import type { StagedFollowUp } from "../outbox/follow-up.ts";
 import { guardTransaction, TRANSACTION_ENDED, type WorkGuard, type WorkQueries } from "./work-transaction.ts";

@@ -26,7 +26,7 @@
  * runs in the same process and could open a connection of its own.
  */
 import pg from "pg";
-import { TransactionControlError } from "../errors.ts";
+import { TransactionControlError } from "../errors/transaction.ts";
 import type { FollowUpSchemas, SendFollowUp } from "../outbox/follow-up.ts";
 
 /** The fence transaction's `query`, and nothing else of the client. */

@@ -7,7 +7,8 @@
  */
 import { createLocalJWKSet, createRemoteJWKSet, errors, type JWK, type JWTPayload, jwtVerify } from "jose";
 import { storableText } from "../envelope/envelope.ts";
-import { ConfigurationError, HttpProblem } from "../errors.ts";
+import { ConfigurationError } from "../errors/configuration.ts";
+import { HttpProblem } from "../errors/http.ts";
 
 /** The permissions of the dead-letter API. */
 export const PERMISSION = {

@@ -7,14 +7,8 @@ import { randomUUID } from "node:crypto";
 import type { Logger } from "@aws-lambda-powertools/logger";
 import type { MiddlewareObj } from "@middy/core";
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from "aws-lambda";
-import { describeError } from "../errors/last-error.ts";
 import {
   ConfirmationRequiredError,
-  DeadLetterConflictError,
-  DeadLetterNotFoundError,
-  FollowUpProvenanceError,
-  HttpProblem,
-  InvalidCursorError,
   InvalidPlanTokenError,
   NothingMatchedError,
   OperationFinishedError,
@@ -22,11 +16,19 @@ import {
   PlanExpiredError,
   PlanStaleError,
   PlanUsedError,
+} from "../errors/bulk-operation.ts";
+import {
+  DeadLetterConflictError,
+  DeadLetterNotFoundError,
+  FollowUpProvenanceError,
+  InvalidCursorError,
   ReplayConflictError,
   ReplayOutlivedError,
   ReplayQueueRefusedError,
   ReplaySendError,
-} from "../errors.ts";
+} from "../errors/dead-letter.ts";
+import { HttpProblem } from "../errors/http.ts";
+import { describeError } from "../errors/last-error.ts";
 import { problemResponse } from "./problem.ts";
 
 /**

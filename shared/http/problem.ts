@@ -4,7 +4,7 @@
  * problem and their statuses are the errors' own (PROBLEM beside HttpProblem); this renders them.
  */
 import type { APIGatewayProxyStructuredResultV2 } from "aws-lambda";
-import { type HttpProblem, PROBLEM, type ProblemKind } from "../errors.ts";
+import { type HttpProblem, PROBLEM, type ProblemKind } from "../errors/http.ts";
 
 /** Media type of every error response. */
 export const PROBLEM_CONTENT_TYPE = "application/problem+json";

@@ -2,7 +2,7 @@
 import type { APIGatewayProxyEventV2 } from "aws-lambda";
 import type { z } from "zod";
 import { parseJson } from "../envelope/parse-json.ts";
-import { HttpProblem } from "../errors.ts";
+import { HttpProblem } from "../errors/http.ts";
 
 /** The zod issues as problem `errors`: where and what. */
 function invalid(where: string, error: z.ZodError): HttpProblem {

@@ -25,7 +25,7 @@ import type { MiddyfiedHandler } from "@middy/core";
 import type { Context, SQSBatchResponse, SQSEvent } from "aws-lambda";
 import type { z } from "zod";
 import type { PreparedConsumer } from "../consumer.ts";
-import { ConfigurationError } from "../errors.ts";
+import { ConfigurationError } from "../errors/configuration.ts";
 import type { RecordOutcome } from "../record/outcome.ts";
 import type { RecordContext } from "../record/record-context.ts";
 

@@ -20,7 +20,7 @@ import type { Job } from "../envelope/envelope.ts";
 import { jobFingerprint } from "../envelope/fingerprint.ts";
 import { parseJson } from "../envelope/parse-json.ts";
 import { describeError } from "../errors/last-error.ts";
-import { FollowUpRefusedError, InvalidJobError, JobIdDerivationError } from "../errors.ts";
+import { FollowUpRefusedError, InvalidJobError, JobIdDerivationError } from "../errors/sending.ts";
 import { checkWire } from "../producer/job-envelope.ts";
 import { deriveJobId, type JobIdKey } from "../producer/job-id.ts";
 import { messageSize, SQS_SEND_LIMITS } from "../sqs/batches.ts";

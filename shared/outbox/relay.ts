@@ -15,7 +15,7 @@ import type pg from "pg";
 import { deleteSentFollowUps, type OutboxKey } from "../db/queries/outbox-rows.ts";
 import { parseJson } from "../envelope/parse-json.ts";
 import { describeError } from "../errors/last-error.ts";
-import { SendRefusedError } from "../errors.ts";
+import { SendRefusedError } from "../errors/sending.ts";
 import { faultHook } from "../fault-points.ts";
 import { METRIC } from "../metrics/names.ts";
 import type { JobEnvelope } from "../producer/job-envelope.ts";

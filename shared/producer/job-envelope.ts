@@ -5,7 +5,7 @@
 import type { z } from "zod";
 import { envelopeSchema } from "../envelope/envelope.ts";
 import { parseJson } from "../envelope/parse-json.ts";
-import { INVALID_JOB_REASON, InvalidJobError } from "../errors.ts";
+import { INVALID_JOB_REASON, InvalidJobError } from "../errors/sending.ts";
 
 /**
  * A message body as the consumer reads it: snake_case, as on the wire. Every field is what

@@ -21,7 +21,7 @@
  */
 import { createHash } from "node:crypto";
 import { canonicalJson } from "../envelope/canonical-json.ts";
-import { JobIdDerivationError } from "../errors.ts";
+import { JobIdDerivationError } from "../errors/sending.ts";
 
 /**
  * A namespace: what kind of job the keys identify (often the consumer's name). It begins the id,

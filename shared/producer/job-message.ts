@@ -5,7 +5,7 @@
 import type { MessageAttributeValue, SendMessageBatchRequestEntry } from "@aws-sdk/client-sqs";
 import { envelopeSchema } from "../envelope/envelope.ts";
 import { jobFingerprint } from "../envelope/fingerprint.ts";
-import { InvalidJobError, SendRefusedError } from "../errors.ts";
+import { InvalidJobError, SendRefusedError } from "../errors/sending.ts";
 import { sqsJson } from "../sqs/message-text.ts";
 import { fifoDeduplicationId, messageGroupId } from "./fifo-ids.ts";
 import { issuesOf, type JobEnvelope, wireForm } from "./job-envelope.ts";

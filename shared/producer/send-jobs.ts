@@ -21,7 +21,7 @@ import {
   type SendMessageBatchCommandOutput,
   type SQSClient,
 } from "@aws-sdk/client-sqs";
-import { SendRefusedError } from "../errors.ts";
+import { SendRefusedError } from "../errors/sending.ts";
 import { messageSize, packBatches, SQS_SEND_LIMITS } from "../sqs/batches.ts";
 import { isFifoQueue } from "../sqs/queue-url.ts";
 import { errorCode, isTransientSendError } from "../sqs/send-errors.ts";

@@ -12,8 +12,9 @@ import {
   recordAttempt,
   releaseDelivery,
 } from "../db/queries/message-attempts.ts";
+import { InvocationDeadlineError } from "../errors/job.ts";
 import { describeError } from "../errors/last-error.ts";
-import { InvocationDeadlineError, LedgerUnavailableError } from "../errors.ts";
+import { LedgerUnavailableError } from "../errors/transaction.ts";
 import { untilDeadline } from "../invocation/deadline.ts";
 import { currentAttempt, type RecordContext, whoFailed } from "./record-context.ts";
 

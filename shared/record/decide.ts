@@ -15,12 +15,8 @@ import { HISTORY_LIMIT } from "../db/queries/message-attempts.ts";
 import { errorKindOf, isFenceHeld, isLedgerUnavailable, isTransient } from "../dead-letters/classify.ts";
 import { type DeadLetterSink, writeDeadLetter } from "../dead-letters/write-dead-letter.ts";
 import { ERROR_KIND } from "../errors/error-kind.ts";
-import {
-  EXHAUSTED_REASON,
-  ForeignTransactionError,
-  JobConflictError,
-  RetriesExhaustedError,
-} from "../errors.ts";
+import { EXHAUSTED_REASON, JobConflictError, RetriesExhaustedError } from "../errors/job.ts";
+import { ForeignTransactionError } from "../errors/transaction.ts";
 import { isLastAttempt, type RetryPolicy, retryDelaySeconds } from "../retry/policy.ts";
 import { traceparentOf } from "../tracing/spans.ts";
 import { attemptEntry, type LedgerAccess, recordFailure, releaseClaim } from "./attempts.ts";

@@ -29,15 +29,15 @@ import { isRecordChainError } from "../dead-letters/classify.ts";
 import type { DeadLetterSink } from "../dead-letters/write-dead-letter.ts";
 import type { Job } from "../envelope/envelope.ts";
 import { type JobMessage, type ReadMessage, readMessage } from "../envelope/read-message.ts";
-import { describeError } from "../errors/last-error.ts";
+import { RecordChainError } from "../errors/configuration.ts";
 import {
   InterruptedJobError,
   InvocationDeadlineError,
   JobConflictError,
-  RecordChainError,
   RetriesExhaustedError,
-  WorkLeftStatementsError,
-} from "../errors.ts";
+} from "../errors/job.ts";
+import { describeError } from "../errors/last-error.ts";
+import { WorkLeftStatementsError } from "../errors/transaction.ts";
 import { FenceTransaction } from "../fence/fence-transaction.ts";
 import { type FenceSettlement, settlementOfExisting } from "../fence/settlement.ts";
 import type { Transaction } from "../fence/work-transaction.ts";

@@ -2,7 +2,7 @@
  * The retry policy (docs/design.md §4.2): how many attempts a job gets and how long SQS hides it between them.
  * Pure: no clock, no I/O; the random source is injected so the jitter is testable.
  */
-import { ConfigurationError } from "../errors.ts";
+import { ConfigurationError } from "../errors/configuration.ts";
 
 /** How transient failures are retried. */
 export interface RetryPolicy {

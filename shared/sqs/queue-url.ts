@@ -1,5 +1,5 @@
 /** Queue addressing. Pure. */
-import { InvalidEventError } from "../errors.ts";
+import { InvalidEventError } from "../errors/configuration.ts";
 
 /**
  * The queue URL for a queue ARN (`arn:aws:sqs:<region>:<account>:<name>`), as SQS itself forms

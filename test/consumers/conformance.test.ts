@@ -38,7 +38,7 @@ import { deliver, receiveRecords } from "../../local/event-source.ts";
 import { runMigrations } from "../../shared/db/migrate.ts";
 import { coreMigrationSet } from "../../shared/db/migrations.ts";
 import { consumerRoleName } from "../../shared/db/queries/provision-login.ts";
-import { ConfigurationError } from "../../shared/errors.ts";
+import { ConfigurationError } from "../../shared/errors/configuration.ts";
 import { type ConsumerTestBed, consumerTestBed, OPS_BUS } from "../support/consumer-harness.ts";
 import { createTestDatabase } from "../support/database.ts";
 import { messagesIn, sendMessage } from "../support/sqs.ts";

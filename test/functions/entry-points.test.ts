@@ -7,7 +7,7 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { CONSUMERS } from "../../functions/consumers.ts";
-import type { ConfigurationError } from "../../shared/errors.ts";
+import type { ConfigurationError } from "../../shared/errors/configuration.ts";
 import { type LocalSecretsManager, localSecretsManager } from "../support/secrets-manager.ts";
 
 const DATABASE_URL = "postgres://jobfence@127.0.0.1:5432/jobfence";

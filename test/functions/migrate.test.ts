@@ -2,7 +2,8 @@ import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { createMigrateHandler, handler } from "../../functions/migrate/handler.ts";
 import { deploymentMigrationSets } from "../../functions/migrate/sets.ts";
-import { ConfigurationError, LoginSecretError } from "../../shared/errors.ts";
+import { ConfigurationError } from "../../shared/errors/configuration.ts";
+import { LoginSecretError } from "../../shared/errors/database.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 import { type LocalSecretsManager, localSecretsManager } from "../support/secrets-manager.ts";
 

@@ -7,7 +7,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { BULK_WORKER_RESERVE_MS } from "../../functions/bulk-operations/worker.ts";
 import { BulkOperationsWorker } from "../../infra/constructs/bulk-operations.ts";
 import { BULK_WORKER_DEFAULTS } from "../../infra/defaults.ts";
-import { ConfigurationError } from "../../shared/errors.ts";
+import { ConfigurationError } from "../../shared/errors/configuration.ts";
 import { databaseVariables, logicalId, type TestEnvironment, testEnvironment } from "./support.ts";
 
 let env: TestEnvironment;

@@ -9,7 +9,7 @@ import { describe, expect, it } from "vitest";
 import { CONSUMERS, type ConsumerDeployment } from "../../functions/consumers.ts";
 import { type ConsumerConnections, validateConnectionBudget } from "../../infra/connection-budget.ts";
 import { JobfenceStack } from "../../infra/reference-stack.ts";
-import { ConfigurationError } from "../../shared/errors.ts";
+import { ConfigurationError } from "../../shared/errors/configuration.ts";
 import { testApp } from "./support.ts";
 
 const awardPoints = CONSUMERS.find((c) => c.definition.name === "award-points") as ConsumerDeployment;

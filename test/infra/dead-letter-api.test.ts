@@ -10,7 +10,7 @@ import type { IConstruct } from "constructs";
 import { beforeAll, describe, expect, it } from "vitest";
 import { ROUTES, routePermissions } from "../../functions/dead-letters-api/routes.ts";
 import { DeadLetterApi } from "../../infra/constructs/dead-letter-api.ts";
-import { ConfigurationError } from "../../shared/errors.ts";
+import { ConfigurationError } from "../../shared/errors/configuration.ts";
 import { PERMISSION } from "../../shared/http/auth.ts";
 import { logicalId, type TestEnvironment, testEnvironment } from "./support.ts";
 

@@ -15,7 +15,7 @@ import { CONSUMERS, type ConsumerDeployment } from "../../functions/consumers.ts
 import { Doctor } from "../../infra/constructs/doctor.ts";
 import { JobConsumer } from "../../infra/constructs/job-consumer.ts";
 import type { ExpectedConsumerQueues } from "../../shared/doctor/check-queues.ts";
-import { ConfigurationError } from "../../shared/errors.ts";
+import { ConfigurationError } from "../../shared/errors/configuration.ts";
 import { synthesizedReferenceStack } from "../support/synthesized-stack.ts";
 import { databaseVariables, logicalId, type TestEnvironment, testEnvironment } from "./support.ts";
 

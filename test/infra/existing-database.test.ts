@@ -7,7 +7,7 @@ import { Template } from "aws-cdk-lib/assertions";
 import { AwsSolutionsChecks } from "cdk-nag";
 import { beforeAll, describe, expect, it } from "vitest";
 import { JobfenceStack, type JobfenceStackProps } from "../../infra/reference-stack.ts";
-import { ConfigurationError } from "../../shared/errors.ts";
+import { ConfigurationError } from "../../shared/errors/configuration.ts";
 import { testApp } from "./support.ts";
 
 const SECRET = (login: string) =>

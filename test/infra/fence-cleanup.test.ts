@@ -3,7 +3,7 @@ import { Template } from "aws-cdk-lib/assertions";
 import type { IConstruct } from "constructs";
 import { beforeAll, describe, expect, it } from "vitest";
 import { FenceCleanup } from "../../infra/constructs/fence-cleanup.ts";
-import { ConfigurationError } from "../../shared/errors.ts";
+import { ConfigurationError } from "../../shared/errors/configuration.ts";
 import { databaseVariables, logicalId, type TestEnvironment, testEnvironment } from "./support.ts";
 
 let env: TestEnvironment;

@@ -9,7 +9,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { awardPointsConsumer } from "../../functions/award-points/consumer.ts";
 import { CONSUMERS, type ConsumerDeployment } from "../../functions/consumers.ts";
 import { JobConsumer } from "../../infra/constructs/job-consumer.ts";
-import { ConfigurationError } from "../../shared/errors.ts";
+import { ConfigurationError } from "../../shared/errors/configuration.ts";
 import type { RetryOverride } from "../../shared/retry/policy.ts";
 import { databaseVariables, logicalId, type TestEnvironment, testEnvironment } from "./support.ts";
 

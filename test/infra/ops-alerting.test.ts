@@ -10,7 +10,7 @@ import { Construct } from "constructs";
 import { beforeAll, describe, expect, it } from "vitest";
 import { alarmNameOf } from "../../infra/constructs/alarms.ts";
 import { OpsAlerting } from "../../infra/constructs/ops-alerting.ts";
-import { ConfigurationError } from "../../shared/errors.ts";
+import { ConfigurationError } from "../../shared/errors/configuration.ts";
 import { logicalId, testApp } from "./support.ts";
 
 let stack: Stack;

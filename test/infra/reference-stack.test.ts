@@ -13,7 +13,7 @@ import type { IConstruct } from "constructs";
 import { beforeAll, describe, expect, it } from "vitest";
 import { CONSUMERS, type ConsumerDeployment } from "../../functions/consumers.ts";
 import { JobfenceStack, stackPropsFromContext } from "../../infra/reference-stack.ts";
-import { ConfigurationError } from "../../shared/errors.ts";
+import { ConfigurationError } from "../../shared/errors/configuration.ts";
 import {
   REFERENCE_STACK_ID,
   REFERENCE_STACK_PROPS,

@@ -23,7 +23,7 @@ it("lists, gets, replays through a real queue, and discards", async () => {
       work: async (job, tx) => {
         if (failNext) {
           failNext = false;
-          const { PermanentJobError } = await import("../../shared/errors.ts");
+          const { PermanentJobError } = await import("../../shared/errors/job.ts");
           throw new PermanentJobError("first time fails");
         }
         await awardPointsConsumer.work(job, tx);

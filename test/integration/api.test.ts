@@ -18,7 +18,7 @@ import { runBulkOperations } from "../../shared/dead-letters/bulk-worker.ts";
 import { decodeCursor, encodeCursor } from "../../shared/dead-letters/cursor.ts";
 import { replayMessage } from "../../shared/dead-letters/replay-message.ts";
 import { sealKey } from "../../shared/dead-letters/seal.ts";
-import { PermanentJobError } from "../../shared/errors.ts";
+import { PermanentJobError } from "../../shared/errors/job.ts";
 import { PERMISSION, type Permission } from "../../shared/http/auth.ts";
 import {
   type ApiCall,

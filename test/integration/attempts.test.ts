@@ -21,7 +21,8 @@ import { lambdaContext } from "../../local/lambda-context.ts";
 import type { CommitMode, ConsumerDefinition, ConsumerHandler } from "../../shared/consumer.ts";
 import { createPool } from "../../shared/db/pool.ts";
 import { consumerRoleName } from "../../shared/db/queries/provision-login.ts";
-import { ConfigurationError, PermanentJobError } from "../../shared/errors.ts";
+import { ConfigurationError } from "../../shared/errors/configuration.ts";
+import { PermanentJobError } from "../../shared/errors/job.ts";
 import { retryDelaySeconds } from "../../shared/retry/policy.ts";
 import {
   award,

@@ -10,7 +10,7 @@ import { awardPointsConsumer, type awardPointsPayload } from "../../functions/aw
 import type { CommitMode, ConsumerDefinition } from "../../shared/consumer.ts";
 import { createPool } from "../../shared/db/pool.ts";
 import { consumerRoleName } from "../../shared/db/queries/provision-login.ts";
-import { PermanentJobError } from "../../shared/errors.ts";
+import { PermanentJobError } from "../../shared/errors/job.ts";
 import { MAX_BATCH_REDOS } from "../../shared/fence/batch-transaction.ts";
 import type { WorkQueries } from "../../shared/fence/work-transaction.ts";
 import {

@@ -12,7 +12,7 @@ import { pollOnce, type QueueSource } from "../../local/event-source.ts";
 import { lambdaContext } from "../../local/lambda-context.ts";
 import type { CommitMode, ConsumerDefinition, ConsumerHandler } from "../../shared/consumer.ts";
 import { bodyOf, type StoredBodyColumns } from "../../shared/db/stored-body.ts";
-import { PermanentJobError } from "../../shared/errors.ts";
+import { PermanentJobError } from "../../shared/errors/job.ts";
 import { DEFAULT_RETRY_POLICY, retryDelaySeconds } from "../../shared/retry/policy.ts";
 import {
   award,

@@ -26,7 +26,7 @@ import {
   registerFenceTtl,
 } from "../../shared/db/queries/provision-login.ts";
 import { replayDeadLetter } from "../../shared/dead-letters/replay.ts";
-import { ReplayOutlivedError } from "../../shared/errors.ts";
+import { ReplayOutlivedError } from "../../shared/errors/dead-letter.ts";
 import { runFenceCleanup } from "../../shared/fence/cleanup.ts";
 import { OUTBOX_MAX_WAIT_SECONDS, TTL_DEFAULTS, TTL_MARGIN_SECONDS } from "../../shared/fence/ttl.ts";
 import { deriveJobId } from "../../shared/index.ts";

@@ -18,7 +18,7 @@ import { createBackstopDrain, type DrainedDefinition } from "../../shared/backst
 import { createPool } from "../../shared/db/pool.ts";
 import { consumerRoleName } from "../../shared/db/queries/provision-login.ts";
 import { replayDeadLetter } from "../../shared/dead-letters/replay.ts";
-import { PermanentJobError } from "../../shared/errors.ts";
+import { PermanentJobError } from "../../shared/errors/job.ts";
 import {
   award,
   type ConsumerTestBed,

@@ -13,7 +13,7 @@ import { coreMigrationSet, type MigrationSet } from "../../shared/db/migrations.
 import { beginWithFences, fenceFingerprints } from "../../shared/db/queries/begin-with-fences.ts";
 import { consumerRoleName } from "../../shared/db/queries/provision-login.ts";
 import { jobFingerprint } from "../../shared/envelope/fingerprint.ts";
-import { MigrationError } from "../../shared/errors.ts";
+import { MigrationError } from "../../shared/errors/migration.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 import { expectRefused, SQLSTATE } from "../support/expect-pg.ts";
 import { commitFences } from "../support/fences.ts";

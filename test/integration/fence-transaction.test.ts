@@ -13,7 +13,7 @@ import {
   ForeignTransactionError,
   TransactionControlError,
   TransactionRolledBackError,
-} from "../../shared/errors.ts";
+} from "../../shared/errors/transaction.ts";
 import { FenceTransaction } from "../../shared/fence/fence-transaction.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 

@@ -13,7 +13,7 @@ import { createPool } from "../../shared/db/pool.ts";
 import { planOperation, startOperation } from "../../shared/dead-letters/bulk-operations.ts";
 import { runChunk } from "../../shared/dead-letters/bulk-worker.ts";
 import { replayDeadLetter } from "../../shared/dead-letters/replay.ts";
-import { PermanentJobError } from "../../shared/errors.ts";
+import { PermanentJobError } from "../../shared/errors/job.ts";
 import { TEST_SEAL_KEY } from "../support/api-harness.ts";
 import {
   award,

@@ -15,7 +15,7 @@ import { lambdaContext } from "../../local/lambda-context.ts";
 import { type ConsumerDefinition, type PreparedConsumer, prepareConsumer } from "../../shared/consumer.ts";
 import { createPool } from "../../shared/db/pool.ts";
 import { consumerRoleName } from "../../shared/db/queries/provision-login.ts";
-import { PermanentJobError } from "../../shared/errors.ts";
+import { PermanentJobError } from "../../shared/errors/job.ts";
 import {
   fenceTransaction,
   recordDeadLetter,

@@ -10,7 +10,7 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runMigrations } from "../../shared/db/migrate.ts";
 import { provisionLogin } from "../../shared/db/queries/provision-login.ts";
-import { MigrationLockError } from "../../shared/errors.ts";
+import { MigrationLockError } from "../../shared/errors/migration.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 
 const LOCK = "SELECT pg_advisory_lock(hashtextextended('jobfence.migrate', 0))";

@@ -7,7 +7,11 @@ import {
   type Migration,
   type MigrationSet,
 } from "../../shared/db/migrations.ts";
-import { MigrationChecksumError, MigrationError, MigrationUnknownError } from "../../shared/errors.ts";
+import {
+  MigrationChecksumError,
+  MigrationError,
+  MigrationUnknownError,
+} from "../../shared/errors/migration.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 
 const shipped = coreMigrationSet().migrations;

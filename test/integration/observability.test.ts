@@ -8,7 +8,7 @@ import { afterAll, beforeAll, expect, it, vi } from "vitest";
 import { awardPointsConsumer } from "../../functions/award-points/consumer.ts";
 import { localSqsClient } from "../../local/aws-clients.ts";
 import { runtimeMisreadsJsonKeys } from "../../shared/envelope/parse-json.ts";
-import { PermanentJobError } from "../../shared/errors.ts";
+import { PermanentJobError } from "../../shared/errors/job.ts";
 import { METRICS_NAMESPACE } from "../../shared/metrics/names.ts";
 import {
   award,

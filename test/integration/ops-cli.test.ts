@@ -14,7 +14,7 @@ import { awardPointsConsumer } from "../../functions/award-points/consumer.ts";
 import { LOCAL_ACCOUNT } from "../../local/aws-clients.ts";
 import { type OpsIo, runOps, type Terminal } from "../../ops/cli.ts";
 import { runChunk } from "../../shared/dead-letters/bulk-worker.ts";
-import { PermanentJobError } from "../../shared/errors.ts";
+import { PermanentJobError } from "../../shared/errors/job.ts";
 import { type ApiTestBed, apiTestBed } from "../support/api-harness.ts";
 import { award, invoke, sqsRecord } from "../support/consumer-harness.ts";
 

@@ -30,7 +30,7 @@ import type { StackInfo } from "../../local/stack.ts";
 import { BODY_FORM } from "../../shared/db/stored-body.ts";
 import { replayMessage } from "../../shared/dead-letters/replay-message.ts";
 import { jobFingerprint } from "../../shared/envelope/fingerprint.ts";
-import { SendRefusedError } from "../../shared/errors.ts";
+import { SendRefusedError } from "../../shared/errors/sending.ts";
 import { sendFollowUps } from "../../shared/outbox/relay.ts";
 import { fifoDeduplicationId, HASHED_TOKEN_PREFIX, sqsToken } from "../../shared/producer/fifo-ids.ts";
 import type { JobEnvelope } from "../../shared/producer/job-envelope.ts";

@@ -22,7 +22,8 @@ import { replayDeadLetter } from "../../shared/dead-letters/replay.ts";
 import { replayMessage } from "../../shared/dead-letters/replay-message.ts";
 import { messageIdStandIn } from "../../shared/envelope/envelope.ts";
 import { jobFingerprint } from "../../shared/envelope/fingerprint.ts";
-import { PermanentJobError, ReplayConflictError } from "../../shared/errors.ts";
+import { ReplayConflictError } from "../../shared/errors/dead-letter.ts";
+import { PermanentJobError } from "../../shared/errors/job.ts";
 import {
   award,
   type ConsumerTestBed,

@@ -24,7 +24,7 @@ import { supersedeAppliedDeadLetters } from "../../shared/db/queries/supersede-a
 import { planOperation, startOperation } from "../../shared/dead-letters/bulk-operations.ts";
 import { runChunk } from "../../shared/dead-letters/bulk-worker.ts";
 import { discardDeadLetter, replayDeadLetter } from "../../shared/dead-letters/replay.ts";
-import { PermanentJobError } from "../../shared/errors.ts";
+import { PermanentJobError } from "../../shared/errors/job.ts";
 import { TEST_SEAL_KEY } from "../support/api-harness.ts";
 import {
   award,

@@ -18,7 +18,7 @@ import { awardPointsConsumer } from "../../functions/award-points/consumer.ts";
 import { notifyUserConsumer } from "../../functions/notify-user/consumer.ts";
 import { createPool } from "../../shared/db/pool.ts";
 import { replayDeadLetter } from "../../shared/dead-letters/replay.ts";
-import { PermanentJobError } from "../../shared/errors.ts";
+import { PermanentJobError } from "../../shared/errors/job.ts";
 import { formatTraceparent, parseTraceparent } from "../../shared/tracing/trace-context.ts";
 import {
   award,

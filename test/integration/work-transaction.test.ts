@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createPool } from "../../shared/db/pool.ts";
 import { ensureConsumerRole } from "../../shared/db/queries/provision-login.ts";
 import { jobFingerprint } from "../../shared/envelope/fingerprint.ts";
-import { TransactionControlError, WorkLeftStatementsError } from "../../shared/errors.ts";
+import { TransactionControlError, WorkLeftStatementsError } from "../../shared/errors/transaction.ts";
 import { FenceTransaction } from "../../shared/fence/fence-transaction.ts";
 import { TRANSACTION_ENDED, type WorkQueries } from "../../shared/fence/work-transaction.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";

@@ -13,7 +13,7 @@
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { registerFenceTtl } from "../../shared/db/queries/provision-login.ts";
-import { ReplayOutlivedError } from "../../shared/errors.ts";
+import { ReplayOutlivedError } from "../../shared/errors/dead-letter.ts";
 import { TTL_DEFAULTS } from "../../shared/fence/ttl.ts";
 import { createWorld, envelope, poisonEnvelope, record, type World } from "./support/interleaving-world.ts";
 import { assertInterleavings, interleavingRuns } from "./support/interleavings.ts";

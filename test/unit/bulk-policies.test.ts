@@ -10,7 +10,7 @@ import { chunkSize } from "../../shared/dead-letters/bulk-worker.ts";
 import { confirmationRequired, issuePlanToken, readPlanToken } from "../../shared/dead-letters/plan-token.ts";
 import { replayDecision } from "../../shared/dead-letters/replay.ts";
 import { seal, sealKey, unseal } from "../../shared/dead-letters/seal.ts";
-import { InvalidPlanTokenError, PlanExpiredError } from "../../shared/errors.ts";
+import { InvalidPlanTokenError, PlanExpiredError } from "../../shared/errors/bulk-operation.ts";
 
 describe("seal", () => {
   const key = sealKey(randomBytes(32));

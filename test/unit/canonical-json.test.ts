@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { parseJsonExact } from "../../shared/db/exact-json.ts";
 import { canonicalJson } from "../../shared/envelope/canonical-json.ts";
 import { parseJsonStrict } from "../../shared/envelope/parse-json.ts";
-import { CanonicalJsonError } from "../../shared/errors.ts";
+import { CanonicalJsonError } from "../../shared/errors/job.ts";
 import { seededRandom } from "../reliability/support/figures.ts";
 
 /** The CanonicalJsonError `fn` throws; fails the test when it throws anything else or nothing. */

@@ -6,7 +6,7 @@ import {
   consumerConfigFromEnv,
   parseConsumerConfig,
 } from "../../shared/config/consumer-config.ts";
-import { ConfigurationError } from "../../shared/errors.ts";
+import { ConfigurationError } from "../../shared/errors/configuration.ts";
 
 const DATABASE_URL = "postgres://consumer:secret@localhost:5432/jobfence";
 const BUS = "jobfence-ops";

@@ -10,7 +10,7 @@ import { drainConfigFromEnv } from "../../shared/backstop/drain.ts";
 import { consumerConfigFromEnv, parseConsumerConfig } from "../../shared/config/consumer-config.ts";
 import { DATABASE_ENV, databaseConnection } from "../../shared/config/fields.ts";
 import { CREDENTIALS_DEFAULTS, sslOption } from "../../shared/db/credentials.ts";
-import { ConfigurationError } from "../../shared/errors.ts";
+import { ConfigurationError } from "../../shared/errors/configuration.ts";
 
 const URL = "postgres://jobfence@127.0.0.1:5432/jobfence";
 const ARN = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:jobfence/db/ops-AbCdEf";

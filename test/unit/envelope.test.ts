@@ -2,7 +2,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { JOB_ID_MAX_LENGTH, type ParsedMessage, parseMessage } from "../../shared/envelope/envelope.ts";
-import { POISON_REASON, PoisonMessageError, type PoisonReason } from "../../shared/errors.ts";
+import { POISON_REASON, PoisonMessageError, type PoisonReason } from "../../shared/errors/job.ts";
 
 const MESSAGE_ID = "5fea7756-0ea4-451a-a703-a558b933e274";
 

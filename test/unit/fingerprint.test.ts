@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { FINGERPRINT_BYTES, fingerprintHex, jobFingerprint } from "../../shared/envelope/fingerprint.ts";
-import { CanonicalJsonError } from "../../shared/errors.ts";
+import { CanonicalJsonError } from "../../shared/errors/job.ts";
 
 const TENANT = "t_42";
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
+import { PermanentJobError, RetriesExhaustedError } from "../../shared/errors/job.ts";
 import { describeError, LAST_ERROR_LIMITS } from "../../shared/errors/last-error.ts";
-import { PermanentJobError, RetriesExhaustedError } from "../../shared/errors.ts";
 
 /** Like node-postgres: instances are named plain "error". */
 class DatabaseError extends Error {

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { checksumOf, coreMigrationSet, loadMigrations } from "../../shared/db/migrations.ts";
-import { MigrationFileError } from "../../shared/errors.ts";
+import { MigrationFileError } from "../../shared/errors/migration.ts";
 
 function folder(files: Record<string, string>): string {
   const dir = mkdtempSync(join(tmpdir(), "jf-migrations-"));

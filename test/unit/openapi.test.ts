@@ -13,7 +13,7 @@ import {
   problemSchema,
 } from "../../functions/dead-letters-api/openapi.ts";
 import { ROUTES, type RouteSpec, routePermissions } from "../../functions/dead-letters-api/routes.ts";
-import { PROBLEM, type ProblemKind } from "../../shared/errors.ts";
+import { PROBLEM, type ProblemKind } from "../../shared/errors/http.ts";
 import { problemType } from "../../shared/http/problem.ts";
 
 type Json = Record<string, unknown>;

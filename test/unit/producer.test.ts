@@ -5,13 +5,13 @@ import { z } from "zod";
 import { parseSendArgs, SEND_DEFAULT_TENANT } from "../../local/send.ts";
 import { envelopeSchema, JOB_ID_MAX_LENGTH } from "../../shared/envelope/envelope.ts";
 import { jobFingerprint } from "../../shared/envelope/fingerprint.ts";
+import { JobfenceError } from "../../shared/errors/jobfence-error.ts";
 import {
   INVALID_JOB_REASON,
   InvalidJobError,
-  JobfenceError,
   JobIdDerivationError,
   SendRefusedError,
-} from "../../shared/errors.ts";
+} from "../../shared/errors/sending.ts";
 import {
   fifoDeduplicationId,
   HASHED_TOKEN_PREFIX,

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { retryPolicyFromEnv } from "../../shared/config/retry-env.ts";
-import { ConfigurationError } from "../../shared/errors.ts";
+import { ConfigurationError } from "../../shared/errors/configuration.ts";
 import { DEFAULT_RETRY_POLICY } from "../../shared/retry/policy.ts";
 
 describe("retry timing from the environment", () => {

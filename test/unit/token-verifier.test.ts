@@ -8,7 +8,8 @@
 import { afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { API_ENV, apiConfigFromEnv } from "../../functions/dead-letters-api/config.ts";
 import { serveHttpApi } from "../../local/http-adapter.ts";
-import { ConfigurationError, HttpProblem, PROBLEM } from "../../shared/errors.ts";
+import { ConfigurationError } from "../../shared/errors/configuration.ts";
+import { HttpProblem, PROBLEM } from "../../shared/errors/http.ts";
 import {
   createTokenVerifier,
   MAX_TOKEN_AGE_BOUNDS,

@@ -6,7 +6,7 @@
 import fc from "fast-check";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
-import { TransactionControlError } from "../../shared/errors.ts";
+import { TransactionControlError } from "../../shared/errors/transaction.ts";
 import {
   guardTransaction,
   TRANSACTION_ENDED,

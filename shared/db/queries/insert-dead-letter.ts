@@ -22,9 +22,10 @@
  * Only the conflict path changes: a write that inserts takes the one statement it always took.
  * A wait that outlasts the session's lock_timeout is an error, so the record stays in its queue.
  */
+
+import { DeadLetterRaceError } from "../../errors/dead-letter.ts";
 import type { ErrorKind } from "../../errors/error-kind.ts";
 import type { LastError } from "../../errors/last-error.ts";
-import { DeadLetterRaceError } from "../../errors.ts";
 import type { Queryable } from "../queryable.ts";
 import type { StoredBody } from "../stored-body.ts";
 import type { AttemptEntry } from "./message-attempts.ts";

@@ -5,7 +5,7 @@
  * exactly one of them.
  */
 import { createHash } from "node:crypto";
-import { UnexpectedDatabaseAnswerError } from "../../errors.ts";
+import { UnexpectedDatabaseAnswerError } from "../../errors/database.ts";
 import type { Queryable } from "../queryable.ts";
 import { scramSha256Verifier } from "../scram.ts";
 

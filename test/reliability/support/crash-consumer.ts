@@ -5,7 +5,7 @@
  */
 import { awardPointsConsumer } from "../../../functions/award-points/consumer.ts";
 import type { CommitMode, ConsumerDefinition } from "../../../shared/consumer.ts";
-import { PermanentJobError } from "../../../shared/errors.ts";
+import { PermanentJobError } from "../../../shared/errors/job.ts";
 import type { FaultPoint } from "../../../shared/fault-points.ts";
 import type { RetryPolicy } from "../../../shared/retry/policy.ts";
 

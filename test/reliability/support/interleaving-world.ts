@@ -24,7 +24,7 @@ import type { BulkFilter } from "../../../shared/dead-letters/api-schemas.ts";
 import { planOperation, startOperation } from "../../../shared/dead-letters/bulk-operations.ts";
 import { runChunk } from "../../../shared/dead-letters/bulk-worker.ts";
 import { discardDeadLetter, replayDeadLetter } from "../../../shared/dead-letters/replay.ts";
-import { PermanentJobError } from "../../../shared/errors.ts";
+import { PermanentJobError } from "../../../shared/errors/job.ts";
 import { runFenceCleanup } from "../../../shared/fence/cleanup.ts";
 import { sweepOutbox } from "../../../shared/outbox/sweep.ts";
 import { buildTestConsumer } from "../../../testing/build-consumer.ts";
