@@ -26,10 +26,11 @@ import type { ConsumerConfig, ConsumerConfigInput } from "./config/consumer-conf
 import { databaseConnection } from "./config/fields.ts";
 import { createPool } from "./db/pool.ts";
 import { reportJsonRuntime } from "./envelope/json-runtime-report.ts";
-import type { Transaction, WorkQueries } from "./fence/work-transaction.ts";
+import type { WorkQueries } from "./fence/work-transaction.ts";
 import { INTERRUPT_SHARE_OF_RESERVE } from "./invocation/deadline.ts";
 import { METRICS_NAMESPACE } from "./metrics/names.ts";
 import type { FollowUpSchemas } from "./outbox/follow-up.ts";
+import type { Transaction } from "./outbox/work-follow-ups.ts";
 import { batchCommit } from "./record/batch-commit.ts";
 import { batchLoop } from "./record/batch-loop.ts";
 import type { OutcomeObserver } from "./record/observe.ts";

@@ -26,10 +26,10 @@
  * The result is a value per record (its settlement); the record's own protocol takes it from there.
  */
 import type pg from "pg";
+import type { StagedFollowUp } from "../db/queries/insert-follow-ups.ts";
 import type { JobMessage } from "../envelope/read-message.ts";
 import { TransactionRolledBackError, WorkLeftStatementsError } from "../errors/transaction.ts";
 import { DEADLINE, type InvocationClock, untilDeadline } from "../invocation/deadline.ts";
-import type { StagedFollowUp } from "../outbox/follow-up.ts";
 import { FenceTransaction } from "./fence-transaction.ts";
 import { type FenceSettlement, settlementOfExisting } from "./settlement.ts";
 

@@ -27,6 +27,7 @@ import {
   fenceFingerprints,
   RESET_FENCE_SESSION,
 } from "../db/queries/begin-with-fences.ts";
+import type { StagedFollowUp } from "../db/queries/insert-follow-ups.ts";
 import { insertFollowUps } from "../db/queries/insert-follow-ups.ts";
 import { UnexpectedDatabaseAnswerError } from "../errors/database.ts";
 import { InvocationDeadlineError } from "../errors/job.ts";
@@ -39,7 +40,6 @@ import {
   TransactionRolledBackError,
 } from "../errors/transaction.ts";
 import { faultHook } from "../fault-points.ts";
-import type { StagedFollowUp } from "../outbox/follow-up.ts";
 import { guardTransaction, TRANSACTION_ENDED, type WorkGuard, type WorkQueries } from "./work-transaction.ts";
 
 /** The session resets after a ROLLBACK, in the same message (the COMMIT's check runs them itself). */

@@ -12,7 +12,7 @@
  * redrive) is not trusted: the database records it `outlived` (migration 0021) and a replay
  * refuses it without a reasoned override.
  */
-import { maxRetryWindowSeconds, type RetryPolicy } from "../retry/policy.ts";
+import { maxDeliveryWindowSeconds, type RetryPolicy } from "../retry/policy.ts";
 
 const DAY = 86_400;
 
@@ -95,18 +95,6 @@ export function copyWaitSeconds(
   const outbox = inputs.outboxMaxWaitSeconds ?? OUTBOX_MAX_WAIT_SECONDS;
   const drain = inputs.drainTimeoutSeconds ?? DRAIN_TIMEOUT_SECONDS;
   return { outbox, queues, drain, total: outbox + queues + drain };
-}
-
-/**
- * The longest a job's deliveries can be spread over once it is first received: every backoff
- * delay at its jitter maximum, plus every attempt running to the function timeout.
- */
-export function maxDeliveryWindowSeconds(
-  inputs: Pick<FenceTtlInputs, "retryPolicy" | "functionTimeoutSeconds">,
-): number {
-  return (
-    maxRetryWindowSeconds(inputs.retryPolicy) + inputs.retryPolicy.maxAttempts * inputs.functionTimeoutSeconds
-  );
 }
 
 /** The smallest TTL that passes: the longest copy wait + delivery window + margin + 1 s. */

@@ -27,19 +27,9 @@
  */
 import pg from "pg";
 import { TransactionControlError } from "../errors/transaction.ts";
-import type { FollowUpSchemas, SendFollowUp } from "../outbox/follow-up.ts";
 
 /** The fence transaction's `query`, and nothing else of the client. */
 export type WorkQueries = Pick<pg.ClientBase, "query">;
-
-/**
- * What the work gets: the fence transaction's `query`, and `send` for the follow-ups its consumer
- * declares (`sends`): each is written to the outbox in this transaction and sent once it commits
- * (shared/outbox/). Returns the follow-up's job id.
- */
-export type Transaction<F extends FollowUpSchemas = Record<never, never>> = WorkQueries & {
-  readonly send: SendFollowUp<F>;
-};
 
 /** Why a call on a closed guard is refused. */
 export const TRANSACTION_ENDED =

@@ -13,8 +13,10 @@
  * it, so the index is stable wherever it matters: every send of one committed row carries the same
  * id, and the target's fence absorbs a row sent twice.
  */
+
 import type { z } from "zod";
 import { CONSUMER_NAME } from "../config/fields.ts";
+import type { StagedFollowUp } from "../db/queries/insert-follow-ups.ts";
 import { canonicalJson } from "../envelope/canonical-json.ts";
 import type { Job } from "../envelope/envelope.ts";
 import { jobFingerprint } from "../envelope/fingerprint.ts";
@@ -62,26 +64,6 @@ export interface FollowUp<P> {
 
 /** The longest key a follow-up may have, in bytes of its JSON (the outbox's CHECK, migration 0019). */
 export const FOLLOW_UP_KEY_MAX_BYTES = 1024;
-
-/** A follow-up as its outbox row holds it. */
-export interface StagedFollowUp {
-  readonly consumer: string;
-  readonly parentJobId: string;
-  readonly target: string;
-  readonly jobId: string;
-  /**
-   * The key deriveJobId took after the parent job id, as its RFC 8785 JSON: stored with the row, so
-   * the database recomputes the job id (migration 0019).
-   */
-  readonly key: string;
-  readonly tenantId: string;
-  readonly correlationId: string;
-  /** The envelope as JSON text: the message body, sent as it is. */
-  readonly body: string;
-  readonly fingerprint: Buffer;
-  readonly groupId: string | null;
-  readonly traceparent: string | null;
-}
 
 /** The `send` a job's work is given. Returns the follow-up's job id. */
 export type SendFollowUp<F extends FollowUpSchemas> = <K extends keyof F & string>(

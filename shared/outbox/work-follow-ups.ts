@@ -7,18 +7,28 @@ import type { Logger } from "@aws-lambda-powertools/logger";
 import type { Metrics } from "@aws-lambda-powertools/metrics";
 import type { SQSClient } from "@aws-sdk/client-sqs";
 import type pg from "pg";
+import type { StagedFollowUp } from "../db/queries/insert-follow-ups.ts";
 import type { Job } from "../envelope/envelope.ts";
 import { describeError } from "../errors/last-error.ts";
 import type { FenceTransaction } from "../fence/fence-transaction.ts";
-import type { Transaction } from "../fence/work-transaction.ts";
+import type { WorkQueries } from "../fence/work-transaction.ts";
 import {
   type FollowUpSchemas,
   followUpSender,
   refuseFollowUps,
   type SenderSpec,
-  type StagedFollowUp,
+  type SendFollowUp,
 } from "./follow-up.ts";
 import { relayAfterCommit, type TargetQueues } from "./relay.ts";
+
+/**
+ * What the work gets: the fence transaction's `query`, and `send` for the follow-ups its consumer
+ * declares (`sends`): each is written to the outbox in this transaction and sent once it commits
+ * (shared/outbox/). Returns the follow-up's job id.
+ */
+export type Transaction<F extends FollowUpSchemas = Record<never, never>> = WorkQueries & {
+  readonly send: SendFollowUp<F>;
+};
 
 /** What the follow-ups of a consumer need. */
 export interface FollowUpOptions {

@@ -24,6 +24,7 @@
  */
 import type { SQSRecord } from "aws-lambda";
 import type { z } from "zod";
+import type { StagedFollowUp } from "../db/queries/insert-follow-ups.ts";
 import { EMPTY_LEDGER } from "../db/queries/message-attempts.ts";
 import { isRecordChainError } from "../dead-letters/classify.ts";
 import type { DeadLetterSink } from "../dead-letters/write-dead-letter.ts";
@@ -40,9 +41,7 @@ import { describeError } from "../errors/last-error.ts";
 import { WorkLeftStatementsError } from "../errors/transaction.ts";
 import { FenceTransaction } from "../fence/fence-transaction.ts";
 import { type FenceSettlement, settlementOfExisting } from "../fence/settlement.ts";
-import type { Transaction } from "../fence/work-transaction.ts";
-import type { StagedFollowUp } from "../outbox/follow-up.ts";
-import { type FollowUpOptions, WorkFollowUps } from "../outbox/work-follow-ups.ts";
+import { type FollowUpOptions, type Transaction, WorkFollowUps } from "../outbox/work-follow-ups.ts";
 import { isLastAttempt } from "../retry/policy.ts";
 import { queueUrlFromArn } from "../sqs/queue-url.ts";
 import { inSpan, type RecordSpans, traceparentOf } from "../tracing/spans.ts";

@@ -19,8 +19,12 @@
  * `validateFenceTtl` (shared/fence/ttl.ts): the numbers, the arithmetic, what breaks and what to
  * change.
  */
-import { maxDeliveryWindowSeconds } from "../fence/ttl.ts";
-import { type RetryPolicy, SQS_MAX_VISIBILITY_SECONDS, validateRetryPolicy } from "./policy.ts";
+import {
+  maxDeliveryWindowSeconds,
+  type RetryPolicy,
+  SQS_MAX_VISIBILITY_SECONDS,
+  validateRetryPolicy,
+} from "./policy.ts";
 
 /** Everything the validation needs to know about one consumer's deliveries. */
 export interface DeliveryTimings {

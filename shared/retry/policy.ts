@@ -134,3 +134,16 @@ export function maxRetryWindowSeconds(policy: RetryPolicy): number {
   }
   return total;
 }
+
+/**
+ * The longest a job's deliveries can be spread over once it is first received: every backoff
+ * delay at its jitter maximum, plus every attempt running to the function timeout.
+ */
+export function maxDeliveryWindowSeconds(inputs: {
+  readonly retryPolicy: RetryPolicy;
+  readonly functionTimeoutSeconds: number;
+}): number {
+  return (
+    maxRetryWindowSeconds(inputs.retryPolicy) + inputs.retryPolicy.maxAttempts * inputs.functionTimeoutSeconds
+  );
+}

@@ -5,7 +5,6 @@
  */
 import { describe, expect, it } from "vitest";
 import { CONSUMERS, type ConsumerDeployment, resolveDeliveryTimings } from "../../functions/consumers.ts";
-import { maxDeliveryWindowSeconds } from "../../shared/fence/ttl.ts";
 import {
   DELIVERY_TIMING_DEFAULTS,
   type DeliveryTimings,
@@ -18,7 +17,7 @@ import {
   VISIBILITY_TO_TIMEOUT_RATIO,
   validateDeliveryTimings,
 } from "../../shared/retry/delivery-timings.ts";
-import { DEFAULT_RETRY_POLICY } from "../../shared/retry/policy.ts";
+import { DEFAULT_RETRY_POLICY, maxDeliveryWindowSeconds } from "../../shared/retry/policy.ts";
 
 const DAY = 86_400;
 const awardPoints = CONSUMERS.find((c) => c.definition.name === "award-points") as ConsumerDeployment;

@@ -7,14 +7,13 @@ import {
   BACKSTOP_RETENTION_SECONDS,
   copyWaitSeconds,
   DRAIN_TIMEOUT_SECONDS,
-  maxDeliveryWindowSeconds,
   minimumFenceTtlSeconds,
   OUTBOX_MAX_WAIT_SECONDS,
   TTL_DEFAULTS,
   TTL_MARGIN_SECONDS,
   validateFenceTtl,
 } from "../../shared/fence/ttl.ts";
-import { DEFAULT_RETRY_POLICY } from "../../shared/retry/policy.ts";
+import { DEFAULT_RETRY_POLICY, maxDeliveryWindowSeconds } from "../../shared/retry/policy.ts";
 
 const DAY = 86_400;
 const defaults = {

@@ -23,14 +23,7 @@ const ALLOWED_CYCLES: readonly (readonly string[])[] = [];
  * between the files of two concepts, that no file-level cycle shows. The list may only shrink:
  * a pair that no longer imports each other must leave it.
  */
-const FOLDERS_STILL_IMPORTING_EACH_OTHER: readonly (readonly [string, string])[] = [
-  // insert-follow-ups writes outbox/follow-up.ts's StagedFollowUp, which fence/ and record/ import
-  // too: it moves down once the spine and the transaction guard have landed.
-  ["shared/db/queries", "shared/outbox"],
-  // The spine (record/) and the transaction guard (fence/) are being rewritten.
-  ["shared/fence", "shared/outbox"],
-  ["shared/fence", "shared/retry"],
-];
+const FOLDERS_STILL_IMPORTING_EACH_OTHER: readonly (readonly [string, string])[] = [];
 
 // ---------------------------------------------------------------------------------------------
 // The scanner

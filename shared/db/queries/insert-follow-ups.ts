@@ -7,8 +7,27 @@
  * for the consumer, the job id deriveJobId gives for the parent and the key, a body of that id, and
  * the parent's fence written by this same transaction.
  */
-import type { StagedFollowUp } from "../../outbox/follow-up.ts";
 import type { Queryable } from "../queryable.ts";
+
+/** A follow-up as its outbox row holds it. */
+export interface StagedFollowUp {
+  readonly consumer: string;
+  readonly parentJobId: string;
+  readonly target: string;
+  readonly jobId: string;
+  /**
+   * The key deriveJobId took after the parent job id, as its RFC 8785 JSON: stored with the row, so
+   * the database recomputes the job id (migration 0019).
+   */
+  readonly key: string;
+  readonly tenantId: string;
+  readonly correlationId: string;
+  /** The envelope as JSON text: the message body, sent as it is. */
+  readonly body: string;
+  readonly fingerprint: Buffer;
+  readonly groupId: string | null;
+  readonly traceparent: string | null;
+}
 
 const INSERT = `
   INSERT INTO core.outbox
