@@ -25,7 +25,6 @@ import {
   type FencesInserted,
   fenceCommit,
   fenceFingerprints,
-  RESET_FENCE_SESSION,
 } from "../db/queries/begin-with-fences.ts";
 import type { StagedFollowUp } from "../db/queries/insert-follow-ups.ts";
 import { insertFollowUps } from "../db/queries/insert-follow-ups.ts";
@@ -40,10 +39,13 @@ import {
   TransactionRolledBackError,
 } from "../errors/transaction.ts";
 import { faultHook } from "../fault-points.ts";
+import {
+  AFTER_ROLLBACK_RESET,
+  endLoan,
+  forgetPreparedStatements,
+  rollBackAndRelease,
+} from "./connection-loan.ts";
 import { guardTransaction, TRANSACTION_ENDED, type WorkGuard, type WorkQueries } from "./work-transaction.ts";
-
-/** The session resets after a ROLLBACK, in the same message (the COMMIT's check runs them itself). */
-const AFTER_ROLLBACK_RESET = `;\n${RESET_FENCE_SESSION}`;
 
 /** SQLSTATE of core.fence_commit_check when the role or search_path changed (migration 0023). */
 const SCOPE_CHANGED_SQLSTATE = "JF003";
@@ -334,44 +336,4 @@ function commitFailure(error: unknown): unknown {
   }
   if (code === IN_FAILED_TRANSACTION) return new TransactionRolledBackError("ROLLBACK");
   return error;
-}
-
-/**
- * Ends the loan after an error: a server's answer (an error with an SQLSTATE) skipped the rest of
- * its message, the session resets among it, and leaves the connection usable once rolled back and
- * reset; anything else (a broken socket, a timeout) leaves its state unknown, so it is destroyed.
- */
-async function endLoan(client: pg.PoolClient, error: unknown, reset: boolean): Promise<void> {
-  if (error instanceof pg.DatabaseError) {
-    await rollBackAndRelease(client, reset);
-  } else {
-    client.release(asError(error));
-  }
-}
-
-/** ROLLBACK (and the session resets when the work may have changed the session), then release. */
-async function rollBackAndRelease(client: pg.PoolClient, reset: boolean): Promise<void> {
-  try {
-    await client.query(reset ? `ROLLBACK${AFTER_ROLLBACK_RESET}` : "ROLLBACK");
-    if (reset) forgetPreparedStatements(client);
-    client.release();
-  } catch (rollbackError) {
-    client.release(asError(rollbackError));
-  }
-}
-
-/**
- * DEALLOCATE ALL dropped the session's prepared statements, the ones pg prepared for named queries
- * among them: pg's record of them goes too, or it would bind to statements that no longer exist.
- */
-function forgetPreparedStatements(client: pg.ClientBase): void {
-  const connection = (client as { connection?: Record<string, unknown> }).connection;
-  if (connection === undefined) return;
-  if ("parsedStatements" in connection) connection.parsedStatements = {};
-  if ("submittedNamedStatements" in connection) connection.submittedNamedStatements = {};
-}
-
-/** `value` as an Error, for APIs that take one. */
-export function asError(value: unknown): Error {
-  return value instanceof Error ? value : new Error(String(value));
 }

@@ -3,24 +3,19 @@
  * {@link RecordSpine.handleRecord} reads in the order it runs:
  *
  *   1 read     the body becomes a job (its fingerprint taken), or poison
- *   2 fence    a redelivery first claims its delivery in the attempt ledger (a statement of its
- *              own: it learns the failures so far; too many interruptions, or a last attempt that
- *              already failed → spent); then BEGIN + fence insert → a fresh fence (go on) | the
- *              job's own fence (duplicate) | another job's (conflict) | a lock wait behind another
- *              delivery of the job (held)
+ *   2 fence    a redelivery first claims its delivery in the attempt ledger (learning its failures;
+ *              a message interrupted too often or already exhausted is spent); then BEGIN + fence
+ *              insert → fresh (go on) | duplicate | conflict | held (a lock wait behind another delivery)
  *   3 work     the consumer's effect, on the fence's transaction
  *   4 commit   COMMIT (the server refuses any other), then the relay of the work's follow-ups
- *   5 settle   a failure: the transaction rolled back, then the decision (decide.ts): retry
- *              through SQS visibility, held, or a dead letter in a transaction of its own
- *   6 observe  one metric per outcome, a log line for anything but success or a duplicate
+ *   5 settle   a failure: rolled back, then decided (decide.ts): retry, held, or a dead letter
+ *   6 finish   the outcome the spine decided, observed: a metric, a log line, the span's end
  *
- * A record is acked only when it was applied, was a duplicate, or its dead letter committed. A
- * first delivery that succeeds reads and writes nothing but its fence and its work. Once the
- * invocation's time is up (the record's `signal`), no step does anything more for the record.
- *
- * Each step is also a method the Middy middlewares of shared/middy/ call from a user's own chain
- * (validateJob → {@link read}, fenceTransaction → {@link fence}/{@link commit}/{@link abandon},
- * recordDeadLetter → {@link settle}); {@link finish} ends every record, whichever way it ran.
+ * A record is acked only when applied, a duplicate, or its dead letter committed. A first delivery
+ * that succeeds writes nothing but its fence and its work. Once the invocation's time is up (the
+ * record's `signal`), no step does anything more for the record. The Middy middlewares of
+ * shared/middy/ call the same steps from a user's own chain; every step acts on the context
+ * {@link RecordSpine.receive} made, and {@link RecordSpine.finish} ends every record.
  */
 import type { SQSRecord } from "aws-lambda";
 import type { z } from "zod";
@@ -244,10 +239,10 @@ export class RecordSpine<S extends z.ZodType> {
    */
   async abandon(context: RecordContext<z.output<S>>): Promise<Error | undefined> {
     const rc = this.#own(context);
-    const fence = heldFence(rc);
-    if (fence === undefined || rc.state.step === "received" || rc.state.step === "poison") return undefined;
-    rc.state = { step: "abandoned", message: rc.state.message };
-    return fence.abandon();
+    const { state } = rc;
+    if (state.step !== "open" && state.step !== "working" && state.step !== "worked") return undefined;
+    rc.state = { step: "abandoned", message: state.message };
+    return state.fence.abandon();
   }
 
   /** Step 5: a failure of any step, settled once: the fence rolled back, then the decision. Never throws. */
@@ -294,27 +289,20 @@ export class RecordSpine<S extends z.ZodType> {
   async finish(context: RecordContext<z.output<S>>): Promise<RecordOutcome> {
     const rc = this.#contexts.get(context.record);
     if (rc === undefined) return { status: "failed", error: foreignContext() };
+    const open = heldFence(rc) !== undefined;
+    if (open) await this.abandon(rc);
     let outcome: RecordOutcome;
-    if (heldFence(rc) !== undefined) {
-      await this.abandon(rc);
+    if (rc.state.step === "applied" || rc.state.step === "duplicate") outcome = { status: rc.state.step };
+    else if (rc.settled && !open) outcome = rc.settled;
+    else {
+      // A middleware returned early: past the commit (the fence was still open), or past everything.
       await this.#releaseClaim(rc);
+      const why = open
+        ? "with the fence transaction open: rolled back"
+        : "without applying the job or settling a failure";
       outcome = {
         status: "failed",
-        error: new RecordChainError(
-          "the chain ended with the fence transaction open (a middleware returned early): rolled back",
-        ),
-      };
-    } else if (rc.state.step === "applied" || rc.state.step === "duplicate") {
-      outcome = { status: rc.state.step };
-    } else if (rc.settled) {
-      outcome = rc.settled;
-    } else {
-      await this.#releaseClaim(rc);
-      outcome = {
-        status: "failed",
-        error: new RecordChainError(
-          "the chain ended without applying the job or settling a failure (a middleware returned early)",
-        ),
+        error: new RecordChainError(`the chain ended ${why} (a middleware returned early)`),
       };
     }
     observeRecord(this.#o, rc, outcome);
