@@ -75,7 +75,7 @@ export class FenceTransaction {
   readonly #client: pg.PoolClient;
   readonly #guard: WorkGuard;
   /** The transaction's id, when it inserted a fence (only then can work run in it), and its scope. */
-  readonly #inserted: Pick<FencesInserted, "xid" | "scope">;
+  readonly #inserted: Pick<FencesInserted, "xid" | "scope" | "scopeSql">;
   /**
    * The fences this transaction inserted and has not withdrawn: the COMMIT check requires each
    * still there, so a work that withdrew its own fence (core.withdraw_own_fences) cannot commit.
@@ -91,7 +91,7 @@ export class FenceTransaction {
   private constructor(
     client: pg.PoolClient,
     consumer: string,
-    inserted: Pick<FencesInserted, "xid" | "scope" | "fresh">,
+    inserted: Pick<FencesInserted, "xid" | "scope" | "fresh" | "scopeSql">,
     jobIds: string[],
     startedAt: number,
   ) {
@@ -323,7 +323,7 @@ function commitFailure(error: unknown): unknown {
   if (code === SCOPE_CHANGED_SQLSTATE) {
     return new TransactionControlError(
       "SET ROLE / SET search_path",
-      "the work changed the transaction's role or search_path and did not restore them (batch-mates share the transaction); qualify names instead. Nothing was committed",
+      "the work changed the transaction's role or search_path (in batch-commit mode also a setting, or left a temporary relation) and did not restore them: batch-mates share the transaction. Nothing was committed",
       { cause: error },
     );
   }

@@ -183,6 +183,40 @@ describe("batch-commit mode", () => {
   });
 
   it.each([
+    ["SET LOCAL DateStyle", "SET LOCAL DateStyle = 'SQL, DMY'"],
+    [
+      "a temporary table shadowing the table its mates write",
+      "CREATE TEMP TABLE batch_seen (job_id text, datestyle text)",
+    ],
+  ])("a batch-mate's %s does not reach the later works: the batch is redone per record", async (_, sql) => {
+    const prefix = sql.startsWith("SET") ? "seen-d" : "seen-t";
+    await bed.db.withClient((c) =>
+      c.query(
+        "CREATE TABLE IF NOT EXISTS public.batch_seen (job_id text, datestyle text); GRANT INSERT, SELECT ON public.batch_seen TO PUBLIC",
+      ),
+    );
+    const { definition } = counted(async (jobId, tx) => {
+      if (jobId === `${prefix}-0`) await tx.query(sql);
+      // Unqualified, as a work may write its own tables: a temporary table of the name would take it.
+      await tx.query("INSERT INTO batch_seen (job_id, datestyle) VALUES ($1, current_setting('DateStyle'))", [
+        jobId,
+      ]);
+    });
+    expect(await invoke(bed.consumer(definition), records(prefix, 4))).toEqual([]);
+    const { rows } = await bed.db.withClient((c) =>
+      c.query<{ job_id: string; datestyle: string }>(
+        "SELECT job_id, datestyle FROM public.batch_seen WHERE job_id LIKE $1 ORDER BY job_id",
+        [`${prefix}-%`],
+      ),
+    );
+    // Each later record's effect committed once, in the session's own settings.
+    const mates = rows.filter((r) => r.job_id !== `${prefix}-0`);
+    expect(mates).toEqual([1, 2, 3].map((i) => ({ job_id: `${prefix}-${i}`, datestyle: "ISO, MDY" })));
+    for (const i of [1, 2, 3])
+      expect(await effectsOf(bed.db, `${prefix}-${i}`)).toMatchObject({ ledger: 1, fences: 1 });
+  });
+
+  it.each([
     ["a COMMIT the server refuses", "COMMIT AND NO CHAIN"],
     ["a ROLLBACK", "ROLLBACK AND NO CHAIN"],
   ])(

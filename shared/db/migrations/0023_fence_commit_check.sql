@@ -81,7 +81,7 @@ BEGIN
       USING ERRCODE = 'JF004';
   END IF;
   IF began IS DISTINCT FROM scope THEN
-    RAISE EXCEPTION 'the fence transaction began as % and would commit as %: the work changed its role or search_path and did not restore it',
+    RAISE EXCEPTION 'the fence transaction began as % and would commit as %: the work changed its role or search_path (in a batch: also a setting, or made a temporary relation) and did not restore it',
       began, scope
       USING ERRCODE = 'JF003';
   END IF;

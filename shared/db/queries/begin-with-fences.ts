@@ -47,8 +47,23 @@ import { FINGERPRINT_BYTES } from "../../envelope/fingerprint.ts";
 export const FENCE_SCOPE =
   "pg_catalog.format('%I %s', current_user, pg_catalog.current_setting('search_path'))";
 
+/**
+ * A batch's scope: {@link FENCE_SCOPE}, every server setting's value (as a digest; extensions' and
+ * placeholders' dotted names aside, which appear as their libraries load) and whether the session
+ * has a temporary relation. Batch-mates share the transaction, so one work's SET LOCAL (a DateStyle,
+ * a TimeZone, standard_conforming_strings) or temporary table (which would shadow a table of the
+ * same name for the next work) must not reach a later record's work: the COMMIT check then finds the
+ * scope changed, the batch fails without a culprit, and each record is redone alone.
+ */
+export const BATCH_FENCE_SCOPE = `pg_catalog.format('%s %s %s', ${FENCE_SCOPE},
+    (SELECT pg_catalog.md5(pg_catalog.string_agg(s.name || '=' || s.setting, ',' ORDER BY s.name))
+       FROM pg_catalog.pg_settings AS s WHERE s.name NOT LIKE '%.%'),
+    EXISTS (SELECT FROM pg_catalog.pg_class AS c WHERE c.relnamespace = pg_catalog.pg_my_temp_schema()))`;
+
 /** Marks the transaction as a fence transaction, with the scope it began with (for this transaction only). */
-const MARK_FENCE_TRANSACTION = `SELECT pg_catalog.set_config('jobfence.fence_scope', ${FENCE_SCOPE}, true) AS scope`;
+function markFenceTransaction(scopeSql: string): string {
+  return `SELECT pg_catalog.set_config('jobfence.fence_scope', ${scopeSql}, true) AS scope`;
+}
 
 /** The fences of one transaction. */
 export interface FenceSet {
@@ -74,8 +89,10 @@ export interface FencesInserted {
   readonly fresh: Set<string>;
   /** The transaction's id (xid8 as text), or null when no fence was inserted. */
   readonly xid: string | null;
-  /** The role and search_path the transaction began with ({@link FENCE_SCOPE}). */
+  /** The role and search_path the transaction began with ({@link FENCE_SCOPE}; a batch's, {@link BATCH_FENCE_SCOPE}). */
   readonly scope: string;
+  /** The expression the scope was read with, and is read with again at the COMMIT check. @default FENCE_SCOPE */
+  readonly scopeSql?: string;
 }
 
 /**
@@ -92,8 +109,9 @@ export async function beginWithFences(client: pg.ClientBase, fences: FenceSet): 
   // Sorted here (UTF-16 order: any order works, as long as every transaction uses the same one);
   // PostgreSQL inserts a VALUES list in the order written, and needs no sort of its own.
   const rows = [...byId].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, job]) => row(job));
+  const scopeSql = rows.length > 1 ? BATCH_FENCE_SCOPE : FENCE_SCOPE;
   const results = (await client.query(
-    `BEGIN;\n${MARK_FENCE_TRANSACTION};\n${fenceInsert(fences.consumer, fences.ttlSeconds, rows)}`,
+    `BEGIN;\n${markFenceTransaction(scopeSql)};\n${fenceInsert(fences.consumer, fences.ttlSeconds, rows)}`,
   )) as unknown as [
     unknown,
     pg.QueryResult<{ scope: string }>,
@@ -103,7 +121,12 @@ export async function beginWithFences(client: pg.ClientBase, fences: FenceSet): 
   const inserted = Array.isArray(results) ? results[2] : undefined;
   if (!inserted || scope === undefined)
     throw new RangeError("BEGIN and the fence insert returned no results");
-  return { fresh: new Set(inserted.rows.map((r) => r.job_id)), xid: inserted.rows[0]?.xid ?? null, scope };
+  return {
+    fresh: new Set(inserted.rows.map((r) => r.job_id)),
+    xid: inserted.rows[0]?.xid ?? null,
+    scope,
+    scopeSql,
+  };
 }
 
 /**
@@ -115,15 +138,15 @@ export async function beginWithFences(client: pg.ClientBase, fences: FenceSet): 
  * ({@link RESET_FENCE_SESSION}). With no fence inserted there is nothing to check.
  */
 export function fenceCommit(
-  inserted: Pick<FencesInserted, "xid" | "scope" | "fresh">,
+  inserted: Pick<FencesInserted, "xid" | "scope" | "fresh" | "scopeSql">,
   reset = false,
 ): string {
-  const { xid, scope, fresh } = inserted;
+  const { xid, scope, fresh, scopeSql = FENCE_SCOPE } = inserted;
   if (xid === null) return `${reset ? RESET_FENCE_SESSION : "SELECT"};\nCOMMIT`;
   // Spliced into the SQL: it must be the digits PostgreSQL sent.
   if (!/^\d+$/.test(xid)) throw new RangeError(`not a transaction id: ${xid}`);
   const fences = `ARRAY[${[...fresh].map((id) => pg.escapeLiteral(id)).join(", ")}]::text[]`;
-  return `SELECT core.fence_commit_check('${xid}'::xid8, ${pg.escapeLiteral(scope)}, ${FENCE_SCOPE}, ${reset}, ${fences});\nCOMMIT`;
+  return `SELECT core.fence_commit_check('${xid}'::xid8, ${pg.escapeLiteral(scope)}, ${scopeSql}, ${reset}, ${fences});\nCOMMIT`;
 }
 
 /**
