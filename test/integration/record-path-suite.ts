@@ -600,6 +600,8 @@ export function recordPathSuite(commitMode: CommitMode): void {
         "UPDATE pg_settings SET setting = 'Asia/Tokyo' WHERE name = 'TimeZone'",
         "LISTEN jobs",
         "SELECT pg_advisory_lock(31)",
+        // The follow-up's key check reads its pattern the same whatever the caller's setting.
+        "SET standard_conforming_strings = off",
       ]) {
         it(`${JSON.stringify(statement)}: the job applies, the next job finds the session as the first found it`, async () => {
           const seen: unknown[] = [];
