@@ -31,13 +31,14 @@ import { INTERRUPT_SHARE_OF_RESERVE } from "./invocation/deadline.ts";
 import { METRICS_NAMESPACE } from "./metrics/names.ts";
 import type { FollowUpSchemas } from "./outbox/follow-up.ts";
 import type { Transaction } from "./outbox/work-follow-ups.ts";
+import { WorkFollowUps } from "./outbox/work-follow-ups.ts";
 import { batchCommit } from "./record/batch-commit.ts";
 import { batchLoop } from "./record/batch-loop.ts";
 import type { OutcomeObserver } from "./record/observe.ts";
 import type { RecordOutcome } from "./record/outcome.ts";
-import type { RecordContext } from "./record/record-context.ts";
+import type { RecordContext, WorkJob } from "./record/record-context.ts";
 import { returnToQueue } from "./record/return-to-queue.ts";
-import { RecordSpine, type WorkJob } from "./record/spine.ts";
+import { RecordSpine } from "./record/spine.ts";
 import type { RetryOverride, RetryPolicy } from "./retry/policy.ts";
 import { RecordSpans } from "./tracing/spans.ts";
 
@@ -180,12 +181,20 @@ export function prepareConsumer<S extends z.ZodType, F extends FollowUpSchemas =
   const commitMode = definition.commitMode ?? "per-record";
   const spans = new RecordSpans(consumer);
   const sends = definition.sends ?? {};
+  const outbox = new WorkFollowUps({
+    consumer,
+    ...(Object.keys(sends).length > 0 ? { followUps: { consumer, sends, queues: config.outboxQueues } } : {}),
+    pool,
+    sqs,
+    metrics,
+    logger,
+  });
   const spine = new RecordSpine<S>({
+    outbox,
     consumer,
     payload: definition.payload,
     work: definition.work,
     ...(definition.fingerprint ? { fingerprint: definition.fingerprint } : {}),
-    ...(Object.keys(sends).length > 0 ? { followUps: { consumer, sends, queues: config.outboxQueues } } : {}),
     pool,
     ttlSeconds: config.fenceTtlSeconds,
     sqs,
@@ -209,6 +218,8 @@ export function prepareConsumer<S extends z.ZodType, F extends FollowUpSchemas =
           pool,
           ttlSeconds: config.fenceTtlSeconds,
           returnReserveMs: timings.returnReserveMs,
+          consumer,
+          outbox,
           metrics,
           logger,
         })

@@ -26,19 +26,18 @@ import {
   fenceCommit,
   fenceFingerprints,
 } from "../db/queries/begin-with-fences.ts";
-import type { StagedFollowUp } from "../db/queries/insert-follow-ups.ts";
-import { insertFollowUps } from "../db/queries/insert-follow-ups.ts";
+import { insertFollowUps, type StagedFollowUp } from "../db/queries/insert-follow-ups.ts";
 import { UnexpectedDatabaseAnswerError } from "../errors/database.ts";
 import { InvocationDeadlineError } from "../errors/job.ts";
 import type { FollowUpRefusedError } from "../errors/sending.ts";
 import {
   FenceLockTimeoutError,
-  FOREIGN_TRANSACTION_SQLSTATE,
   ForeignTransactionError,
   TransactionControlError,
   TransactionRolledBackError,
 } from "../errors/transaction.ts";
 import { faultHook } from "../fault-points.ts";
+import { commitFailure } from "./commit-failure.ts";
 import {
   AFTER_ROLLBACK_RESET,
   endLoan,
@@ -47,17 +46,8 @@ import {
 } from "./connection-loan.ts";
 import { guardTransaction, TRANSACTION_ENDED, type WorkGuard, type WorkQueries } from "./work-transaction.ts";
 
-/** SQLSTATE of core.fence_commit_check when the role or search_path changed (migration 0023). */
-const SCOPE_CHANGED_SQLSTATE = "JF003";
-
-/** SQLSTATE of core.fence_commit_check when a fence of the transaction was withdrawn by its work. */
-const FENCE_WITHDRAWN_SQLSTATE = "JF004";
-
 /** SQLSTATE of a lock wait that ran into lock_timeout. */
 const LOCK_NOT_AVAILABLE = "55P03";
-
-/** SQLSTATE of a statement sent into a transaction that has already failed. */
-const IN_FAILED_TRANSACTION = "25P02";
 
 /** What opening the transaction found. */
 export interface OpenedFences {
@@ -309,31 +299,4 @@ export class FenceTransaction {
     this.#ended = true;
     this.#guard.close();
   }
-}
-
-/** What a failed commit (or checked rollback) means to the record. */
-function commitFailure(error: unknown): unknown {
-  const code = (error as { code?: unknown }).code;
-  if (code === FOREIGN_TRANSACTION_SQLSTATE) {
-    return new ForeignTransactionError(
-      "the transaction open at the harness's COMMIT or ROLLBACK is not the fence's: something ended it and began another; the harness rolled it back",
-      { cause: error },
-    );
-  }
-  if (code === SCOPE_CHANGED_SQLSTATE) {
-    return new TransactionControlError(
-      "SET ROLE / SET search_path",
-      "the work changed the transaction's role or search_path (in batch-commit mode also a setting, or left a temporary relation) and did not restore them: batch-mates share the transaction. Nothing was committed",
-      { cause: error },
-    );
-  }
-  if (code === FENCE_WITHDRAWN_SQLSTATE) {
-    return new TransactionControlError(
-      "core.withdraw_own_fences",
-      "the work withdrew a fence of its own transaction (only the batch harness may): nothing was committed",
-      { cause: error },
-    );
-  }
-  if (code === IN_FAILED_TRANSACTION) return new TransactionRolledBackError("ROLLBACK");
-  return error;
 }

@@ -15,16 +15,20 @@ import { describeError } from "../errors/last-error.ts";
 import { type BatchRecord, settleBatch } from "../fence/batch-transaction.ts";
 import { INTERRUPT_SHARE_OF_RESERVE, type InvocationClock } from "../invocation/deadline.ts";
 import { METRIC } from "../metrics/names.ts";
+import type { WorkFollowUps } from "../outbox/work-follow-ups.ts";
 import { orderedGroupOf, type PreparedRecord } from "./batch-loop.ts";
 import { receiveCountOf } from "./record-context.ts";
 import type { RecordSpine } from "./spine.ts";
 
 /** What the batch step needs beside the spine. */
 export interface BatchCommitOptions {
+  readonly consumer: string;
   readonly pool: pg.Pool;
   readonly ttlSeconds: number;
   /** The return reserve: the interrupted record's write gets its share of it. */
   readonly returnReserveMs: number;
+  /** Relays what the batch's committed transaction wrote to the outbox. */
+  readonly outbox: WorkFollowUps;
   readonly metrics: Metrics;
   readonly logger: Logger;
 }
@@ -55,7 +59,7 @@ export function batchCommit<S extends z.ZodType>(
     );
     try {
       const report = await settleBatch(
-        { pool: o.pool, consumer: spine.consumer, ttlSeconds: o.ttlSeconds, clock },
+        { pool: o.pool, consumer: o.consumer, ttlSeconds: o.ttlSeconds, clock },
         batch,
       );
       for (const [r, settlement] of report.settlements) {
@@ -66,12 +70,8 @@ export function batchCommit<S extends z.ZodType>(
         // The batch's time ran out in this record's work: the batch is rolled back and returned,
         // and the interruption is this record's.
         const { record, read } = report.interrupted as Entry;
-        await spine.interruptedInBatch(
-          record,
-          read,
-          clock.signal,
-          o.returnReserveMs * INTERRUPT_SHARE_OF_RESERVE,
-        );
+        const interrupted = spine.receive(record, clock.signal, { read });
+        await spine.interruptedInBatch(interrupted, o.returnReserveMs * INTERRUPT_SHARE_OF_RESERVE);
         o.metrics.addMetric(METRIC.recordInterrupted, MetricUnit.Count, 1);
         o.logger.warn(
           "the invocation's time ran out in the batch transaction; rolled back, every record returned",
@@ -83,7 +83,7 @@ export function batchCommit<S extends z.ZodType>(
         );
       }
       // The batch committed: its follow-ups go now, before any record is reported.
-      await spine.relay(report.followUps, { records: records.length });
+      await o.outbox.relay(report.followUps, { records: records.length });
       if (report.redos > 0) o.metrics.addMetric(METRIC.batchRedone, MetricUnit.Count, report.redos);
       if (report.redos > 0 || report.deferred > 0) {
         o.logger.info("batch transaction: records taken out, redone or left to transactions of their own", {

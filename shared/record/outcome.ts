@@ -1,7 +1,4 @@
-/**
- * What became of one SQS record: the value the spine returns and the batch loop reports. Acked
- * outcomes leave the queue; every other one stays for SQS to redeliver.
- */
+/** What became of one SQS record: the value the spine decides and the batch loop reports. */
 import type { ErrorKind } from "../errors/error-kind.ts";
 
 /** What became of a record. Acked outcomes leave the queue; every other one stays for SQS to redeliver. */

@@ -19,7 +19,6 @@
  */
 import type { SQSRecord } from "aws-lambda";
 import type { z } from "zod";
-import type { StagedFollowUp } from "../db/queries/insert-follow-ups.ts";
 import { EMPTY_LEDGER } from "../db/queries/message-attempts.ts";
 import { isRecordChainError } from "../dead-letters/classify.ts";
 import type { DeadLetterSink } from "../dead-letters/write-dead-letter.ts";
@@ -36,7 +35,7 @@ import { describeError } from "../errors/last-error.ts";
 import { WorkLeftStatementsError } from "../errors/transaction.ts";
 import { FenceTransaction } from "../fence/fence-transaction.ts";
 import { type FenceSettlement, settlementOfExisting } from "../fence/settlement.ts";
-import { type FollowUpOptions, type Transaction, WorkFollowUps } from "../outbox/work-follow-ups.ts";
+import type { Transaction, WorkFollowUps } from "../outbox/work-follow-ups.ts";
 import { isLastAttempt } from "../retry/policy.ts";
 import { queueUrlFromArn } from "../sqs/queue-url.ts";
 import { inSpan, type RecordSpans, traceparentOf } from "../tracing/spans.ts";
@@ -53,11 +52,11 @@ import {
   workJob,
 } from "./record-context.ts";
 
-export type { WorkJob };
-
 /** What the spine needs: the consumer's definition, its limits and the environment's clients. */
-export interface SpineOptions<S extends z.ZodType> extends DecisionOptions, Observers, FollowUpOptions {
+export interface SpineOptions<S extends z.ZodType> extends DecisionOptions, Observers {
   readonly consumer: string;
+  /** The work's `tx` and the relay of what it sent. */
+  readonly outbox: WorkFollowUps;
   readonly payload: S;
   // biome-ignore lint/suspicious/noExplicitAny: the definition's own follow-up targets
   readonly work: (job: WorkJob<z.output<S>>, tx: Transaction<any>) => Promise<void>;
@@ -76,8 +75,6 @@ export interface SpineOptions<S extends z.ZodType> extends DecisionOptions, Obse
 /** The steps of one record; one instance per consumer, no state of its own between records. */
 export class RecordSpine<S extends z.ZodType> {
   readonly #o: SpineOptions<S>;
-  /** What the work's `tx` is made of, and the relay of what it sent. */
-  readonly #followUps: WorkFollowUps;
   /** The records of an event come from one queue: its URL is derived once, not once per record. */
   #lastQueue: { arn: string; url: string } | undefined;
   /**
@@ -88,12 +85,6 @@ export class RecordSpine<S extends z.ZodType> {
 
   constructor(options: SpineOptions<S>) {
     this.#o = options;
-    this.#followUps = new WorkFollowUps(options);
-  }
-
-  /** The consumer's name. */
-  get consumer(): string {
-    return this.#o.consumer;
   }
 
   /** The path of one record, top to bottom. Never throws. */
@@ -230,7 +221,7 @@ export class RecordSpine<S extends z.ZodType> {
     throwIfAborted(rc);
     const fenceMs = await state.fence.commit();
     rc.state = { step: "applied", message: state.message, fenceMs };
-    await this.relay(state.fence.followUps, recordLogKeys(rc));
+    await this.#o.outbox.relay(state.fence.followUps, recordLogKeys(rc));
   }
 
   /**
@@ -331,29 +322,20 @@ export class RecordSpine<S extends z.ZodType> {
    */
   runWork(record: SQSRecord, job: Job<z.output<S>>, attempt: number, fence: FenceTransaction): Promise<void> {
     const span = this.#o.spans?.of(record);
-    const tx = this.#followUps.transaction(fence, job, traceparentOf(span));
+    const tx = this.#o.outbox.transaction(fence, job, traceparentOf(span));
     return inSpan(span, () => this.#o.work(workJob(record, job, attempt), tx));
   }
 
   /**
    * Batch mode: the invocation's time ran out in this record's work, in the batch's transaction
-   * (rolled back with the batch): its interruption is recorded, within `timeoutMs`. Never throws.
+   * (rolled back with the batch; `context` is {@link receive}'s, with how the batch read it): its
+   * interruption is recorded, within `timeoutMs`. Never throws.
    */
-  async interruptedInBatch(
-    record: SQSRecord,
-    read: ReadMessage<z.output<S>>,
-    signal: AbortSignal,
-    timeoutMs: number,
-  ): Promise<void> {
-    const rc = this.receive(record, signal, { read });
-    if (!("poison" in read)) rc.state = { step: "parsed", message: read };
+  async interruptedInBatch(context: RecordContext<z.output<S>>, timeoutMs: number): Promise<void> {
+    const rc = this.#own(context);
+    if (rc.state.step === "received" && rc.read && !("poison" in rc.read)) this.read(rc);
     rc.working = true;
     await recordInterruption(this.#o, rc, timeoutMs);
-  }
-
-  /** Sends what a committed transaction wrote to the outbox (the batch's, in batch mode). Never throws. */
-  relay(staged: readonly StagedFollowUp[], logKeys: Readonly<Record<string, unknown>> = {}): Promise<void> {
-    return this.#followUps.relay(staged, logKeys);
   }
 
   async #openFence(
