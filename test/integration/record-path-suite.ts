@@ -583,8 +583,10 @@ export function recordPathSuite(commitMode: CommitMode): void {
             }),
           },
         );
+      /** A role a superuser login can make the session's user, member of award-points' role. */
+      const SESSION_MEMBER = `jft_session_member_${process.pid}`;
       const SESSION = `
-        SELECT pg_backend_pid() AS pid, current_setting('search_path') AS search_path,
+        SELECT pg_backend_pid() AS pid, session_user AS session_user, current_setting('search_path') AS search_path,
                current_setting('TimeZone') AS time_zone, current_user AS "user",
                coalesce(current_setting('x.y', true), '') AS custom,
                (SELECT count(*)::int FROM pg_listening_channels()) AS listening,
@@ -602,15 +604,24 @@ export function recordPathSuite(commitMode: CommitMode): void {
         "SELECT pg_advisory_lock(31)",
         // The follow-up's key check reads its pattern the same whatever the caller's setting.
         "SET standard_conforming_strings = off",
+        // A superuser login (as the tests' is) can change the session's user, and put the role back.
+        [`SET SESSION AUTHORIZATION ${SESSION_MEMBER}`, "SET ROLE jobfence_consumer_award_points"],
       ]) {
         it(`${JSON.stringify(statement)}: the job applies, the next job finds the session as the first found it`, async () => {
           const seen: unknown[] = [];
           const consumer = onOneConnection(async (job, tx) => {
             seen.push((await tx.query(SESSION)).rows[0]);
-            if (job.jobId.endsWith("-first")) await tx.query(statement);
+            if (job.jobId.endsWith("-first")) for (const each of [statement].flat()) await tx.query(each);
             await awardPointsConsumer.work(job, tx);
           });
-          const prefix = `tx-session-${statement.replace(/\W+/g, "-")}`;
+          const prefix = `tx-session-${String(statement).replace(/\W+/g, "-")}`;
+          if (Array.isArray(statement))
+            // Roles are the cluster's: one of this process's own, so files running at once never race on it.
+            await bed.db.withClient((c) =>
+              c.query(
+                `DO $$ BEGIN CREATE ROLE ${SESSION_MEMBER}; EXCEPTION WHEN duplicate_object THEN NULL; END $$; GRANT jobfence_consumer_award_points TO ${SESSION_MEMBER}`,
+              ),
+            );
           for (const which of ["first", "next"]) {
             const body = JSON.stringify(award(`${prefix}-${which}`, 1, "u-session"));
             expect(await invoke(consumer, [sqsRecord(body)])).toEqual([]);

@@ -37,7 +37,8 @@
 -- message the harness sends anyway.
 
 -- What a work may have changed of its pooled session, undone: settings (RESET ALL leaves those the
--- connection started with at their startup values, and does not touch role), the role (RESET ROLE
+-- connection started with at their startup values, and does not touch role), the session's user (a
+-- superuser login may have changed it), the role (RESET ROLE
 -- returns to the one the connection started with), LISTEN, session advisory locks, cursors WITH
 -- HOLD, temporary objects, prepared statements (the client's record of its own prepared statements
 -- must then be cleared too). DISCARD ALL would do it all but cannot run inside a transaction or a
@@ -45,6 +46,8 @@
 CREATE FUNCTION core.reset_fence_session() RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
+  -- First: it also resets the role, which RESET ROLE then returns to the connection's own.
+  RESET SESSION AUTHORIZATION;
   RESET ALL;
   RESET ROLE;
   UNLISTEN *;
