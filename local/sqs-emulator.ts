@@ -1,7 +1,24 @@
 /** The fauxqs SQS emulator, in process, on a free port of 127.0.0.1. */
 import { randomUUID } from "node:crypto";
-import { type FauxqsServer, startFauxqs } from "fauxqs";
+import type { FauxqsServer } from "fauxqs";
+import { ConfigurationError } from "../shared/errors/configuration.ts";
 import { LOCAL_REGION } from "./aws-clients.ts";
+
+/**
+ * The emulator package, imported when an emulator starts: it is an optional peer dependency of the
+ * published package (only the testing kit and the local stack use it), and it needs Node 22.5 or
+ * later (`node:sqlite`), so importing `jobfence/testing` alone never loads it.
+ */
+async function importFauxqs(): Promise<typeof import("fauxqs")> {
+  try {
+    return await import("fauxqs");
+  } catch (error) {
+    throw new ConfigurationError("SQS emulator", [
+      `the npm package fauxqs could not be loaded (${(error as Error).message}): the testing kit and the ` +
+        "local stack need it as a dev dependency (npm install --save-dev fauxqs), on Node 22.5 or later",
+    ]);
+  }
+}
 
 /** A running emulator. */
 export interface SqsEmulator {
@@ -22,6 +39,7 @@ export interface SqsEmulator {
 export async function startSqsEmulator(
   options: { port?: number; dataDir?: string } = {},
 ): Promise<SqsEmulator> {
+  const { startFauxqs } = await importFauxqs();
   const server = await startFauxqs({
     port: options.port ?? 0,
     host: "127.0.0.1",

@@ -131,6 +131,20 @@ export interface ConsumerParts {
 /** The Lambda handler, with what a host needs to manage it. */
 export type ConsumerHandler = MiddyfiedHandler<SQSEvent, SQSBatchResponse, Error, Context> & ConsumerParts;
 
+/**
+ * A consumer's SQS handler however it was built (`createConsumer`, or a user's own Middy chain over
+ * `prepareConsumer`), with what a host needs to manage it: what the local stack and the testing kit
+ * invoke.
+ */
+export type HostedConsumer = ((event: SQSEvent, context: Context) => Promise<SQSBatchResponse>) &
+  ConsumerParts;
+
+/** The parts of a prepared consumer a host needs, beside its handler. */
+export function consumerParts(prepared: ConsumerParts): ConsumerParts {
+  const { consumer, retryPolicy, commitMode, config, pool } = prepared;
+  return { consumer, retryPolicy, commitMode, config, pool };
+}
+
 /** Runs one record's path to its observed outcome: the spine's own, or a user's Middy chain. */
 export type RecordRunner<P> = (rc: RecordContext<P>, context: Context) => Promise<RecordOutcome>;
 
@@ -257,9 +271,8 @@ export function createConsumer<S extends z.ZodType, F extends FollowUpSchemas = 
   runtime: ConsumerRuntime = {},
 ): ConsumerHandler {
   const prepared = prepareConsumer(definition, runtime);
-  const { consumer, retryPolicy, commitMode, config, pool, logger, metrics } = prepared;
   const handler = middy<SQSEvent, SQSBatchResponse, Error, Context>(prepared.records())
-    .use(injectLambdaContext(logger))
-    .use(logMetrics(metrics));
-  return Object.assign(handler, { consumer, retryPolicy, commitMode, config, pool });
+    .use(injectLambdaContext(prepared.logger))
+    .use(logMetrics(prepared.metrics));
+  return Object.assign(handler, consumerParts(prepared));
 }

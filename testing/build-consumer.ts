@@ -4,15 +4,19 @@
  * exactly the privileges a deployed consumer has, so a test that passes also proves its
  * migration's grants suffice (a missing GRANT fails the test as it would fail production).
  */
+import type { Context, SQSBatchResponse, SQSEvent } from "aws-lambda";
 import type pg from "pg";
 import type { z } from "zod";
 import type { ConsumerConfigInput } from "../shared/config/consumer-config.ts";
 import {
   type CommitMode,
   type ConsumerDefinition,
-  type ConsumerHandler,
   type ConsumerRuntime,
+  consumerParts,
   createConsumer,
+  type HostedConsumer,
+  type PreparedConsumer,
+  prepareConsumer,
 } from "../shared/consumer.ts";
 import { createPool } from "../shared/db/pool.ts";
 import { consumerRoleName } from "../shared/db/queries/provision-login.ts";
@@ -29,8 +33,16 @@ export interface TestConsumerTarget {
   readonly services: Pick<TestServices, "sqs" | "eventBridge">;
 }
 
+/**
+ * A consumer's own Lambda handler, built over the consumer jobfence prepared: a user's Middy chain
+ * (`sqsRecords(consumer, middy(runWork(consumer)).use(…))`) with whatever wraps it.
+ */
+export type ConsumerChain<S extends z.ZodType> = (
+  consumer: PreparedConsumer<S>,
+) => (event: SQSEvent, context: Context) => Promise<SQSBatchResponse>;
+
 /** How to build it, beside the definition. */
-export interface TestConsumerOptions {
+export interface TestConsumerOptions<S extends z.ZodType = z.ZodType> {
   /**
    * The runtime, as `createConsumer` takes it; its clients default to the services'. A `pool`
    * given here is used as it is (its role is the caller's business). A `config` given here is the
@@ -46,11 +58,17 @@ export interface TestConsumerOptions {
   readonly poolMax?: number;
   /** Applied when the definition does not choose. @default the definition's, else "per-record" */
   readonly commitMode?: CommitMode;
+  /**
+   * The handler the deployment builds, when it is not `createConsumer`'s: given the consumer
+   * prepared with the runtime above, it returns the Lambda handler (a user's own Middy chain).
+   * @default createConsumer
+   */
+  readonly chain?: ConsumerChain<S>;
 }
 
 /** The handler, and the pool it uses (the caller ends it). */
 export interface TestConsumer {
-  readonly handler: ConsumerHandler;
+  readonly handler: HostedConsumer;
   readonly pool: pg.Pool;
 }
 
@@ -58,9 +76,9 @@ export interface TestConsumer {
 export function buildTestConsumer<S extends z.ZodType, F extends FollowUpSchemas = Record<never, never>>(
   definition: ConsumerDefinition<S, F>,
   target: TestConsumerTarget,
-  options: TestConsumerOptions = {},
+  options: TestConsumerOptions<S> = {},
 ): TestConsumer {
-  const { runtime = {}, configure, lockTimeoutMs = 5000, poolMax = 4, commitMode } = options;
+  const { runtime = {}, configure, lockTimeoutMs = 5000, poolMax = 4, commitMode, chain } = options;
   const pool =
     runtime.pool ??
     createPool({
@@ -72,14 +90,16 @@ export function buildTestConsumer<S extends z.ZodType, F extends FollowUpSchemas
   const withMode =
     commitMode && definition.commitMode === undefined ? { ...definition, commitMode } : definition;
   try {
-    const handler = createConsumer(withMode, {
+    const wired: ConsumerRuntime = {
       sqs: target.services.sqs,
       eventBridge: target.services.eventBridge,
       ...runtime,
       config: runtime.config ?? { ...configure, databaseUrl: target.databaseUrl, opsBusName: TEST_OPS_BUS },
       pool,
-    });
-    return { handler, pool };
+    };
+    if (chain === undefined) return { handler: createConsumer(withMode, wired), pool };
+    const prepared = prepareConsumer(withMode, wired);
+    return { handler: Object.assign(chain(prepared), consumerParts(prepared)), pool };
   } catch (error) {
     // A refused configuration must not leave the pool built for it behind.
     if (!runtime.pool) void pool.end();

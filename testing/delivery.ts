@@ -14,7 +14,7 @@ import {
 import type { SQSRecord } from "aws-lambda";
 import { deliver, receiveRecords } from "../local/event-source.ts";
 import { lambdaContext } from "../local/lambda-context.ts";
-import type { ConsumerHandler, OutcomeObserver } from "../shared/consumer.ts";
+import type { HostedConsumer, OutcomeObserver } from "../shared/consumer.ts";
 import { messageIdStandIn } from "../shared/envelope/envelope.ts";
 import { parseJson } from "../shared/envelope/parse-json.ts";
 import type { ErrorKind } from "../shared/errors/error-kind.ts";
@@ -113,7 +113,7 @@ export class OutcomeRecorder {
 export interface QueueDriverOptions {
   readonly sqs: SQSClient;
   readonly queue: TestQueue;
-  readonly handler: ConsumerHandler;
+  readonly handler: HostedConsumer;
   readonly recorder: OutcomeRecorder;
   /** Watches the handler's SQS client: which records it made visible again. */
   readonly visibility: VisibilityWatch;

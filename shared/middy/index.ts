@@ -29,6 +29,8 @@ import { ConfigurationError } from "../errors/configuration.ts";
 import type { RecordOutcome } from "../record/outcome.ts";
 import type { RecordContext } from "../record/record-context.ts";
 
+// The consumer a chain is built over: validated and wired once, at the Lambda's init.
+export { type PreparedConsumer, prepareConsumer } from "../consumer.ts";
 export { fenceTransaction } from "./fence-transaction.ts";
 export { recordDeadLetter } from "./record-dead-letter.ts";
 export type { SpineOf } from "./spine-of.ts";

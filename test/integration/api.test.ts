@@ -12,7 +12,7 @@ import { awardPointsConsumer, type awardPointsPayload } from "../../functions/aw
 import { deliver, pollOnce, type QueueSource, toSqsRecord } from "../../local/event-source.ts";
 import { lambdaContext } from "../../local/lambda-context.ts";
 import { createLocalIssuer, LOCAL_AUDIENCE, LOCAL_ISSUER } from "../../local/tokens.ts";
-import type { ConsumerDefinition, ConsumerHandler } from "../../shared/consumer.ts";
+import type { ConsumerDefinition, HostedConsumer } from "../../shared/consumer.ts";
 import { lockDeadLetter } from "../../shared/db/queries/replay-queries.ts";
 import { runBulkOperations } from "../../shared/dead-letters/bulk-worker.ts";
 import { decodeCursor, encodeCursor } from "../../shared/dead-letters/cursor.ts";
@@ -80,7 +80,7 @@ async function queueSource(name: string, attributes: Record<string, string> = {}
 }
 
 /** Polls until the queue is empty, as Lambda's event source mapping would; returns the deliveries. */
-async function drain(source: QueueSource, handler: ConsumerHandler): Promise<number> {
+async function drain(source: QueueSource, handler: HostedConsumer): Promise<number> {
   let delivered = 0;
   for (let round = 0; round < 50; round++) {
     const { received } = await pollOnce(source, handler, lambdaContext(handler.consumer));

@@ -18,7 +18,7 @@ import { awardPoints } from "../../functions/award-points/award.ts";
 import { awardPointsConsumer } from "../../functions/award-points/consumer.ts";
 import { deliver, receiveRecords } from "../../local/event-source.ts";
 import { lambdaContext } from "../../local/lambda-context.ts";
-import type { CommitMode, ConsumerDefinition, ConsumerHandler } from "../../shared/consumer.ts";
+import type { CommitMode, ConsumerDefinition, HostedConsumer } from "../../shared/consumer.ts";
 import { createPool } from "../../shared/db/pool.ts";
 import { consumerRoleName } from "../../shared/db/queries/provision-login.ts";
 import { ConfigurationError } from "../../shared/errors/configuration.ts";
@@ -116,7 +116,7 @@ interface DeadLetterRow {
 /** Runs `jobs` as one batch: the one at `culprit` is dead-lettered and applies nothing, the rest apply once. */
 async function expectOnlyCulprit(
   db: TestDatabase,
-  handler: ConsumerHandler,
+  handler: HostedConsumer,
   jobs: readonly string[],
   culprit: number,
 ): Promise<void> {
@@ -134,7 +134,7 @@ async function expectOnlyCulprit(
 }
 
 async function invokeWith(
-  handler: ConsumerHandler,
+  handler: HostedConsumer,
   records: SQSRecord[],
   context: Context,
 ): Promise<string[]> {

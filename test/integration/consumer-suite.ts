@@ -10,7 +10,7 @@ import { awardPointsConsumer, type awardPointsPayload } from "../../functions/aw
 import { localSqsClient } from "../../local/aws-clients.ts";
 import { pollOnce, type QueueSource } from "../../local/event-source.ts";
 import { lambdaContext } from "../../local/lambda-context.ts";
-import type { CommitMode, ConsumerDefinition, ConsumerHandler } from "../../shared/consumer.ts";
+import type { CommitMode, ConsumerDefinition, HostedConsumer } from "../../shared/consumer.ts";
 import { bodyOf, type StoredBodyColumns } from "../../shared/db/stored-body.ts";
 import { PermanentJobError } from "../../shared/errors/job.ts";
 import { DEFAULT_RETRY_POLICY, retryDelaySeconds } from "../../shared/retry/policy.ts";
@@ -146,7 +146,7 @@ export function consumerSuite(commitMode: CommitMode): void {
         const body = JSON.stringify(award(jobId, 5, `u-ac1-${round}`));
         const results = await Promise.all(
           Array.from({ length: 12 }, (_, i) =>
-            invoke(handlers[i % handlers.length] as ConsumerHandler, [sqsRecord(body)]),
+            invoke(handlers[i % handlers.length] as HostedConsumer, [sqsRecord(body)]),
           ),
         );
         expect(results.flat()).toEqual([]);

@@ -15,7 +15,7 @@ import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { awardPointsConsumer, type awardPointsPayload } from "../../functions/award-points/consumer.ts";
-import type { CommitMode, ConsumerDefinition, ConsumerHandler } from "../../shared/consumer.ts";
+import type { CommitMode, ConsumerDefinition, HostedConsumer } from "../../shared/consumer.ts";
 import { createPool } from "../../shared/db/pool.ts";
 import { consumerRoleName } from "../../shared/db/queries/provision-login.ts";
 import { replayDeadLetter } from "../../shared/dead-letters/replay.ts";
@@ -62,7 +62,7 @@ export function recordPathSuite(commitMode: CommitMode): void {
   let bed: ConsumerTestBed;
   let ops: pg.Pool;
   let queueUrl: string;
-  let handler: ConsumerHandler;
+  let handler: HostedConsumer;
 
   beforeAll(async () => {
     bed = await consumerTestBed({ commitMode });

@@ -17,8 +17,8 @@ import type { ConsumerConfigInput } from "../../shared/config/consumer-config.ts
 import type {
   CommitMode,
   ConsumerDefinition,
-  ConsumerHandler,
   ConsumerRuntime,
+  HostedConsumer,
 } from "../../shared/consumer.ts";
 import { ensureConsumerRole } from "../../shared/db/queries/provision-login.ts";
 import type { FollowUpSchemas } from "../../shared/outbox/follow-up.ts";
@@ -53,7 +53,7 @@ export interface ConsumerTestBed {
       /** Configuration beside the bed's database and bus (retention, timings, …). */
       configure?: Partial<ConsumerConfigInput>;
     },
-  ): ConsumerHandler;
+  ): HostedConsumer;
   /** Ensures consumer `name`'s group role in the bed's database (as migrating its set would). */
   consumerRole(name: string): Promise<string>;
   /** Creates a queue on the emulator ({@link createTestQueue}). */
@@ -171,7 +171,7 @@ export function sqsRecord(
 }
 
 /** Invokes a handler with records and returns the ids it reported as failures. */
-export async function invoke(handler: ConsumerHandler, records: SQSRecord[]): Promise<string[]> {
+export async function invoke(handler: HostedConsumer, records: SQSRecord[]): Promise<string[]> {
   const response = await handler({ Records: records }, lambdaContext(handler.consumer));
   return response.batchItemFailures.map((f) => f.itemIdentifier);
 }

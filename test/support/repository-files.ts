@@ -17,6 +17,7 @@ const SKIPPED_DIRS = new Set([
   ".git",
   ".local",
   "cdk.out",
+  "dist",
   "coverage",
   "bench/results",
   "test/reliability/results",

@@ -18,7 +18,7 @@ import { localEventBridgeClient } from "../../../local/aws-clients.ts";
 import { deliver, receiveRecords } from "../../../local/event-source.ts";
 import { lambdaContext } from "../../../local/lambda-context.ts";
 import { createBackstopDrain } from "../../../shared/backstop/drain.ts";
-import type { ConsumerDefinition, ConsumerHandler } from "../../../shared/consumer.ts";
+import type { ConsumerDefinition, HostedConsumer } from "../../../shared/consumer.ts";
 import { consumerRoleName } from "../../../shared/db/queries/provision-login.ts";
 import type { BulkFilter } from "../../../shared/dead-letters/api-schemas.ts";
 import { planOperation, startOperation } from "../../../shared/dead-letters/bulk-operations.ts";
@@ -70,9 +70,9 @@ export interface World {
   /** A fresh job id. */
   jobId(tag: string): string;
   /** award-points as `actor` (a container of its own: its pool and clients are the actor's). */
-  consumer(actor: string): ConsumerHandler;
+  consumer(actor: string): HostedConsumer;
   /** The downstream consumer (named notify-user) as `actor`. */
-  downstream(actor: string): ConsumerHandler;
+  downstream(actor: string): HostedConsumer;
   /** Invokes `actor`'s award-points handler with `records`, as Lambda would; returns the failures. */
   invoke(actor: string, records: SQSRecord[]): Promise<string[]>;
   /** Receives what award-points' queue holds and delivers it to `actor`'s handler, as the event source does. */
@@ -192,13 +192,13 @@ export async function createWorld(name: string): Promise<World> {
   } satisfies ConsumerDefinition<typeof downstreamPayload>;
 
   const eventBridge = localEventBridgeClient(bed.sink.endpoint);
-  const handlers = new Map<string, ConsumerHandler>();
+  const handlers = new Map<string, HostedConsumer>();
   const build = (
     actor: string,
     // biome-ignore lint/suspicious/noExplicitAny: either definition
     definition: ConsumerDefinition<any, any>,
     queueUrl: string,
-  ): ConsumerHandler => {
+  ): HostedConsumer => {
     const key = `${definition.name}/${actor}`;
     const built = handlers.get(key);
     if (built) return built;
@@ -234,7 +234,7 @@ export async function createWorld(name: string): Promise<World> {
   const ops = (actor: string) => ({ pool: poolOf(actor, "jobfence_ops"), sqs: il.sqs(actor, bed.sqs) });
   const drains = new Map<string, ReturnType<typeof createBackstopDrain>>();
 
-  const deliverTo = async (handler: ConsumerHandler, actor: string, from: TestQueue) => {
+  const deliverTo = async (handler: HostedConsumer, actor: string, from: TestQueue) => {
     const source = { sqs: il.sqs(actor, bed.sqs), queueUrl: from.url, queueArn: from.arn };
     const records = await receiveRecords(source);
     if (records.length === 0) return 0;
