@@ -163,3 +163,12 @@ export function assertDataDeclaration(consumer: string, data: unknown): DataDecl
 function pathOf(path: readonly PropertyKey[]): string {
   return path.map((p) => (typeof p === "number" ? `[${p}]` : `.${String(p)}`)).join("");
 }
+
+/** The schemas `data` names: its tables' and its whole ones, sorted. */
+export function declaredSchemas(data: DataDeclaration): string[] {
+  const names = [
+    ...Object.keys(data.tables ?? {}).map((t) => t.split(".")[0] as string),
+    ...Object.keys(data.schemas ?? {}),
+  ];
+  return [...new Set(names)].sort();
+}

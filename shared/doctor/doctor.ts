@@ -28,7 +28,7 @@ import {
   type ObservedConsumerQueues,
 } from "./check-queues.ts";
 import { checkRoles } from "./check-roles.ts";
-import type { DeclaredConsumerData } from "./declared-data.ts";
+import { type DeclaredConsumerData, declaredSchemas } from "./declared-data.ts";
 import { CHECK, type DoctorReport, type Finding, type Skipped } from "./findings.ts";
 import { observeQueues } from "./read-queues.ts";
 
@@ -145,6 +145,11 @@ export interface DoctorOptions {
 export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
   const catalog = await readCatalog(options.db);
   const consumerSchemas: ConsumerSchemaComparison[] = [];
+  // The service's schemas a consumer declares are checked against its declaration, not described as its own.
+  const sharedSchemasOf = (consumer: string) => {
+    const declared = options.declarations?.find((d) => d.consumer === consumer);
+    return declared === undefined ? [] : declaredSchemas(declared.data);
+  };
   // Never migrated: diagnose reports that alone.
   if (catalog.migrator !== undefined) {
     for (const { consumer, file } of options.consumerSchemas ?? []) {
@@ -156,7 +161,9 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
               consumer,
               file,
               expected,
-              actual: describeConsumerSchema(await readConsumerCatalog(options.db, consumer, catalog)),
+              actual: describeConsumerSchema(
+                await readConsumerCatalog(options.db, consumer, catalog, sharedSchemasOf(consumer)),
+              ),
             },
       );
     }

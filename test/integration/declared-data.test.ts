@@ -137,6 +137,33 @@ describe("two consumers sharing a table the service's own migrations made", () =
     }
   });
 
+  it("a consumer with migrations of its own may declare the service's table too: no finding", async () => {
+    const award = "jobfence_consumer_award_points";
+    await db.withClient((c) =>
+      c.query(`GRANT USAGE ON SCHEMA billing TO ${award}; GRANT SELECT ON billing.invoices TO ${award}`),
+    );
+    try {
+      const everyone = { privileges: ["SELECT" as const], shared: true as const };
+      expect(
+        await doctor([
+          payDefinition({
+            tables: { "billing.invoices": { privileges: ["SELECT", "UPDATE"], shared: true } },
+          }),
+          receiptDefinition({
+            tables: { "billing.invoices": { privileges: ["SELECT", "UPDATE"], shared: true } },
+          }),
+          { ...payDefinition(), name: "award-points", data: { tables: { "billing.invoices": everyone } } },
+        ]),
+      ).toEqual([]);
+    } finally {
+      await db.withClient((c) =>
+        c.query(
+          `REVOKE SELECT ON billing.invoices FROM ${award}; REVOKE USAGE ON SCHEMA billing FROM ${award}`,
+        ),
+      );
+    }
+  });
+
   it("undeclared: every privilege of each role on the service's schema and table is a finding", async () => {
     const findings = await doctor([payDefinition(), receiptDefinition()]);
     expect(findings.map((f) => `${f.check} ${f.where}`).sort()).toEqual(
