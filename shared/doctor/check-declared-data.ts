@@ -93,18 +93,22 @@ function undeclared(
     const consumer = consumerOf.get(p.grantee);
     const cover = consumer === undefined ? undefined : coverage.get(consumer);
     if (declaredSharing(cover, p) !== null) continue;
-    const whose =
-      consumer === undefined ? "a consumer of no declaration given to the doctor" : `consumer ${consumer}`;
+    const whose = consumer === undefined ? undefined : `consumer ${consumer}`;
     const declare =
-      p.target === "function"
-        ? `declare its schema in ${whose}'s data (schemas: { ${p.schema}: {} })`
-        : p.target === "schema"
-          ? `declare a table of ${p.schema} in ${whose}'s data`
-          : `declare it in ${whose}'s data (tables: { "${p.object}": { privileges: ["${p.privilege}"] } })`;
+      whose === undefined
+        ? `give the doctor the definition of ${p.grantee}'s consumer, declaring it in its data`
+        : p.target === "function"
+          ? `declare its schema in ${whose}'s data (schemas: { ${p.schema}: {} })`
+          : p.target === "schema"
+            ? `declare a table of ${p.schema} in ${whose}'s data`
+            : `declare it in ${whose}'s data (tables: { "${p.object}": { privileges: ["${p.privilege}"] } })`;
     findings.push({
       check: CHECK.undeclaredPrivilege,
       where: where(p),
-      what: `${p.grantee} holds ${p.privilege}${p.grantable ? " WITH GRANT OPTION" : ""}, which ${whose} does not declare: jobfence cannot tell the consumer's own tables from another's`,
+      what:
+        `${p.grantee} holds ${p.privilege}${p.grantable ? " WITH GRANT OPTION" : ""}, which ` +
+        `${whose === undefined ? "no consumer the doctor was given declares" : `${whose} does not declare`}: ` +
+        "only what a consumer declares is known to be its to reach",
       todo: `${declare}, or ${revokeStatement(p)}`,
     });
   }
