@@ -2,7 +2,9 @@
  * The doctor's checks, pure: a crafted catalog snapshot of a healthy deployment has no finding,
  * and each kind of drift, made in a copy of it, is reported as its own kind with what to do.
  */
+import pg from "pg";
 import { describe, expect, it } from "vitest";
+import { z } from "zod";
 import { doctorConfigFromEnv } from "../../functions/doctor/config.ts";
 import { consumerSchemaFile } from "../../functions/registry.ts";
 import type {
@@ -52,6 +54,8 @@ import {
   formatFinding,
 } from "../../shared/doctor/findings.ts";
 import { classifyRoles } from "../../shared/doctor/role-kinds.ts";
+import { ConfigurationError } from "../../shared/errors/configuration.ts";
+import { createConsumer } from "../../shared/index.ts";
 
 const MIGRATOR = "jobfence_migrator";
 const AWARD = "jobfence_consumer_award_points";
@@ -1181,5 +1185,46 @@ describe("privileges outside core against what consumers declare (their definiti
         tables: { "billing.invoices": { privileges: ["INSERT"], shared: ["send-receipt"] } },
       }),
     ).toEqual([]);
+  });
+
+  it("createConsumer refuses a malformed declaration at start-up, before it receives anything", () => {
+    const definition = {
+      name: "record-payment",
+      payload: z.object({}),
+      work: async () => {},
+      data: { tables: { "Billing.Invoices": { privileges: ["SELECT"] } } },
+    } as unknown as Parameters<typeof createConsumer>[0];
+    const pool = new pg.Pool({ connectionString: "postgres://nobody@127.0.0.1:1/none" });
+    const start = () =>
+      createConsumer(definition, {
+        config: { databaseUrl: "postgres://x@127.0.0.1/y", opsBusName: "ops" },
+        pool,
+      });
+    expect(start).toThrow(ConfigurationError);
+    expect(start).toThrow(
+      /data.tables.Billing.Invoices: must be lowercase unquoted identifiers: schema.table/,
+    );
+  });
+
+  it("the doctor function reads the declarations from JOBFENCE_DOCTOR_DECLARATIONS, and refuses a malformed one", () => {
+    const DATABASE_URL = "postgres://ops@localhost:5432/jobfence";
+    const declarations = [
+      {
+        consumer: "record-payment",
+        data: { tables: { "billing.invoices": { privileges: ["SELECT"], shared: true } } },
+      },
+    ];
+    const env = (value: string) => ({
+      DATABASE_URL,
+      JOBFENCE_DOCTOR_QUEUES: "[]",
+      JOBFENCE_DOCTOR_DECLARATIONS: value,
+    });
+    expect(doctorConfigFromEnv(env(JSON.stringify(declarations))).declarations).toEqual(declarations);
+    expect(doctorConfigFromEnv({ DATABASE_URL, JOBFENCE_DOCTOR_QUEUES: "[]" }).declarations).toBeUndefined();
+    expect(() =>
+      doctorConfigFromEnv(
+        env(JSON.stringify([{ consumer: "record-payment", data: { tables: { invoices: {} } } }])),
+      ),
+    ).toThrow(/JOBFENCE_DOCTOR_DECLARATIONS/);
   });
 });
