@@ -1,8 +1,9 @@
 /**
  * The consumer registry's rules: what a consumer registered in `functions/consumers.ts` must have
  * on disk, and what is derived from it. A consumer is declared once, by its entry in CONSUMERS;
- * its folder is named after it and holds its definition (`consumer.ts`), its migrations
- * (`migrations/NNNN_*.sql`, the set that creates its tables and grants them to its role) and its
+ * its folder is named after it and holds its definition (`consumer.ts`), optionally its migrations
+ * (`migrations/NNNN_*.sql`, a set that creates tables of its own schema and grants them to its role;
+ * a consumer may have none and work on the service's tables its definition's `data` declares) and its
  * Lambda entry point (`handler.ts`), which is generated text: the one file CDK bundles is then the
  * definition the local stack runs, and cannot export the wrong name or build another consumer.
  *
@@ -15,6 +16,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { CONSUMER_NAME } from "../shared/config/fields.ts";
 import { loadMigrations, type MigrationSet } from "../shared/db/migrations.ts";
 import { consumerRoleName } from "../shared/db/queries/provision-login.ts";
+import { dataDeclarationProblems } from "../shared/doctor/declared-data.ts";
 import { ConfigurationError } from "../shared/errors/configuration.ts";
 import { MigrationFileError } from "../shared/errors/migration.ts";
 import type { ConsumerDeployment } from "./consumers.ts";
@@ -54,6 +56,11 @@ import { ${exported} } from "./consumer.ts";
 
 export const handler = createConsumer(${exported});
 `;
+}
+
+/** Whether consumer `name` has migrations of its own (a `functions/<name>/migrations/` folder). */
+export function hasConsumerMigrations(name: string, root: string = REPOSITORY_ROOT): boolean {
+  return existsSync(join(root, consumerPaths(name).migrations));
 }
 
 /**
@@ -152,6 +159,9 @@ export function consumerRegistryProblems(
     seen.set(definitionExportName(name), entry);
     problems.push(...filesProblems(root, name));
     problems.push(...exampleProblems(deployment));
+    if (deployment.definition.data !== undefined) {
+      problems.push(...dataDeclarationProblems(name, deployment.definition.data));
+    }
   }
   problems.push(...followUpTargetProblems(consumers));
   return problems;
@@ -195,7 +205,7 @@ function filesProblems(root: string, name: string): string[] {
   const at = (path: string) => join(root, path);
   if (!existsSync(at(paths.folder))) {
     return [
-      `consumer ${name} has no folder ${paths.folder}/: a consumer's folder is named after it and holds consumer.ts, handler.ts and migrations/; if its definition lives in another folder, rename that folder or the definition's name to match (a new consumer: ${SCAFFOLD_HINT})`,
+      `consumer ${name} has no folder ${paths.folder}/: a consumer's folder is named after it and holds consumer.ts, handler.ts and, if it has tables of its own, migrations/; if its definition lives in another folder, rename that folder or the definition's name to match (a new consumer: ${SCAFFOLD_HINT})`,
     ];
   }
   const problems: string[] = [];
@@ -222,11 +232,11 @@ function filesProblems(root: string, name: string): string[] {
   return problems;
 }
 
+/** A consumer's migrations are optional; when its folder has some, they must be a sound set. */
 function migrationProblems(root: string, name: string): string[] {
   const dir = consumerPaths(name).migrations;
-  const hint = `create ${dir}/0001_<description>.sql that creates its tables and grants them to ${consumerRoleName(name)}`;
-  if (!existsSync(join(root, dir)))
-    return [`consumer ${name} has no migrations (${dir}/ is missing): ${hint}`];
+  const hint = `create ${dir}/0001_<description>.sql that creates its tables and grants them to ${consumerRoleName(name)}, or remove the folder (its tables then come from the service's own migrations)`;
+  if (!hasConsumerMigrations(name, root)) return [];
   try {
     if (consumerMigrationSet(name, root).migrations.length === 0) {
       return [`consumer ${name} has no migrations (${dir}/ holds no .sql file): ${hint}`];

@@ -25,7 +25,7 @@ import {
   expectedQueues,
 } from "../functions/consumers.ts";
 import { createDeadLetterApi } from "../functions/dead-letters-api/api.ts";
-import { deploymentMigrationSets } from "../functions/migrate/sets.ts";
+import { deploymentConsumers, deploymentMigrationSets } from "../functions/migrate/sets.ts";
 import { outboxRelayInvocation, outboxRelayService } from "../functions/outbox-relay/relay.ts";
 import { verifyConsumerRegistry } from "../functions/registry.ts";
 import { createBackstopDrain } from "../shared/backstop/drain.ts";
@@ -120,7 +120,11 @@ async function start(
     databaseUrl = embedded.url;
     say(`postgres   embedded PostgreSQL, data in ${dataDir}`);
   }
-  const report = await runMigrations({ connectionString: databaseUrl, sets: deploymentMigrationSets() });
+  const report = await runMigrations({
+    connectionString: databaseUrl,
+    sets: deploymentMigrationSets(),
+    consumers: deploymentConsumers(),
+  });
   say(`migrate    schema up to date (${report.applied.length} applied now, ${report.alreadyApplied} before)`);
 
   // SQS and the ops bus.

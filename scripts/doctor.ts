@@ -1,7 +1,7 @@
 /**
  * `npm run doctor`: checks a jobfence database (roles, grants, memberships, definer functions,
- * row-level security and policies, ownership, migrations, each consumer's schemas against its
- * committed schema.txt) and the consumers' queues (retention,
+ * row-level security and policies, ownership, migrations, each consumer's own schema against its
+ * committed schema.txt and its privileges elsewhere against its definition's `data`) and the consumers' queues (retention,
  * visibility timeout, redrive) against what the migrations and functions/consumers.ts intend. It
  * prints each finding with what to do, and exits 1 when there is any.
  *
@@ -18,7 +18,7 @@ import type { SQSClient } from "@aws-sdk/client-sqs";
 import { Command, CommanderError } from "commander";
 import pg from "pg";
 import { CONSUMERS, deployedDeliveryTimings, expectedQueues } from "../functions/consumers.ts";
-import { deploymentConsumerSchemas } from "../functions/doctor/doctor.ts";
+import { deploymentConsumerSchemas, deploymentDeclarations } from "../functions/doctor/doctor.ts";
 import { deploymentMigrationSets } from "../functions/migrate/sets.ts";
 import { localSqsClient } from "../local/aws-clients.ts";
 import { stackFilePath } from "../local/local-dir.ts";
@@ -185,6 +185,7 @@ async function main(argv: readonly string[]): Promise<number> {
       db: client,
       sets: deploymentMigrationSets(),
       consumerSchemas: deploymentConsumerSchemas(),
+      declarations: deploymentDeclarations(),
       ...(queues ? { queues: { sqs: queues.sqs, expected: queues.expected } } : {}),
     });
   } catch (error) {

@@ -1,10 +1,14 @@
 /**
- * `npm run migrate`: applies the jobfence migrations to the database named by DATABASE_URL.
- * The connecting user becomes the owner of every object (the migrator) and needs CREATEROLE.
+ * `npm run migrate`: applies the jobfence migrations to the database named by DATABASE_URL: the
+ * `core` schema, the own migrations of the registered consumers that have some, and every
+ * registered consumer's group role. The connecting user becomes the owner of every object (the
+ * migrator) and needs CREATEROLE. (`migrateDatabase` in shared/commands/migrate.ts is the same for
+ * a service without this repository's registry.)
  */
 
-import { deploymentMigrationSets } from "../functions/migrate/sets.ts";
-import { runMigrations } from "../shared/db/migrate.ts";
+import { CONSUMERS } from "../functions/consumers.ts";
+import { deploymentConsumerSets } from "../functions/migrate/sets.ts";
+import { migrateDatabase } from "../shared/commands/migrate.ts";
 import { JobfenceError } from "../shared/errors/jobfence-error.ts";
 
 const url = process.env.DATABASE_URL;
@@ -13,9 +17,10 @@ if (!url) {
   process.exit(2);
 }
 try {
-  const report = await runMigrations({
-    connectionString: url,
-    sets: deploymentMigrationSets(),
+  const report = await migrateDatabase({
+    databaseUrl: url,
+    consumers: CONSUMERS.map((c) => c.definition),
+    sets: deploymentConsumerSets(),
     log: (line) => console.log(line),
   });
   console.log(

@@ -25,6 +25,7 @@ import { checkConsumer } from "./config/consumer-checks.ts";
 import type { ConsumerConfig, ConsumerConfigInput } from "./config/consumer-config.ts";
 import { databaseConnection } from "./config/fields.ts";
 import { createPool } from "./db/pool.ts";
+import { assertDataDeclaration, type DataDeclaration } from "./doctor/declared-data.ts";
 import { reportJsonRuntime } from "./envelope/json-runtime-report.ts";
 import type { WorkQueries } from "./fence/work-transaction.ts";
 import { INTERRUPT_SHARE_OF_RESERVE } from "./invocation/deadline.ts";
@@ -81,6 +82,13 @@ export interface ConsumerDefinition<S extends z.ZodType, F extends FollowUpSchem
   readonly retry?: RetryOverride;
   /** @default "per-record" */
   readonly commitMode?: CommitMode;
+  /**
+   * The service's own tables (or whole schemas) its work uses, outside jobfence's `core`: made and
+   * granted to the consumer's role by the service's migration tool. The doctor checks the role's
+   * privileges against it, and sharing a table with other consumers is declared here
+   * (docs/schema.md). @default none: the consumer works on its own schema only
+   */
+  readonly data?: DataDeclaration;
 }
 
 /** What the environment provides; everything left out is built from {@link ConsumerConfig}. */
@@ -175,6 +183,7 @@ export function prepareConsumer<S extends z.ZodType, F extends FollowUpSchemas =
     ...(runtime.config ? { config: runtime.config } : {}),
     ...(runtime.retryPolicy ? { retryPolicy: runtime.retryPolicy } : {}),
   });
+  if (definition.data !== undefined) assertDataDeclaration(definition.name, definition.data);
   const consumer = definition.name;
   const logger = runtime.logger ?? new Logger({ serviceName: consumer });
   logger.appendPersistentKeys({ consumer });

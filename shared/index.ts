@@ -36,6 +36,14 @@ export {
 } from "./consumer.ts";
 export { BODY_FORM, BODY_FORMS, type BodyForm } from "./db/stored-body.ts";
 export { DEAD_LETTER_STATUS, DEAD_LETTER_STATUSES, type DeadLetterStatus } from "./dead-letters/status.ts";
+export {
+  type DataDeclaration,
+  RELATION_PRIVILEGES,
+  type RelationPrivilege,
+  type SchemaUse,
+  type Sharing,
+  type TableUse,
+} from "./doctor/declared-data.ts";
 export { canonicalJson } from "./envelope/canonical-json.ts";
 // The envelope, and what identifies a job: schemas for payload strings the database stores, the
 // fingerprint a producer can compute to check two messages are the same job.

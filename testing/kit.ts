@@ -16,6 +16,7 @@ import { runMigrations } from "../shared/db/migrate.ts";
 import type { MigrationSet } from "../shared/db/migrations.ts";
 import { registerFollowUpTargets } from "../shared/db/queries/follow-up-targets.ts";
 import { ensureConsumerRole, registerFenceTtl } from "../shared/db/queries/provision-login.ts";
+import { declaredSchemas } from "../shared/doctor/declared-data.ts";
 import type { FollowUpSchemas } from "../shared/outbox/follow-up.ts";
 import type { RetryPolicy } from "../shared/retry/policy.ts";
 import { buildTestConsumer, type ConsumerChain } from "./build-consumer.ts";
@@ -273,7 +274,9 @@ export async function consumerTestKit<S extends z.ZodType, F extends FollowUpSch
         // One connection: the read sets the session's search path for its queries.
         const client = await migrator.connect();
         try {
-          return await consumerSchemaText(client, definition.name);
+          // The service's schemas it declares are the service's, not described as the consumer's own.
+          const shared = definition.data === undefined ? [] : declaredSchemas(definition.data);
+          return await consumerSchemaText(client, definition.name, shared);
         } finally {
           client.release();
         }

@@ -8,6 +8,7 @@ import {
   withDatabaseCheck,
 } from "../../shared/config/fields.ts";
 import { configFromEnv } from "../../shared/config/parse.ts";
+import { declaredConsumerDataSchema } from "../../shared/doctor/declared-data.ts";
 
 const seconds = z.number().int().min(0);
 const queueName = z.string().regex(/^[A-Za-z0-9_-]{1,75}(\.fifo)?$/, "must be an SQS queue name");
@@ -35,6 +36,7 @@ const schema = withDatabaseCheck(
     /** The ops login: a connection string, or its secret and endpoint. */
     ...databaseFields,
     expectedQueues: expectedQueuesJson,
+    declarations: jsonField(declaredConsumerDataSchema).optional(),
   }),
 );
 
@@ -42,6 +44,11 @@ export const DOCTOR_ENV = Object.freeze({
   ...DATABASE_ENV,
   /** JSON: `[{"consumer": "award-points", "source": {…}, "backstop": {…}}, …]`, written by the Doctor construct. */
   expectedQueues: "JOBFENCE_DOCTOR_QUEUES",
+  /**
+   * JSON: `[{"consumer": "record-payment", "data": {"tables": {"billing.invoices": {"privileges": ["SELECT"]}}}}, …]`,
+   * each consumer's definition's `data`; unset takes the registry's (functions/consumers.ts).
+   */
+  declarations: "JOBFENCE_DOCTOR_DECLARATIONS",
 });
 
 export type DoctorConfig = z.output<typeof schema>;

@@ -10,10 +10,11 @@ import type { SQSClient } from "@aws-sdk/client-sqs";
 import type pg from "pg";
 import type { MigrationSet } from "../../shared/db/migrations.ts";
 import type { ExpectedConsumerQueues } from "../../shared/doctor/check-queues.ts";
+import type { DeclaredConsumerData } from "../../shared/doctor/declared-data.ts";
 import { type ConsumerSchemaFile, runDoctor } from "../../shared/doctor/doctor.ts";
 import type { DoctorReport } from "../../shared/doctor/findings.ts";
 import { CONSUMERS } from "../consumers.ts";
-import { consumerSchemaFile } from "../registry.ts";
+import { consumerSchemaFile, hasConsumerMigrations } from "../registry.ts";
 
 /** The doctor function's Powertools `service`: its metric's dimension, its logs' service. */
 export const DOCTOR_SERVICE = "doctor";
@@ -25,12 +26,20 @@ export const DOCTOR_FUNCTION_DEFAULTS = Object.freeze({
 });
 
 /**
- * Each registered consumer (functions/consumers.ts) and its committed `schema.txt`, which the doctor
+ * Each registered consumer with migrations of its own (functions/consumers.ts) and its committed `schema.txt`, which the doctor
  * compares its schemas with: beside the consumer's folder in the repository, and in the doctor
  * function's bundle (infra/bundling/bundle-with-files.ts ships them).
  */
 export function deploymentConsumerSchemas(): ConsumerSchemaFile[] {
-  return CONSUMERS.map((c) => ({ consumer: c.definition.name, file: consumerSchemaFile(c.definition.name) }));
+  return CONSUMERS.filter((c) => hasConsumerMigrations(c.definition.name)).map((c) => ({
+    consumer: c.definition.name,
+    file: consumerSchemaFile(c.definition.name),
+  }));
+}
+
+/** What each registered consumer's definition declares it works on outside core (its `data`). */
+export function deploymentDeclarations(): DeclaredConsumerData[] {
+  return CONSUMERS.map((c) => ({ consumer: c.definition.name, data: c.definition.data ?? {} }));
 }
 
 /** Metric names of a doctor run. */
@@ -48,6 +57,11 @@ export interface DoctorFunctionDeps {
   readonly sets: readonly MigrationSet[];
   /** The consumers whose schemas are compared with their committed descriptions (deploymentConsumerSchemas). */
   readonly consumerSchemas: readonly ConsumerSchemaFile[];
+  /**
+   * What each consumer declares it works on outside core (JOBFENCE_DOCTOR_DECLARATIONS, else
+   * deploymentDeclarations). @default none
+   */
+  readonly declarations?: readonly DeclaredConsumerData[];
   readonly metrics: Metrics;
   readonly logger: Logger;
 }
@@ -61,6 +75,7 @@ export async function doctorInvocation(deps: DoctorFunctionDeps): Promise<Doctor
       db: client,
       sets: deps.sets,
       consumerSchemas: deps.consumerSchemas,
+      ...(deps.declarations ? { declarations: deps.declarations } : {}),
       queues: { sqs: deps.sqs, expected: deps.expectedQueues },
     });
   } finally {

@@ -13,6 +13,7 @@ import {
   DOCTOR_FUNCTION_DEFAULTS,
   DOCTOR_SERVICE,
   deploymentConsumerSchemas,
+  deploymentDeclarations,
   doctorInvocation,
 } from "./doctor.ts";
 
@@ -39,6 +40,7 @@ export const handler = middy(async () =>
     expectedQueues: config.expectedQueues,
     sets: deploymentMigrationSets(),
     consumerSchemas: deploymentConsumerSchemas(),
+    declarations: config.declarations ?? deploymentDeclarations(),
     metrics,
     logger,
   }),

@@ -1,6 +1,7 @@
 /**
  * Lambda entry point that brings the database up to date on deploy: applies pending migrations,
- * then creates or updates each function's login from its secret (docs/design.md §9). The deployment invokes
+ * ensures every consumer's group role (one without migrations of its own too), then creates or
+ * updates each function's login from its secret (docs/design.md §9). The deployment invokes
  * it before any consumer starts. Invoking it again is a no-op apart from re-setting the logins'
  * passwords to their secrets' values, and concurrent invocations are serialised by the runner's
  * advisory lock.
@@ -17,7 +18,7 @@ import { withTransaction } from "../../shared/db/transaction.ts";
 import { declaredFollowUpTargets } from "../consumers.ts";
 import { migrateConfigFromEnv } from "./config.ts";
 import { type ProvisionedLogin, provisionLogins, readLoginSecret } from "./logins.ts";
-import { deploymentMigrationSets } from "./sets.ts";
+import { deploymentConsumers, deploymentMigrationSets } from "./sets.ts";
 
 export interface MigrateResult extends MigrationReport {
   readonly logins: readonly ProvisionedLogin[];
@@ -86,7 +87,18 @@ export function createMigrateHandler(deps: MigrateDependencies = {}): () => Prom
         : connection,
     );
     try {
-      const report = await runMigrations({ client, sets: deploymentMigrationSets(), log });
+      // Every consumer's group role, those without migrations of their own too (their tables are
+      // the service's, granted to the role by its own migrations): the registry's, and any the
+      // configuration names (a deployment without this repository's registry names its logins).
+      const consumers = [
+        ...new Set([
+          ...deploymentConsumers(),
+          ...config.loginSecrets.flatMap((l) => ("consumer" in l ? [l.consumer] : [])),
+          ...Object.keys(config.consumerQueues),
+          ...Object.keys(config.consumerFenceTtls),
+        ]),
+      ].sort();
+      const report = await runMigrations({ client, sets: deploymentMigrationSets(), consumers, log });
       const provisioned = await provisionLogins(client, logins);
       for (const login of provisioned) log(`login ${login.username} (${login.memberOf}) ${login.outcome}`);
       const registered = await registerQueues(client, config.consumerQueues);

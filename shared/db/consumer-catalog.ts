@@ -80,6 +80,8 @@ export interface ConsumerCatalogSnapshot {
   readonly role: string;
   /** Its schemas (see the module comment), sorted. */
   readonly schemas: readonly string[];
+  /** The service's schemas it declares it works on: checked against its declaration, not described. @default none */
+  readonly shared?: readonly string[];
   /** The whole database's catalog (privileges, relations, functions, policies, roles). */
   readonly catalog: CatalogSnapshot;
   /** The definitions in its schemas, one line each. */
@@ -91,8 +93,16 @@ export function consumerSchemaName(consumer: string): string {
   return consumerIdentifier("", consumer);
 }
 
-/** The schemas of `consumer` in `catalog`, by the rule of the module comment. */
-export function consumerSchemas(catalog: CatalogSnapshot, consumer: string): string[] {
+/**
+ * The schemas of `consumer` in `catalog`, by the rule of the module comment, but for `shared`: the
+ * service's schemas its definition declares it works on (shared/doctor/declared-data.ts), which are
+ * the service's migration tool's, not described with the consumer's own.
+ */
+export function consumerSchemas(
+  catalog: CatalogSnapshot,
+  consumer: string,
+  shared: readonly string[] = [],
+): string[] {
   const role = consumerRoleName(consumer);
   const named = consumerSchemaName(consumer);
   const schemas = catalog.schemas
@@ -103,7 +113,7 @@ export function consumerSchemas(catalog: CatalogSnapshot, consumer: string): str
         catalog.privileges.some((p) => p.target === "schema" && p.object === s.name && p.grantee === role),
     )
     .map((s) => s.name)
-    .filter((name) => !SHARED_SCHEMAS.includes(name));
+    .filter((name) => !SHARED_SCHEMAS.includes(name) && (name === named || !shared.includes(name)));
   return schemas.sort(byCodePoint);
 }
 
@@ -193,15 +203,16 @@ function byCodePoint(a: string, b: string): number {
  * any role that may read the catalogs; every query is one any role may run). Runs no transaction
  * of its own, so it may read inside one (a rolled-back drift); the session's search path is
  * restored afterwards. `catalog`, when given, is used instead of reading it again (the doctor's,
- * read through the same client).
+ * read through the same client); `shared`, the service's schemas the consumer declares, are left out.
  */
 export async function readConsumerCatalog(
   client: Queryable,
   consumer: string,
   catalog?: CatalogSnapshot,
+  shared: readonly string[] = [],
 ): Promise<ConsumerCatalogSnapshot> {
   catalog ??= await readCatalog(client);
-  const schemas = consumerSchemas(catalog, consumer);
+  const schemas = consumerSchemas(catalog, consumer, shared);
   const { rows: pathRows } = await client.query<{ path: string }>(
     "SELECT current_setting('search_path') AS path",
   );
@@ -225,12 +236,12 @@ export async function readConsumerCatalog(
     throw error;
   }
   await restore();
-  return { consumer, role: consumerRoleName(consumer), schemas, catalog, definitions };
+  return { consumer, role: consumerRoleName(consumer), schemas, shared, catalog, definitions };
 }
 
 /** The description of the consumer's schemas in `snapshot`. Pure. */
 export function describeConsumerSchema(snapshot: ConsumerCatalogSnapshot): ConsumerSchemaDescription {
-  const { catalog, role, schemas } = snapshot;
+  const { catalog, role, schemas, shared = [] } = snapshot;
   const mine = <T extends { readonly schema: string }>(rows: readonly T[]) =>
     rows.filter((row) => schemas.includes(row.schema));
   const sorted = (lines: string[]) => lines.sort(byCodePoint);
@@ -284,7 +295,7 @@ export function describeConsumerSchema(snapshot: ConsumerCatalogSnapshot): Consu
       ]),
       "role privileges elsewhere": sorted(
         catalog.privileges
-          .filter((p) => p.grantee === role && !schemas.includes(p.schema))
+          .filter((p) => p.grantee === role && !schemas.includes(p.schema) && !shared.includes(p.schema))
           // The database's name is the environment's: its privileges are named by kind alone.
           .map((p) => (p.target === "database" ? { ...p, object: "DATABASE" } : p))
           .map(privilegeLine),
@@ -311,8 +322,14 @@ export function renderConsumerSchema(description: ConsumerSchemaDescription): st
  * to: read, described and rendered, ready for a file snapshot
  * (of the consumer's `functions/<name>/schema.txt`).
  */
-export async function consumerSchemaText(client: Queryable, consumer: string): Promise<string> {
-  return renderConsumerSchema(describeConsumerSchema(await readConsumerCatalog(client, consumer)));
+export async function consumerSchemaText(
+  client: Queryable,
+  consumer: string,
+  shared: readonly string[] = [],
+): Promise<string> {
+  return renderConsumerSchema(
+    describeConsumerSchema(await readConsumerCatalog(client, consumer, undefined, shared)),
+  );
 }
 
 /** Reads the committed text back (`# consumer <name>`, then its sections); throws on another shape. */

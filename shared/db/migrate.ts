@@ -37,6 +37,13 @@ export interface RunMigrationsOptions {
    */
   readonly sets?: readonly MigrationSet[];
   /**
+   * Consumers whose group roles (`consumerRoleName`) are ensured after the sets are applied: a
+   * consumer with no migration set of its own, whose tables the service's migration tool makes and
+   * grants to that role. A consumer with a set has its role ensured before its set anyway.
+   * @default none
+   */
+  readonly consumers?: readonly string[];
+  /**
    * Receives one line per applied migration.
    * @default no output
    */
@@ -70,6 +77,8 @@ export interface MigrationReport {
   readonly applied: readonly AppliedMigration[];
   /** How many migrations of the run's sets were already applied before it. */
   readonly alreadyApplied: number;
+  /** The group roles ensured for {@link RunMigrationsOptions.consumers}, in order. */
+  readonly consumerRoles: readonly string[];
 }
 
 interface AppliedRow {
@@ -134,8 +143,17 @@ export async function runMigrations(options: RunMigrationsOptions): Promise<Migr
           log(`applied migration ${label(set.name, migration)}`);
         }
       }
+      // Under the runner's lock, so two runners never race to create one role.
+      const consumerRoles: string[] = [];
+      for (const consumer of options.consumers ?? []) {
+        consumerRoles.push(await ensureConsumerRole(client, consumer));
+      }
       const known = new Set(sets.map((s) => s.name));
-      return { applied, alreadyApplied: rows.filter((r) => known.has(r.migration_set)).length };
+      return {
+        applied,
+        alreadyApplied: rows.filter((r) => known.has(r.migration_set)).length,
+        consumerRoles,
+      };
     } catch (error) {
       failed = true;
       throw error;

@@ -3,14 +3,14 @@
  * consumers or their tables:
  *
  * - the shared roles (ops, cleanup, the base consumer role) hold nothing outside `core`;
- * - no two consumers' roles hold privileges in one schema (a consumer's tables are its own);
  * - logins hold nothing directly, only through their group role;
  * - PUBLIC holds nothing on the tables of a consumer's schema, nor (but for `public`) the schema;
  * - only the migrator creates objects: no consumer's role or PUBLIC holds CREATE on a schema, and
  *   no jobfence role, login or PUBLIC holds CREATE on the database.
  *
  * (A privilege in `core` to anyone, a consumer's role included, is a difference from the
- * description: `check-catalog.ts`.) Pure.
+ * description: `check-catalog.ts`; a consumer's role's privileges elsewhere are checked against what
+ * its consumer declares: `check-declared-data.ts`.) Pure.
  */
 import type { CatalogPrivilege, CatalogSnapshot } from "../db/catalog.ts";
 import { sqlIdentifier } from "../db/catalog-description.ts";
@@ -68,26 +68,11 @@ export function checkPrivileges(snapshot: CatalogSnapshot): Finding[] {
   }
 
   // A consumer's schema: one where a consumer's role holds anything.
-  const consumersBySchema = new Map<string, Set<string>>();
+  const consumerSchemas = new Set(
+    inSchemas.filter((p) => p.schema !== "core" && kinds.consumerRoles.has(p.grantee)).map((p) => p.schema),
+  );
   for (const p of inSchemas) {
-    if (p.schema === "core" || !kinds.consumerRoles.has(p.grantee)) continue;
-    const roles = consumersBySchema.get(p.schema) ?? new Set<string>();
-    roles.add(p.grantee);
-    consumersBySchema.set(p.schema, roles);
-  }
-  for (const [schema, roles] of [...consumersBySchema].sort(([a], [b]) => (a < b ? -1 : 1))) {
-    if (roles.size < 2) continue;
-    findings.push({
-      check: CHECK.sharedConsumerSchema,
-      where: `schema ${schema}`,
-      what: `${roles.size} consumers' roles hold privileges in it (${[...roles].sort().join(", ")}): each consumer's tables belong to it alone`,
-      todo:
-        `revoke, from every role but the one whose consumer's migrations created ${schema}, what it holds there ` +
-        "(each consumer's migrations grant only its own role), or move a consumer's tables to a schema of its own",
-    });
-  }
-  for (const p of inSchemas) {
-    if (p.grantee !== "PUBLIC" || !consumersBySchema.has(p.schema)) continue;
+    if (p.grantee !== "PUBLIC" || !consumerSchemas.has(p.schema)) continue;
     const onTable = p.target === "table" || p.target === "column" || p.target === "sequence";
     const onSchema = p.target === "schema" && p.schema !== "public";
     if (!onTable && !onSchema) continue;

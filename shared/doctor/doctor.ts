@@ -16,6 +16,7 @@ import {
 import type { MigrationSet } from "../db/migrations.ts";
 import type { Queryable } from "../db/queryable.ts";
 import { checkConsumerSchema, checkCoreCatalog, missingConsumerSchema } from "./check-catalog.ts";
+import { checkDeclaredData } from "./check-declared-data.ts";
 import { checkDefinerFunctions } from "./check-functions.ts";
 import { checkMigrations } from "./check-migrations.ts";
 import { checkOwnership } from "./check-ownership.ts";
@@ -27,6 +28,7 @@ import {
   type ObservedConsumerQueues,
 } from "./check-queues.ts";
 import { checkRoles } from "./check-roles.ts";
+import { type DeclaredConsumerData, declaredSchemas } from "./declared-data.ts";
 import { CHECK, type DoctorReport, type Finding, type Skipped } from "./findings.ts";
 import { observeQueues } from "./read-queues.ts";
 
@@ -53,6 +55,12 @@ export interface DiagnoseInput {
   readonly sets: readonly MigrationSet[];
   /** Each consumer's schemas, committed and live. @default not checked */
   readonly consumerSchemas?: readonly ConsumerSchemaComparison[];
+  /**
+   * What each consumer declares it works on outside core (its definition's `data`): a consumer's
+   * role's privilege there that is not declared is a finding. @default none: every consumer
+   * works on its own schema only
+   */
+  readonly declarations?: readonly DeclaredConsumerData[];
   /** The consumers' queues, expected and as read. @default not checked */
   readonly queues?: {
     readonly expected: readonly ExpectedConsumerQueues[];
@@ -96,6 +104,11 @@ export function diagnose(input: DiagnoseInput): DoctorReport {
     findings.push(
       ...checkRoles(catalog),
       ...checkPrivileges(catalog),
+      ...checkDeclaredData({
+        snapshot: catalog,
+        declarations: input.declarations ?? [],
+        consumers: input.sets.flatMap((set) => (set.consumer === undefined ? [] : [set.consumer])),
+      }),
       ...checkDefinerFunctions(catalog),
       ...checkOwnership(catalog),
     );
@@ -122,6 +135,8 @@ export interface DoctorOptions {
    * `deploymentConsumerSchemas` in functions/doctor/doctor.ts). @default none
    */
   readonly consumerSchemas?: readonly ConsumerSchemaFile[];
+  /** What each consumer declares it works on outside core (see {@link DiagnoseInput}). @default none */
+  readonly declarations?: readonly DeclaredConsumerData[];
   /** The consumers' queues and the client to read them with. @default not checked */
   readonly queues?: { readonly sqs: SQSClient; readonly expected: readonly ExpectedConsumerQueues[] };
 }
@@ -130,6 +145,11 @@ export interface DoctorOptions {
 export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
   const catalog = await readCatalog(options.db);
   const consumerSchemas: ConsumerSchemaComparison[] = [];
+  // The service's schemas a consumer declares are checked against its declaration, not described as its own.
+  const sharedSchemasOf = (consumer: string) => {
+    const declared = options.declarations?.find((d) => d.consumer === consumer);
+    return declared === undefined ? [] : declaredSchemas(declared.data);
+  };
   // Never migrated: diagnose reports that alone.
   if (catalog.migrator !== undefined) {
     for (const { consumer, file } of options.consumerSchemas ?? []) {
@@ -141,7 +161,9 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
               consumer,
               file,
               expected,
-              actual: describeConsumerSchema(await readConsumerCatalog(options.db, consumer, catalog)),
+              actual: describeConsumerSchema(
+                await readConsumerCatalog(options.db, consumer, catalog, sharedSchemasOf(consumer)),
+              ),
             },
       );
     }
@@ -157,6 +179,7 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorReport> {
     expectedCatalog: options.expectedCatalog ?? loadExpectedCoreCatalog(),
     sets: options.sets,
     consumerSchemas,
+    ...(options.declarations ? { declarations: options.declarations } : {}),
     ...(queues ? { queues } : {}),
   });
 }

@@ -21,8 +21,14 @@ export const CHECK = {
   foreignMembers: "foreign-members",
   /** A shared role (ops, cleanup, the base consumer role) holds a privilege outside `core`. */
   sharedRoleOutsideCore: "shared-role-outside-core",
-  /** Two consumers' roles hold privileges in one schema: neither's tables are its own. */
-  sharedConsumerSchema: "shared-consumer-schema",
+  /** A consumer's role holds a privilege outside core that its consumer does not declare (its definition's `data`). */
+  undeclaredPrivilege: "undeclared-privilege",
+  /** A table or schema a consumer declares it works on does not exist. */
+  declaredDataMissing: "declared-data-missing",
+  /** A consumer's role lacks a privilege its consumer declares (or USAGE on a declared table's schema, or the role itself). */
+  declaredPrivilegeMissing: "declared-privilege-missing",
+  /** Several consumers' roles hold privileges on one object, and one of them does not declare it shared with the others. */
+  undeclaredSharing: "undeclared-sharing",
   /** A login holds a privilege directly, not through its group role. */
   loginPrivileges: "login-privileges",
   /** PUBLIC holds a privilege in a consumer's schema: every role, every other consumer's included, has it. */

@@ -309,22 +309,31 @@ describe("misregistration is refused, saying what to do", () => {
     entry(entryPointSource("record-payment"))();
   });
 
-  it("refuses a consumer without migrations, and one whose folder holds none", () => {
+  it("accepts a consumer without migrations (its tables are the service's), refuses a folder that holds none", () => {
     rmSync(join(root, "functions/record-payment/migrations/0001_ledger.sql"));
     expect(consumerRegistryProblems([recordPayment], { root })).toEqual([
-      "consumer record-payment has no migrations (functions/record-payment/migrations/ holds no .sql file): create functions/record-payment/migrations/0001_<description>.sql that creates its tables and grants them to jobfence_consumer_record_payment",
+      "consumer record-payment has no migrations (functions/record-payment/migrations/ holds no .sql file): create functions/record-payment/migrations/0001_<description>.sql that creates its tables and grants them to jobfence_consumer_record_payment, or remove the folder (its tables then come from the service's own migrations)",
     ]);
     rmSync(join(root, "functions/record-payment/migrations"), { recursive: true });
-    expect(consumerRegistryProblems([recordPayment], { root })).toEqual([
-      expect.stringMatching(
-        /^consumer record-payment has no migrations \(functions\/record-payment\/migrations\/ is missing\)/,
-      ),
-    ]);
+    expect(consumerRegistryProblems([recordPayment], { root })).toEqual([]);
     mkdirSync(join(root, "functions/record-payment/migrations"));
     cpSync(
       join(REPOSITORY_ROOT, "functions/award-points/migrations/0001_ledger.sql"),
       join(root, "functions/record-payment/migrations/0001_ledger.sql"),
     );
+  });
+
+  it("refuses a definition whose data declaration is malformed, at synth", () => {
+    const declaring: ConsumerDeployment = {
+      ...recordPayment,
+      definition: {
+        ...recordPayment.definition,
+        data: { tables: { "billing.invoices": { privileges: ["SELECT"], shared: ["record-payment"] } } },
+      },
+    };
+    expect(consumerRegistryProblems([declaring], { root })).toEqual([
+      "consumer record-payment's data shares billing.invoices with itself: name the other consumers",
+    ]);
   });
 
   it("refuses a registered definition that is not the one its folder exports", async () => {

@@ -2,13 +2,21 @@ import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { createMigrateHandler, handler } from "../../functions/migrate/handler.ts";
 import { deploymentMigrationSets } from "../../functions/migrate/sets.ts";
+import { consumerRoleName } from "../../shared/db/queries/provision-login.ts";
 import { ConfigurationError } from "../../shared/errors/configuration.ts";
 import { LoginSecretError } from "../../shared/errors/database.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 import { type LocalSecretsManager, localSecretsManager } from "../support/secrets-manager.ts";
 
 const suffix = randomBytes(4).toString("hex");
-const users = { consumer: `jft_c_${suffix}`, ops: `jft_o_${suffix}`, cleanup: `jft_x_${suffix}` };
+const users = {
+  consumer: `jft_c_${suffix}`,
+  ops: `jft_o_${suffix}`,
+  cleanup: `jft_x_${suffix}`,
+  tableless: `jft_t_${suffix}`,
+};
+/** A consumer of no migration set: its tables (if any) are the service's own migrations'. */
+const TABLELESS = `tableless-${suffix}`;
 const ARN = (name: string) =>
   `arn:aws:secretsmanager:eu-west-1:123456789012:secret:jobfence/db/${name}-AbCdEf`;
 const LOGIN_SECRETS = JSON.stringify([
@@ -30,6 +38,7 @@ beforeAll(async () => {
     [ARN("ops")]: JSON.stringify({ username: users.ops, password: "ops-pw" }),
     [ARN("cleanup")]: JSON.stringify({ username: users.cleanup, password: "cleanup-pw" }),
     [ARN("broken")]: JSON.stringify({ username: "someone" }),
+    [ARN("tableless")]: JSON.stringify({ username: users.tableless, password: "tableless-pw" }),
   });
 });
 afterAll(async () => {
@@ -91,6 +100,7 @@ describe("migrate function", () => {
     expect(await handler()).toEqual({
       applied: expected,
       alreadyApplied: 0,
+      consumerRoles: ["jobfence_consumer_award_points", "jobfence_consumer_notify_user"],
       logins: [],
       queuesRegistered: [],
       followUpTargetsRegistered: ["award-points", "notify-user"],
@@ -99,6 +109,7 @@ describe("migrate function", () => {
     expect(await handler()).toEqual({
       applied: [],
       alreadyApplied: expected.length,
+      consumerRoles: ["jobfence_consumer_award_points", "jobfence_consumer_notify_user"],
       logins: [],
       queuesRegistered: [],
       followUpTargetsRegistered: ["award-points", "notify-user"],
@@ -142,6 +153,23 @@ describe("migrate function", () => {
         { rolname: users.cleanup, role: "jobfence_cleanup" },
       ].sort((a, b) => a.rolname.localeCompare(b.rolname)),
     );
+  });
+
+  it("creates the role of a consumer without migrations its login names, then its login", async () => {
+    vi.stubEnv("DATABASE_URL", db.url);
+    vi.stubEnv(
+      "JOBFENCE_LOGIN_SECRETS",
+      JSON.stringify([{ secretArn: ARN("tableless"), consumer: TABLELESS }]),
+    );
+    const result = await createMigrateHandler({ secretsManager: secrets.client, log: quiet })();
+    expect(result.logins).toEqual([
+      { username: users.tableless, memberOf: consumerRoleName(TABLELESS), outcome: "created" },
+    ]);
+    const { rows } = await db.withClient((c) =>
+      c.query("SELECT role_name FROM core.consumer_roles WHERE consumer = $1", [TABLELESS]),
+    );
+    expect(rows).toEqual([{ role_name: consumerRoleName(TABLELESS) }]);
+    vi.stubEnv("JOBFENCE_LOGIN_SECRETS", "");
   });
 
   it("registers each consumer's replay queues, and refuses a malformed list before touching anything", async () => {

@@ -292,9 +292,10 @@ describe("a drift made by hand is reported", () => {
     expect(checksOf(findings)).toEqual([
       CHECK.consumerSchema,
       CHECK.publicPrivileges,
-      CHECK.sharedConsumerSchema,
+      CHECK.undeclaredPrivilege,
     ]);
-    expect(one(findings, CHECK.sharedConsumerSchema).where).toBe("schema award_points");
+    expect(one(findings, CHECK.undeclaredPrivilege).where).toBe("table award_points.balances");
+    expect(one(findings, CHECK.undeclaredPrivilege).what).toContain("consumer doctor-probe does not declare");
   });
 
   it("CREATE on a consumer's schema for its role, and a privilege a login holds directly", async () => {

@@ -2,7 +2,9 @@
  * The doctor's checks, pure: a crafted catalog snapshot of a healthy deployment has no finding,
  * and each kind of drift, made in a copy of it, is reported as its own kind with what to do.
  */
+import pg from "pg";
 import { describe, expect, it } from "vitest";
+import { z } from "zod";
 import { doctorConfigFromEnv } from "../../functions/doctor/config.ts";
 import { consumerSchemaFile } from "../../functions/registry.ts";
 import type {
@@ -37,6 +39,12 @@ import {
   type ObservedConsumerQueues,
   type ObservedQueue,
 } from "../../shared/doctor/check-queues.ts";
+import {
+  assertDataDeclaration,
+  type DeclaredConsumerData,
+  dataDeclarationProblems,
+  type Sharing,
+} from "../../shared/doctor/declared-data.ts";
 import { diagnose } from "../../shared/doctor/doctor.ts";
 import {
   CHECK,
@@ -46,6 +54,8 @@ import {
   formatFinding,
 } from "../../shared/doctor/findings.ts";
 import { classifyRoles } from "../../shared/doctor/role-kinds.ts";
+import { ConfigurationError } from "../../shared/errors/configuration.ts";
+import { createConsumer } from "../../shared/index.ts";
 
 const MIGRATOR = "jobfence_migrator";
 const AWARD = "jobfence_consumer_award_points";
@@ -701,17 +711,18 @@ describe("privileges outside core", () => {
     expect(f.todo).toMatch(/^REVOKE SELECT ON award_points.ledger FROM jobfence_ops;/);
   });
 
-  it("reports two consumers' roles holding privileges in one schema (shared-consumer-schema)", () => {
+  it("reports a second consumer's role with a privilege in award-points' schema, undeclared (undeclared-privilege)", () => {
     const s = withRole(
       role("jobfence_consumer_record_payment"),
       withMembership(member("jobfence_consumer", "jobfence_consumer_record_payment")),
     );
     const f = only(
       withPrivilege(grant("table", "award_points.ledger", "SELECT", "jobfence_consumer_record_payment"), s),
-      CHECK.sharedConsumerSchema,
+      CHECK.undeclaredPrivilege,
     );
-    expect(f.where).toBe("schema award_points");
-    expect(f.what).toContain("jobfence_consumer_award_points, jobfence_consumer_record_payment");
+    expect(f.where).toBe("table award_points.ledger");
+    expect(f.what).toContain("jobfence_consumer_record_payment holds SELECT");
+    expect(f.todo).toMatch(/REVOKE SELECT ON award_points.ledger FROM jobfence_consumer_record_payment$/);
   });
 
   it("reports a privilege a login holds directly (login-privileges)", () => {
@@ -971,5 +982,249 @@ describe("the doctor function's configuration", () => {
         JOBFENCE_DOCTOR_QUEUES: JSON.stringify([{ ...queues[0], source: { name: "award-points" } }]),
       }),
     ).toThrow(/JOBFENCE_DOCTOR_QUEUES/);
+  });
+});
+
+describe("privileges outside core against what consumers declare (their definitions' data)", () => {
+  const PAY = "jobfence_consumer_record_payment";
+  const RECEIPT = "jobfence_consumer_send_receipt";
+  /** Two consumers whose roles the service's own migrations granted its billing.invoices table. */
+  function sharing(): CatalogSnapshot {
+    const base = healthy();
+    return {
+      ...base,
+      roles: [...base.roles, role(PAY), role(RECEIPT)],
+      memberships: [
+        ...base.memberships,
+        member("jobfence_consumer", PAY),
+        member("jobfence_consumer", RECEIPT),
+      ],
+      schemas: [...base.schemas, { name: "billing", owner: MIGRATOR }],
+      relations: [
+        ...base.relations,
+        {
+          schema: "billing",
+          name: "billing.invoices",
+          kind: "table",
+          rowSecurity: false,
+          forceRowSecurity: false,
+          owner: MIGRATOR,
+        },
+      ],
+      privileges: [
+        ...base.privileges,
+        ...[PAY, RECEIPT].flatMap((r) => [
+          grant("schema", "billing", "USAGE", r),
+          grant("table", "billing.invoices", "SELECT", r),
+          grant("table", "billing.invoices", "UPDATE", r),
+        ]),
+      ],
+      consumerRoles: [
+        ...(base.consumerRoles ?? []),
+        { consumer: "record-payment", role: PAY, queues: [] },
+        { consumer: "send-receipt", role: RECEIPT, queues: [] },
+      ],
+    };
+  }
+  const declared = (payShared?: Sharing, receiptShared?: Sharing): DeclaredConsumerData[] => [
+    {
+      consumer: "record-payment",
+      data: {
+        tables: {
+          "billing.invoices": {
+            privileges: ["SELECT", "UPDATE"],
+            ...(payShared ? { shared: payShared } : {}),
+          },
+        },
+      },
+    },
+    {
+      consumer: "send-receipt",
+      data: {
+        tables: {
+          "billing.invoices": {
+            privileges: ["SELECT", "UPDATE"],
+            ...(receiptShared ? { shared: receiptShared } : {}),
+          },
+        },
+      },
+    },
+  ];
+  const findingsOf = (snapshot: CatalogSnapshot, declarations: readonly DeclaredConsumerData[]) =>
+    diagnose({ catalog: snapshot, expectedCatalog: EXPECTED, sets: SETS, declarations }).findings;
+
+  it("a table two consumers declare sharing, by name or as shared with any, is no finding", () => {
+    expect(findingsOf(sharing(), declared(["send-receipt"], ["record-payment"]))).toEqual([]);
+    expect(findingsOf(sharing(), declared(true, ["record-payment"]))).toEqual([]);
+  });
+
+  it("the same grants undeclared are a finding per privilege, naming the consumer and what to declare", () => {
+    const findings = findingsOf(sharing(), []);
+    expect(findings.map((f) => `${f.check} ${f.where}`)).toEqual(
+      [PAY, RECEIPT].flatMap(() => [
+        "undeclared-privilege schema billing",
+        "undeclared-privilege table billing.invoices",
+        "undeclared-privilege table billing.invoices",
+      ]),
+    );
+    expect(findings[1]?.what).toContain("consumer record-payment does not declare");
+    expect(findings[1]?.todo).toContain(`tables: { "billing.invoices": { privileges: ["SELECT"] } }`);
+  });
+
+  it("a table declared but not shared, that another consumer holds privileges on, is undeclared sharing", () => {
+    const findings = findingsOf(sharing(), declared(undefined, ["record-payment"]));
+    expect(findings.map((f) => `${f.check} ${f.where}`)).toEqual([
+      "undeclared-sharing table billing.invoices",
+    ]);
+    expect(findings[0]?.what).toContain(`${RECEIPT} holds privileges on it too`);
+    expect(findings[0]?.what).toContain(
+      "consumer record-payment does not declare sharing it with send-receipt",
+    );
+  });
+
+  it("sharing with another consumer than the one that holds privileges is undeclared sharing", () => {
+    const findings = findingsOf(sharing(), declared(["audit"], true));
+    expect(findings.map((f) => f.check)).toEqual([CHECK.undeclaredSharing]);
+  });
+
+  it("a declared table that is missing, a declared privilege and USAGE the role lacks", () => {
+    const declarations: DeclaredConsumerData[] = [
+      {
+        consumer: "record-payment",
+        data: {
+          tables: {
+            "billing.invoices": { privileges: ["SELECT", "UPDATE", "INSERT"], shared: true },
+            "billing.refunds": { privileges: ["INSERT"] },
+            "ledger.entries": { privileges: ["INSERT"] },
+          },
+        },
+      },
+      {
+        consumer: "send-receipt",
+        data: { tables: { "billing.invoices": { privileges: ["SELECT", "UPDATE"], shared: true } } },
+      },
+    ];
+    const s = sharing();
+    const snapshot = {
+      ...s,
+      schemas: [...s.schemas, { name: "ledger", owner: MIGRATOR }],
+      relations: [
+        ...s.relations,
+        {
+          schema: "ledger",
+          name: "ledger.entries",
+          kind: "table" as const,
+          rowSecurity: false,
+          forceRowSecurity: false,
+          owner: MIGRATOR,
+        },
+      ],
+      privileges: [...s.privileges, grant("table", "ledger.entries", "INSERT", PAY)],
+    };
+    const findings = findingsOf(snapshot, declarations);
+    expect(findings.map((f) => `${f.check} ${f.where}`)).toEqual([
+      "declared-privilege-missing table billing.invoices",
+      "declared-data-missing table billing.refunds",
+      "declared-privilege-missing schema ledger",
+    ]);
+    expect(findings[0]?.todo).toMatch(
+      /^GRANT INSERT ON billing.invoices TO jobfence_consumer_record_payment,/,
+    );
+    expect(findings[2]?.todo).toMatch(/^GRANT USAGE ON SCHEMA ledger TO jobfence_consumer_record_payment,/);
+  });
+
+  it("a declaring consumer whose role does not exist is one finding", () => {
+    const findings = findingsOf(healthy(), [
+      { consumer: "record-payment", data: { tables: { "billing.invoices": { privileges: ["SELECT"] } } } },
+    ]);
+    expect(findings.map((f) => `${f.check} ${f.where}`)).toEqual([`declared-privilege-missing role ${PAY}`]);
+  });
+
+  it("a whole schema declared covers every privilege in it, functions included", () => {
+    const snapshot = withPrivilege(grant("function", "billing.total(text)", "EXECUTE", PAY), sharing());
+    const declarations: DeclaredConsumerData[] = [
+      { consumer: "record-payment", data: { schemas: { billing: { shared: ["send-receipt"] } } } },
+      {
+        consumer: "send-receipt",
+        data: { tables: { "billing.invoices": { privileges: ["SELECT", "UPDATE"], shared: true } } },
+      },
+    ];
+    expect(findingsOf(snapshot, declarations)).toEqual([]);
+  });
+
+  it("a definition's data is validated: every problem in one clear line", () => {
+    expect(
+      dataDeclarationProblems("record-payment", { tables: { invoices: { privileges: ["SELECT"] } } }),
+    ).toEqual(["consumer record-payment's data.tables.invoices: must be schema-qualified: schema.table"]);
+    expect(
+      dataDeclarationProblems("record-payment", {
+        tables: { "billing.invoices": { privileges: ["SELEKT"], shared: [] } },
+        schemas: { core: {} },
+        owner: "me",
+      }),
+    ).toEqual([
+      expect.stringContaining("consumer record-payment's data.tables.billing.invoices.privileges[0]:"),
+      "consumer record-payment's data.tables.billing.invoices.shared: name at least one consumer, or give true",
+      expect.stringContaining("consumer record-payment's data: Unrecognized key"),
+      "consumer record-payment's data.schemas.core: core is jobfence's own: its privileges are not declared",
+    ]);
+    expect(
+      dataDeclarationProblems("record-payment", {
+        tables: { "billing.invoices": { privileges: ["SELECT", "SELECT"], shared: ["record-payment"] } },
+        schemas: { billing: {} },
+      }),
+    ).toEqual(["consumer record-payment's data.tables.billing.invoices.privileges: names a privilege twice"]);
+    expect(() =>
+      assertDataDeclaration("record-payment", {
+        tables: { "a.b": { privileges: ["SELECT"] } },
+        schemas: { a: {} },
+      }),
+    ).toThrow(/declares table a.b and its whole schema/);
+    expect(
+      dataDeclarationProblems("record-payment", {
+        tables: { "billing.invoices": { privileges: ["INSERT"], shared: ["send-receipt"] } },
+      }),
+    ).toEqual([]);
+  });
+
+  it("createConsumer refuses a malformed declaration at start-up, before it receives anything", () => {
+    const definition = {
+      name: "record-payment",
+      payload: z.object({}),
+      work: async () => {},
+      data: { tables: { "Billing.Invoices": { privileges: ["SELECT"] } } },
+    } as unknown as Parameters<typeof createConsumer>[0];
+    const pool = new pg.Pool({ connectionString: "postgres://nobody@127.0.0.1:1/none" });
+    const start = () =>
+      createConsumer(definition, {
+        config: { databaseUrl: "postgres://x@127.0.0.1/y", opsBusName: "ops" },
+        pool,
+      });
+    expect(start).toThrow(ConfigurationError);
+    expect(start).toThrow(
+      /data.tables.Billing.Invoices: must be lowercase unquoted identifiers: schema.table/,
+    );
+  });
+
+  it("the doctor function reads the declarations from JOBFENCE_DOCTOR_DECLARATIONS, and refuses a malformed one", () => {
+    const DATABASE_URL = "postgres://ops@localhost:5432/jobfence";
+    const declarations = [
+      {
+        consumer: "record-payment",
+        data: { tables: { "billing.invoices": { privileges: ["SELECT"], shared: true } } },
+      },
+    ];
+    const env = (value: string) => ({
+      DATABASE_URL,
+      JOBFENCE_DOCTOR_QUEUES: "[]",
+      JOBFENCE_DOCTOR_DECLARATIONS: value,
+    });
+    expect(doctorConfigFromEnv(env(JSON.stringify(declarations))).declarations).toEqual(declarations);
+    expect(doctorConfigFromEnv({ DATABASE_URL, JOBFENCE_DOCTOR_QUEUES: "[]" }).declarations).toBeUndefined();
+    expect(() =>
+      doctorConfigFromEnv(
+        env(JSON.stringify([{ consumer: "record-payment", data: { tables: { invoices: {} } } }])),
+      ),
+    ).toThrow(/JOBFENCE_DOCTOR_DECLARATIONS/);
   });
 });
