@@ -1,18 +1,18 @@
 /**
  * `jobfence doctor`: reads a jobfence database (roles, grants, memberships, definer functions,
  * row-level security and policies, ownership, the `core` migrations) and prints each finding with
- * what to do. Exit codes: 0 no findings; 1 findings, or the database did not answer; 2 usage.
+ * what to do, and what each consumer works on against what its definition declares
+ * (`data`). Exit codes: 0 no findings; 1 findings, or the database did not answer; 2 usage.
  */
 import { Command, CommanderError } from "commander";
-import pg from "pg";
 import { EXIT, LineWriter } from "../ops/io.ts";
-import { coreMigrationSet } from "../shared/db/migrations.ts";
-import { runDoctor } from "../shared/doctor/doctor.ts";
+import { doctorDatabase } from "../shared/commands/doctor.ts";
 import { type DoctorReport, formatFinding } from "../shared/doctor/findings.ts";
+import { type ConsumerFlags, consumersOf, repeatable } from "./consumers.ts";
 import { databaseUrlOf, withoutPassword } from "./database-url.ts";
 import type { JobfenceIo } from "./io.ts";
 
-interface DoctorFlags {
+interface DoctorFlags extends ConsumerFlags {
   readonly databaseUrl?: string;
   readonly json?: boolean;
 }
@@ -22,8 +22,17 @@ export async function runDoctorCommand(argv: readonly string[], io: JobfenceIo):
   const out = new LineWriter(io.out);
   const err = new LineWriter(io.err);
   const command = new Command("jobfence doctor")
-    .description("Check a jobfence database's roles, grants, policies and core migrations.")
+    .description(
+      "Check a jobfence database's roles, grants, policies and core migrations, and what each consumer works on against what its definition declares.",
+    )
     .option("--database-url <url>", "the database (else $DATABASE_URL)")
+    .option("--consumer <name>", "a consumer of the service, declaring nothing (repeatable)", repeatable, [])
+    .option(
+      "--definitions <module>",
+      "a module exporting consumer definitions, whose data declarations are checked (repeatable)",
+      repeatable,
+      [],
+    )
     .option("--json", "print the report as JSON")
     .helpOption("-h, --help", "show help")
     .configureOutput({ writeOut: (text) => out.write(text), writeErr: (text) => err.write(text) })
@@ -43,18 +52,17 @@ export async function runDoctorCommand(argv: readonly string[], io: JobfenceIo):
     io.err("jobfence doctor: name the database with --database-url <url> or DATABASE_URL");
     return EXIT.usage;
   }
-  const client = new pg.Client({ connectionString: url, application_name: "jobfence:doctor" });
   let report: DoctorReport;
   try {
-    await client.connect();
-    report = await runDoctor({ db: client, sets: [coreMigrationSet()] });
+    report = await doctorDatabase({
+      databaseUrl: url,
+      consumers: await consumersOf(flags, io.cwd ?? process.cwd()),
+    });
   } catch (error) {
     io.err(
       `jobfence doctor: the check of ${withoutPassword(url)} could not finish: ${(error as Error).message}`,
     );
     return EXIT.failed;
-  } finally {
-    await client.end().catch(() => {});
   }
   if (flags.json) {
     io.out(JSON.stringify(report, null, 2));

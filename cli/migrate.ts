@@ -4,18 +4,15 @@
  * tables its work uses. jobfence creates nothing outside `core` but those roles.
  */
 import { Command, CommanderError } from "commander";
-import pg from "pg";
 import { EXIT, LineWriter } from "../ops/io.ts";
-import { runMigrations } from "../shared/db/migrate.ts";
-import { coreMigrationSet } from "../shared/db/migrations.ts";
-import { ensureConsumerRole } from "../shared/db/queries/provision-login.ts";
+import { migrateDatabase } from "../shared/commands/migrate.ts";
 import { JobfenceError } from "../shared/errors/jobfence-error.ts";
+import { type ConsumerFlags, consumersOf, repeatable } from "./consumers.ts";
 import { databaseUrlOf, withoutPassword } from "./database-url.ts";
 import type { JobfenceIo } from "./io.ts";
 
-interface MigrateFlags {
+interface MigrateFlags extends ConsumerFlags {
   readonly databaseUrl?: string;
-  readonly consumer: string[];
 }
 
 /** Runs `jobfence migrate <argv…>`; resolves to the exit code. */
@@ -28,11 +25,12 @@ export async function runMigrateCommand(argv: readonly string[], io: JobfenceIo)
         "Your own tables stay with your own migration tool: grant them to the roles this prints.",
     )
     .option("--database-url <url>", "the database, as a user that may create roles (else $DATABASE_URL)")
+    .option("--consumer <name>", "a consumer whose group role must exist (repeatable)", repeatable, [])
     .option(
-      "--consumer <name>",
-      "a consumer whose group role must exist (repeatable)",
-      (value: string, previous: string[]) => [...previous, value],
-      [] as string[],
+      "--definitions <module>",
+      "a module exporting consumer definitions: each one's group role must exist (repeatable)",
+      repeatable,
+      [],
     )
     .helpOption("-h, --help", "show help")
     .configureOutput({ writeOut: (text) => out.write(text), writeErr: (text) => err.write(text) })
@@ -52,31 +50,23 @@ export async function runMigrateCommand(argv: readonly string[], io: JobfenceIo)
     io.err("jobfence migrate: name the database with --database-url <url> or DATABASE_URL");
     return EXIT.usage;
   }
-  const client = new pg.Client({ connectionString: url, application_name: "jobfence:migrate" });
   try {
-    await client.connect();
-  } catch (error) {
-    client.end().catch(() => {});
-    io.err(`jobfence migrate: cannot connect to ${withoutPassword(url)}: ${(error as Error).message}`);
-    return EXIT.failed;
-  }
-  try {
-    const report = await runMigrations({ client, sets: [coreMigrationSet()], log: io.out });
+    const report = await migrateDatabase({
+      databaseUrl: url,
+      consumers: await consumersOf(flags, io.cwd ?? process.cwd()),
+      log: io.out,
+    });
     io.out(
       report.applied.length === 0
         ? `core is up to date (${report.alreadyApplied} migrations applied earlier)`
         : `applied ${report.applied.length} core migration(s)`,
     );
-    for (const consumer of flags.consumer) {
-      io.out(`consumer ${consumer}: group role ${await ensureConsumerRole(client, consumer)}`);
-    }
+    for (const role of report.consumerRoles) io.out(`consumer group role: ${role}`);
     return EXIT.ok;
   } catch (error) {
-    io.err(
-      `jobfence migrate: ${error instanceof JobfenceError ? `${error.name}: ${error.message}` : String(error)}`,
-    );
+    const message =
+      error instanceof JobfenceError ? `${error.name}: ${error.message}` : (error as Error).message;
+    io.err(`jobfence migrate: ${withoutPassword(url)}: ${message}`);
     return EXIT.failed;
-  } finally {
-    await client.end().catch(() => {});
   }
 }
