@@ -10,6 +10,8 @@ export const paymentPayload = z.object({
 export const recordPayment = {
   name: "record-payment",
   payload: paymentPayload,
+  // What it works on outside core, granted by the service's own migration: jobfence doctor checks it.
+  data: { tables: { "billing.invoices": { privileges: ["SELECT", "UPDATE"] } } },
   work: async (job, tx) => {
     const { rowCount } = await tx.query(
       "UPDATE billing.invoices SET paid_cents = paid_cents + $2 WHERE id = $1",

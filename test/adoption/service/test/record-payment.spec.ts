@@ -71,6 +71,15 @@ test("a payment for no invoice is a hard dead letter; a body that is not JSON is
   assert.equal((await kit.deadLetters({ kind: "hard" })).length, 1);
 });
 
+test("jobfence doctor finds the database as the definitions declare it", () => {
+  const report = execFileSync(
+    "npx",
+    ["jobfence", "doctor", "--database-url", postgres.url, "--definitions", "dist/src/consumer.js"],
+    { encoding: "utf8" },
+  );
+  assert.match(report, /no findings/);
+});
+
 test("the payload's types come from the consumer's schema", () => {
   // @ts-expect-error amount_cents is a number: a kit whose types were lost would accept this
   kit.job({ invoice_id: "inv-1", amount_cents: "200" });
