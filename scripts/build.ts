@@ -12,6 +12,8 @@
  * - the output is checked: no relative `.ts` specifier is left in any `.js` or `.d.ts`.
  *
  * Nothing else is in `dist/`: what `npm pack` ships is the entry points and what they reach.
+ *
+ * Usage: node scripts/build.ts [--out-dir <dir>]   (default dist/)
  */
 import { execFileSync } from "node:child_process";
 import {
@@ -24,11 +26,13 @@ import {
   statSync,
   writeFileSync,
 } from "node:fs";
-import { dirname, join, relative } from "node:path";
+import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url)).replace(/\/$/, "");
-const DIST = join(ROOT, "dist");
+/** Where the build goes: dist/, or `--out-dir <dir>` (a test's scratch copy of the package). */
+const outDirFlag = process.argv.indexOf("--out-dir");
+const DIST = outDirFlag === -1 ? join(ROOT, "dist") : resolve(process.argv[outDirFlag + 1] ?? "");
 /** What a module reads beside itself at run time. */
 const ASSET = /\.(sql|txt)$/;
 /** A relative module specifier that still names a `.ts` file, in any quote. */
@@ -43,10 +47,14 @@ function files(dir: string): string[] {
 /** Compiles with the repository's TypeScript. */
 function compile(): void {
   rmSync(DIST, { recursive: true, force: true });
-  execFileSync(join(ROOT, "node_modules/.bin/tsc"), ["-p", join(ROOT, "tsconfig.build.json")], {
-    cwd: ROOT,
-    stdio: "inherit",
-  });
+  execFileSync(
+    join(ROOT, "node_modules/.bin/tsc"),
+    ["-p", join(ROOT, "tsconfig.build.json"), "--outDir", DIST],
+    {
+      cwd: ROOT,
+      stdio: "inherit",
+    },
+  );
 }
 
 /** Rewrites the declarations' relative `.ts` specifiers to `.js`. */
@@ -109,5 +117,5 @@ if (leftovers.length > 0) {
 }
 const modules = files(DIST).filter((file) => file.endsWith(".js")).length;
 console.log(
-  `build: ${modules} modules, ${declarations} declaration files rewritten, ${assets} files copied, in dist/`,
+  `build: ${modules} modules, ${declarations} declaration files rewritten, ${assets} files copied, in ${relative(ROOT, DIST) || "."}`,
 );
