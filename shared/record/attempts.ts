@@ -4,6 +4,7 @@
  * it. Each write is a statement or short transaction of its own, never the fence's.
  */
 import type pg from "pg";
+import { connectBefore } from "../db/connect-before.ts";
 import {
   type AttemptEntry,
   type AttemptLedger,
@@ -125,7 +126,7 @@ async function beforeDeadline<T>(
   write: (db: pg.PoolClient) => Promise<T>,
   statementTimeoutMs?: number,
 ): Promise<T> {
-  const client = await pool.connect();
+  const client = await connectBefore(pool, signal);
   try {
     if (signal?.aborted) throw new InvocationDeadlineError("the invocation's time ran out");
     await client.query(
