@@ -11,7 +11,8 @@
  * same way: {@link concurrentInvocations} while any poller runs, each invocation through
  * {@link InvocationStore.run}.
  */
-import { InvokeStore, InvokeStoreBase } from "@aws/lambda-invoke-store";
+import { AsyncLocalStorage } from "node:async_hooks";
+import { InvokeStoreBase } from "@aws/lambda-invoke-store";
 import type { Context } from "aws-lambda";
 import { MANAGED_INSTANCE_ENV } from "../shared/invocation/concurrency.ts";
 
@@ -19,51 +20,83 @@ import { MANAGED_INSTANCE_ENV } from "../shared/invocation/concurrency.ts";
 export interface InvocationStore {
   /** Runs `invoke` inside a fresh per-invocation context carrying `context`'s request id. */
   run<T>(context: Context, invoke: () => Promise<T>): Promise<T>;
-  /** Ends this holder's claim on the process's concurrency setting (the last one restores it). */
+  /** Ends this holder's claim on the process's store and setting (the last one restores both). */
   release(): void;
 }
 
-/** Holders of the concurrency setting, and what the variable was before the first of them. */
-let holders = 0;
-let before: string | undefined;
+/** A context per invocation, kept by AsyncLocalStorage: what the runtime's multi-concurrency store does. */
+class PerInvocationStore extends InvokeStoreBase {
+  readonly #contexts = new AsyncLocalStorage<Record<string | symbol, unknown>>();
+  getContext() {
+    return this.#contexts.getStore();
+  }
+  hasContext() {
+    return this.#contexts.getStore() !== undefined;
+  }
+  get<T = unknown>(key: string | symbol): T | undefined {
+    return this.#contexts.getStore()?.[key] as T | undefined;
+  }
+  set<T = unknown>(key: string | symbol, value: T): void {
+    if (this.isProtectedKey(key)) throw new Error(`cannot change the Lambda context's ${String(key)}`);
+    const context = this.#contexts.getStore();
+    if (context === undefined) throw new Error("no invocation context is active");
+    context[key] = value;
+  }
+  run<T>(context: Record<string | symbol, unknown>, fn: () => T): T {
+    return this.#contexts.run(context, fn);
+  }
+}
+
+/** While pollers hold it: the store published, and what was there (store, variable) before. */
+let held:
+  | { holders: number; store: InvokeStoreBase; previousStore: unknown; previousEnv: string | undefined }
+  | undefined;
 
 /**
- * The process's multi-concurrency invoke store, for `concurrency` invocations at once: made (or
- * taken, when the process already has one) before `AWS_LAMBDA_MAX_CONCURRENCY` is set, since
- * Powertools refuses to log with the variable set and no store published. A variable the
- * environment set already is left as it is.
+ * The process's per-invocation store, for `concurrency` invocations at once. Published as the
+ * runtime publishes it (`globalThis.awslambda.InvokeStore`) before `AWS_LAMBDA_MAX_CONCURRENCY` is
+ * set, since Powertools refuses to log with the variable set and no store there. A store already
+ * published that keeps a context per invocation is used as it is; one that keeps a single context
+ * for the process (the AWS SDK makes one on its first call outside Lambda Managed Instances) is
+ * replaced while the pollers run. A variable the environment set already is left as it is.
  */
-export async function concurrentInvocations(concurrency: number): Promise<InvocationStore> {
-  const store = await InvokeStore.getInstanceAsync(true);
-  refuseSharedStore(store);
-  if (holders++ === 0) {
-    before = process.env[MANAGED_INSTANCE_ENV.maxConcurrency];
-    if (before === undefined) process.env[MANAGED_INSTANCE_ENV.maxConcurrency] = String(concurrency);
+export function concurrentInvocations(concurrency: number): InvocationStore {
+  if (held === undefined) {
+    const awslambda = ((globalThis as { awslambda?: Record<string, unknown> }).awslambda ??= {});
+    const previousStore = awslambda.InvokeStore;
+    const store = keepsContextPerInvocation(previousStore) ? previousStore : new PerInvocationStore();
+    awslambda.InvokeStore = store;
+    const previousEnv = process.env[MANAGED_INSTANCE_ENV.maxConcurrency];
+    if (previousEnv === undefined) process.env[MANAGED_INSTANCE_ENV.maxConcurrency] = String(concurrency);
+    held = { holders: 0, store, previousStore, previousEnv };
   }
+  const current = held;
+  current.holders++;
   let released = false;
   return {
+    // No trace id: nothing is traced by X-Ray locally, so the context carries the request id only.
     run: (context, invoke) =>
-      // No trace id: nothing is traced by X-Ray locally, so the context carries the request id only.
-      store.run({ [InvokeStoreBase.PROTECTED_KEYS.REQUEST_ID]: context.awsRequestId }, invoke),
+      current.store.run({ [InvokeStoreBase.PROTECTED_KEYS.REQUEST_ID]: context.awsRequestId }, invoke),
     release() {
       if (released) return;
       released = true;
-      if (--holders === 0 && before === undefined) delete process.env[MANAGED_INSTANCE_ENV.maxConcurrency];
+      if (--current.holders > 0 || held !== current) return;
+      held = undefined;
+      if (current.previousEnv === undefined) delete process.env[MANAGED_INSTANCE_ENV.maxConcurrency];
+      const awslambda = (globalThis as { awslambda?: Record<string, unknown> }).awslambda;
+      if (awslambda) awslambda.InvokeStore = current.previousStore;
     },
   };
 }
 
 /**
- * A store made earlier for one invocation at a time keeps a single context for the whole process:
- * running concurrent invocations on it would mix them exactly as having none does.
+ * Whether `store` keeps a context per invocation: a store made for one invocation at a time keeps
+ * a single context for the whole process, and running concurrent invocations on it would mix them
+ * exactly as having none does.
  */
-function refuseSharedStore(store: InvokeStoreBase): void {
+function keepsContextPerInvocation(store: unknown): store is InvokeStoreBase {
+  if (!(store instanceof InvokeStoreBase)) return false;
   const probe = Symbol("jobfence.invoke-store.probe");
   store.run({ [probe]: true }, () => {});
-  if (store.get(probe) !== undefined) {
-    throw new Error(
-      "this process's Lambda invoke store keeps one context for every invocation (it was made for one " +
-        "invocation at a time); concurrent invocations cannot be kept apart in it",
-    );
-  }
+  return store.get(probe) === undefined;
 }

@@ -11,7 +11,7 @@
  */
 import type { Context, SQSRecord } from "aws-lambda";
 import { deliver, type QueueSource, receiveRecords, type SqsHandler } from "./event-source.ts";
-import { concurrentInvocations, type InvocationStore } from "./invoke-store.ts";
+import { concurrentInvocations } from "./invoke-store.ts";
 import { lambdaContext } from "./lambda-context.ts";
 
 /** Options of {@link startPoller}. */
@@ -67,16 +67,8 @@ const PAUSE_AFTER_ERROR_MS = 1000;
 
 export function startPoller(options: PollerOptions): Poller {
   const abort = new AbortController();
-  const store = concurrentInvocations(options.concurrency);
-  // Until the store is there nothing is received; a store that cannot be made is reported once.
-  store.catch((error: unknown) => options.onError(error));
+  const invocations = concurrentInvocations(options.concurrency);
   const worker = async (): Promise<void> => {
-    let invocations: InvocationStore;
-    try {
-      invocations = await store;
-    } catch {
-      return;
-    }
     while (!abort.signal.aborted) {
       try {
         const records = await receiveRecords(options.source, abort.signal);
@@ -102,7 +94,7 @@ export function startPoller(options: PollerOptions): Poller {
     async stop() {
       abort.abort();
       await Promise.allSettled(workers);
-      (await store.catch(() => undefined))?.release();
+      invocations.release();
     },
   };
 }
