@@ -62,7 +62,9 @@ let held:
  */
 export function concurrentInvocations(concurrency: number): InvocationStore {
   if (held === undefined) {
-    const awslambda = ((globalThis as { awslambda?: Record<string, unknown> }).awslambda ??= {});
+    const global = globalThis as { awslambda?: Record<string, unknown> };
+    global.awslambda ??= {};
+    const awslambda = global.awslambda;
     const previousStore = awslambda.InvokeStore;
     const store = keepsContextPerInvocation(previousStore) ? previousStore : new PerInvocationStore();
     awslambda.InvokeStore = store;
