@@ -123,11 +123,7 @@ export function functionTimeoutProblem(timeoutSeconds: number, managedInstances 
     : FUNCTION_TIMEOUT_LIMITS.default;
   if (isIntegerIn(timeoutSeconds, bounds)) return undefined;
   const compute = managedInstances ? "Lambda Managed Instances' bounds" : "Lambda's bounds";
-  const hint =
-    !managedInstances && isIntegerIn(timeoutSeconds, FUNCTION_TIMEOUT_LIMITS.managedInstances)
-      ? "; only a function on Lambda Managed Instances may run up to 5400 s"
-      : "";
-  return `function timeout must be ${range(bounds)} s (${compute}), got ${timeoutSeconds}${hint}`;
+  return `function timeout must be ${range(bounds)} s (${compute}), got ${timeoutSeconds}`;
 }
 
 /** Caps of the default time budget: a third (a tenth) of the timeout, at most 10 s (2 s). */

@@ -269,7 +269,6 @@ describe("consumerConfigFromEnv", () => {
       "maxInterruptions",
       "opsBusName",
       "outboxQueues",
-      "poolMax",
       "queueRetentionSeconds",
     ]);
   });
