@@ -108,8 +108,15 @@ async function ledgerRows(prefix: string): Promise<Map<string, number>> {
 
 describe("Lambda Managed Instances", () => {
   it("sizes the pool from AWS_LAMBDA_MAX_CONCURRENCY: 32 concurrent invocations run side by side, each job once", async () => {
+    let running = 0;
+    let peak = 0;
     const handler = consumer(async (_jobId, sleep) => {
-      await sleep(0.1);
+      peak = Math.max(peak, ++running);
+      try {
+        await sleep(0.1);
+      } finally {
+        running--;
+      }
     });
     expect(handler.pool.options.max).toBe(CONCURRENCY);
     const batches = Array.from({ length: CONCURRENCY }, (_, i) =>
@@ -120,10 +127,10 @@ describe("Lambda Managed Instances", () => {
     const ledger = await ledgerRows("lmi-size-");
     expect(ledger.size).toBe(CONCURRENCY * 5);
     expect([...ledger.values()].every((n) => n === 1)).toBe(true);
-    // 5 records × 100 ms each, about 0.5 s, however many run beside it; behind a pool of two,
-    // 32 × 5 × 100 ms ÷ 2 = 8 s.
-    const slowest = Math.max(...runs.map((r) => r.ms));
-    expect(slowest).toBeLessThan(4000);
+    // The works ran side by side, each on its own connection: behind a pool of two, at most two
+    // at a time, and each invocation would take about 32 × 5 × 100 ms ÷ 2 = 8 s instead of 0.5 s
+    // (bench/managed-instances.ts measures it).
+    expect(peak).toBeGreaterThanOrEqual(CONCURRENCY / 2);
   });
 
   it("a record waiting for a connection gives up at its deadline: interrupted, no fence opened after the return, redone once", async () => {
