@@ -12,6 +12,7 @@
  */
 import type pg from "pg";
 import { InvocationDeadlineError } from "../errors/job.ts";
+import type { Queryable } from "./queryable.ts";
 
 /** A connection from `pool`, or InvocationDeadlineError once `signal` aborts first. */
 export function connectBefore(pool: pg.Pool, signal: AbortSignal | undefined): Promise<pg.PoolClient> {
@@ -45,4 +46,27 @@ function waitedTooLong(): InvocationDeadlineError {
   return new InvocationDeadlineError(
     "the invocation's time ran out while the record waited for a database connection",
   );
+}
+
+/**
+ * `pool` as a {@link Queryable} whose every query takes its connection within `signal`'s time, as
+ * `pool.query` would otherwise without bound: for a record's writes outside its fence transaction
+ * (its ledger entry, its dead letter), so that none of them lands after its invocation returned
+ * for want of a connection sooner. A query that fails releases its connection with the error, as
+ * pg-pool's own `query` does.
+ */
+export function poolBefore(pool: pg.Pool, signal: AbortSignal | undefined): Queryable {
+  if (signal === undefined) return pool;
+  const query = async (...args: unknown[]) => {
+    const client = await connectBefore(pool, signal);
+    try {
+      const result = await (client.query as (...a: unknown[]) => Promise<unknown>)(...args);
+      client.release();
+      return result;
+    } catch (error) {
+      client.release(error instanceof Error ? error : new Error(String(error)));
+      throw error;
+    }
+  };
+  return { query } as unknown as Queryable;
 }

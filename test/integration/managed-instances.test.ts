@@ -186,4 +186,44 @@ describe("Lambda Managed Instances", () => {
       new Map([...waiters, "lmi-wait-holder"].map((id) => [id, 1])),
     );
   });
+
+  it("a dead letter waiting for a connection gives up at its deadline: none lands after the return, the next delivery writes it once", async () => {
+    const handler = consumer(
+      async (jobId, sleep) => {
+        if (jobId === "lmi-dl-holder") await sleep(4);
+      },
+      {
+        poolMax: 1,
+        functionTimeoutSeconds: 4,
+        lockTimeoutMs: 500,
+        recordBudgetMs: 1200,
+        returnReserveMs: 500,
+      },
+    );
+    const opened: string[] = [];
+    installFaultHook((point, context) => {
+      if (point === "fence:after-insert") opened.push(...(context.jobIds ?? []));
+    });
+    const holding = invoke(handler, [sqsRecord(JSON.stringify(award("lmi-dl-holder", 1)))], 4000);
+    await vi.waitFor(() => expect(opened).toContain("lmi-dl-holder"));
+    // Poison: its only write is its dead letter, which waits for the one connection.
+    const poison = () => sqsRecord("{not json", { messageId: "lmi-dl-poison" });
+    const waited = await invoke(handler, [poison()], 2000);
+    expect(waited.response.batchItemFailures).toEqual([{ itemIdentifier: "lmi-dl-poison" }]);
+    await holding;
+    // The holder's connection is gone: a write still queued for one would land now.
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    installFaultHook(undefined);
+    const deadLetters = () =>
+      db.withClient(async (c) => {
+        const { rows } = await c.query<{ n: number }>(
+          "SELECT count(*)::int AS n FROM core.dead_letters WHERE job_id = 'lmi-dl-poison'",
+        );
+        return rows[0]?.n;
+      });
+    expect(await deadLetters()).toBe(0);
+    const again = await invoke(handler, [poison()]);
+    expect(again.response.batchItemFailures).toEqual([]);
+    expect(await deadLetters()).toBe(1);
+  });
 });
