@@ -29,6 +29,7 @@ const SUITE: readonly Entry[] = [
   { name: "local-e2e", script: "bench/local-e2e.ts" },
   { name: "api", script: "bench/api.ts" },
   { name: "cleanup", script: "bench/cleanup.ts" },
+  { name: "managed-instances", script: "bench/managed-instances.ts" },
 ];
 
 /** Run only when named. */

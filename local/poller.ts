@@ -4,9 +4,14 @@
  * exactly the records not in batchItemFailures, with a bounded number of invocations at once. An
  * invocation that outlives the function timeout deletes nothing (local/event-source.ts) and frees
  * its slot, as a timed-out Lambda invocation does; its batch comes back after the visibility timeout.
+ *
+ * Its invocations run at once in one process, as on Lambda Managed Instances, so it runs each the
+ * way that runtime does: inside a per-invocation store of its own (local/invoke-store.ts), so that
+ * Powertools' logs and metrics of one invocation carry its own request id and none of another's.
  */
 import type { Context, SQSRecord } from "aws-lambda";
 import { deliver, type QueueSource, receiveRecords, type SqsHandler } from "./event-source.ts";
+import { concurrentInvocations } from "./invoke-store.ts";
 import { lambdaContext } from "./lambda-context.ts";
 
 /** Options of {@link startPoller}. */
@@ -62,6 +67,7 @@ const PAUSE_AFTER_ERROR_MS = 1000;
 
 export function startPoller(options: PollerOptions): Poller {
   const abort = new AbortController();
+  const invocations = concurrentInvocations(options.concurrency);
   const worker = async (): Promise<void> => {
     while (!abort.signal.aborted) {
       try {
@@ -69,7 +75,8 @@ export function startPoller(options: PollerOptions): Poller {
         if (records.length === 0 || abort.signal.aborted) continue;
         const timeoutMs = options.timeoutSeconds * 1000;
         const context: Context = lambdaContext(options.functionName, timeoutMs);
-        const delivered = await deliver(options.source, records, options.handler, context, { timeoutMs });
+        const handler: SqsHandler = (event, ctx) => invocations.run(ctx, () => options.handler(event, ctx));
+        const delivered = await deliver(options.source, records, handler, context, { timeoutMs });
         if (delivered.timedOut) {
           const timeout = { functionName: options.functionName, timeoutMs, records };
           if (options.onTimeout) options.onTimeout(timeout);
@@ -87,6 +94,7 @@ export function startPoller(options: PollerOptions): Poller {
     async stop() {
       abort.abort();
       await Promise.allSettled(workers);
+      invocations.release();
     },
   };
 }

@@ -87,7 +87,7 @@ const BENCH_TARGET_QUEUE = "https://sqs.eu-west-1.amazonaws.com/000000000000/not
  * An SQS and EventBridge stand-in that answers at once: SendMessageBatch takes every entry (so the
  * relay after COMMIT deletes its rows as it would), anything else answers nothing.
  */
-const answerAtOnce = {
+export const answerAtOnce = {
   send: async (command: { input?: { Entries?: { Id?: string }[] } }) => {
     const entries = command.input?.Entries;
     if (!entries || command.constructor.name !== "SendMessageBatchCommand") return {};

@@ -18,6 +18,7 @@ import { TTL_DEFAULTS, validateFenceTtl } from "../../shared/fence/ttl.ts";
 import { type DeliveryTimings, validateDeliveryTimings } from "../../shared/retry/delivery-timings.ts";
 import { DEFAULT_RETRY_POLICY, type RetryPolicy, resolveRetryPolicy } from "../../shared/retry/policy.ts";
 import { BACKSTOP_DRAIN_DEFAULTS, CONSUMER_DEFAULTS } from "../defaults.ts";
+import { type ManagedInstancesProps, managedInstancesProblems } from "./managed-instances.ts";
 
 /** The props of a JobConsumer that decide its queues, timings and follow-up targets. */
 export interface ConsumerSettingsProps {
@@ -45,6 +46,12 @@ export interface ConsumerSettingsProps {
    * @default none: right only for a consumer that sends nothing
    */
   readonly followUpTargets?: Readonly<Record<string, sqs.IQueue>>;
+  /**
+   * Runs the consumer function on Lambda Managed Instances (./managed-instances.ts): timeouts up to
+   * 90 minutes, and the connection budget counts its execution environments.
+   * @default none: Lambda's default compute
+   */
+  readonly managedInstances?: ManagedInstancesProps;
 }
 
 /** SQS event sources: FIFO batches hold at most 10 records; standard ones up to 10,000. */
@@ -89,8 +96,13 @@ export function resolveConsumerSettings(props: ConsumerSettingsProps): ConsumerS
   const timeout = deployment.functionTimeoutSeconds;
   // Visibility, redrive count, retention and time budget are only safe together: one validation
   // checks them as a set (the consumer's start-up runs the same one).
-  const timings = resolveDeliveryTimings(deployment, retryPolicy, props.visibilityTimeoutSeconds);
+  const managedInstances = props.managedInstances !== undefined;
+  const timings: DeliveryTimings = {
+    ...resolveDeliveryTimings(deployment, retryPolicy, props.visibilityTimeoutSeconds),
+    ...(managedInstances ? { managedInstances } : {}),
+  };
   problems.push(...validateDeliveryTimings(timings));
+  problems.push(...managedInstancesProblems(props.managedInstances));
 
   const maxBatch = deployment.fifo ? MAX_BATCH.fifo : MAX_BATCH_WITHOUT_WINDOW;
   if (
@@ -132,6 +144,7 @@ export function resolveConsumerSettings(props: ConsumerSettingsProps): ConsumerS
       drainTimeoutSeconds: BACKSTOP_DRAIN_DEFAULTS.timeout.toSeconds(),
       retryPolicy,
       functionTimeoutSeconds: timeout,
+      managedInstances,
       fenceTtlSeconds,
     }),
   );

@@ -37,6 +37,7 @@ import { backstopDrainMetric, createBackstopDrain } from "./backstop-drain.ts";
 import { type ConsumerSettingsProps, resolveConsumerSettings } from "./consumer-settings.ts";
 import type { DatabaseAccess } from "./database.ts";
 import { JobfenceFunction } from "./jobfence-function.ts";
+import { runOnManagedInstances } from "./managed-instances.ts";
 import { jobfenceMetric } from "./metrics.ts";
 import { type ConsumerOutbox, createOutboxRelay } from "./outbox-relay.ts";
 import { grantReplaySend } from "./replay-send.ts";
@@ -131,7 +132,7 @@ export class JobConsumer extends Construct {
     const names = queueNames(deployment);
     this.consumerName = name;
     this.fenceTtlSeconds = settings.fenceTtlSeconds;
-    this.connections = consumerConnections(deployment);
+    this.connections = consumerConnections(deployment, props.managedInstances);
     this.retryPolicy = settings.retryPolicy;
     const fifo = deployment.fifo ? { fifo: true } : {};
 
@@ -196,11 +197,13 @@ export class JobConsumer extends Construct {
         [CONSUMER_ENV.recordBudgetMs]: String(timings.recordBudgetMs),
         [CONSUMER_ENV.returnReserveMs]: String(timings.returnReserveMs),
         [CONSUMER_ENV.fifo]: timings.fifo ? "true" : "false",
-        // The pool size the connection budget counted, deployed rather than left to the default.
-        [CONSUMER_ENV.poolMax]: String(this.connections.poolMax),
+        // The pool size the connection budget counted, deployed rather than left to the default; on
+        // Managed Instances each worker sizes its own from the concurrency Lambda gives it.
+        ...(props.managedInstances ? {} : { [CONSUMER_ENV.poolMax]: String(this.connections.poolMax) }),
         ...(outboxQueues ? { [CONSUMER_ENV.outboxQueues]: outboxQueues } : {}),
       },
     });
+    if (props.managedInstances) runOnManagedInstances(this.consumerFunction.function, props.managedInstances);
     const pollers = deployment.provisionedPollers;
     this.eventSource = new lambdaEventSources.SqsEventSource(this.queue, {
       batchSize: deployment.batchSize,

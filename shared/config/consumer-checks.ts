@@ -6,6 +6,7 @@
  */
 import { ConfigurationError } from "../errors/configuration.ts";
 import { validateFenceTtl } from "../fence/ttl.ts";
+import { type ManagedConcurrency, managedConcurrency } from "../invocation/concurrency.ts";
 import {
   defaultRecordBudgetMs,
   defaultReturnReserveMs,
@@ -20,6 +21,7 @@ import {
 } from "../retry/policy.ts";
 import { isFifoQueue } from "../sqs/queue-url.ts";
 import {
+  CONSUMER_DEFAULTS,
   type ConsumerConfig,
   type ConsumerConfigInput,
   consumerConfigFromEnv,
@@ -39,11 +41,16 @@ export interface ConsumerToCheck {
   readonly config?: ConsumerConfigInput;
   /** @default DEFAULT_RETRY_POLICY */
   readonly retryPolicy?: RetryPolicy;
+  /** Where the managed runtime's concurrency is read (shared/invocation/concurrency.ts). @default process.env */
+  readonly env?: NodeJS.ProcessEnv;
 }
 
 /** A consumer's checked settings. */
 export interface CheckedConsumer {
-  readonly config: ConsumerConfig;
+  /** The configuration, its pool size resolved for the compute it runs on ({@link poolSizeFor}). */
+  readonly config: ConsumerConfig & { readonly poolMax: number };
+  /** The managed-instance concurrency the environment declares; undefined on Lambda's default compute. */
+  readonly managed: ManagedConcurrency | undefined;
   readonly retryPolicy: RetryPolicy;
   readonly timings: { readonly recordBudgetMs: number; readonly returnReserveMs: number };
 }
@@ -56,9 +63,17 @@ export function checkConsumer(c: ConsumerToCheck): CheckedConsumer {
       `name "${c.name}" must be 1–63 lowercase letters, digits or dashes, starting with a letter`,
     );
   }
-  const config = collect(problems, () =>
+  const parsed = collect(problems, () =>
     c.config ? parseConsumerConfig(c.config, c.name) : consumerConfigFromEnv(),
   );
+  let managed: ManagedConcurrency | undefined;
+  try {
+    managed = managedConcurrency(c.env ?? process.env);
+  } catch (error) {
+    if (!(error instanceof RangeError)) throw error;
+    problems.push(error.message);
+  }
+  const config = parsed && { ...parsed, poolMax: poolSizeFor(parsed.poolMax, managed) };
   const retryPolicy = collect(problems, () =>
     c.retry ? resolveRetryPolicy(c.retry, c.retryPolicy) : (c.retryPolicy ?? DEFAULT_RETRY_POLICY),
   );
@@ -69,6 +84,7 @@ export function checkConsumer(c: ConsumerToCheck): CheckedConsumer {
         backstopRetentionSeconds: config.backstopRetentionSeconds,
         retryPolicy,
         functionTimeoutSeconds: config.functionTimeoutSeconds,
+        managedInstances: managed !== undefined,
         fenceTtlSeconds: config.fenceTtlSeconds,
         // Unknown until a record names its queue: FIFO, the longer of the two waits.
         fifo: config.fifo ?? (config.queueUrl === undefined ? true : isFifoQueue(config.queueUrl)),
@@ -80,11 +96,22 @@ export function checkConsumer(c: ConsumerToCheck): CheckedConsumer {
       config.recordBudgetMs ?? defaultRecordBudgetMs(config.functionTimeoutSeconds, config.lockTimeoutMs),
     returnReserveMs: config.returnReserveMs ?? defaultReturnReserveMs(config.functionTimeoutSeconds),
   };
-  if (config && retryPolicy && timings) problems.push(...timingProblems(config, retryPolicy, timings));
+  if (config && retryPolicy && timings)
+    problems.push(...timingProblems(config, retryPolicy, timings, managed !== undefined));
   if (config) problems.push(...followUpProblems(c.name, c.sends ?? {}, config.outboxQueues));
   if (problems.length > 0 || !config || !retryPolicy || !timings)
     throw new ConfigurationError(`consumer "${c.name}"`, problems);
-  return { config, retryPolicy, timings };
+  return { config, managed, retryPolicy, timings };
+}
+
+/**
+ * The pool's size: the configuration's when it sets one (a cap: invocations beyond it wait for a
+ * connection, within their deadline); else, on Lambda Managed Instances, this worker's share of
+ * the environment's concurrent invocations, so each has its connection (a record holds one at a
+ * time); else the default 2 (one invocation at a time: docs/scaling.md).
+ */
+export function poolSizeFor(configured: number | undefined, managed: ManagedConcurrency | undefined): number {
+  return configured ?? managed?.perWorker ?? CONSUMER_DEFAULTS.poolMax;
 }
 
 /**
@@ -96,9 +123,11 @@ function timingProblems(
   config: ConsumerConfig,
   retryPolicy: RetryPolicy,
   budget: { recordBudgetMs: number; returnReserveMs: number },
+  managedInstances: boolean,
 ): string[] {
   const known = {
     functionTimeoutSeconds: config.functionTimeoutSeconds,
+    managedInstances,
     lockTimeoutMs: config.lockTimeoutMs,
     ...budget,
   };

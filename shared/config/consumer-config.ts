@@ -27,7 +27,7 @@ export const CONSUMER_DEFAULTS = Object.freeze({
   functionTimeoutSeconds: 30,
   /** Bound on a concurrent duplicate's wait for the fence lock. */
   lockTimeoutMs: 5000,
-  /** Connections in the container's pool. */
+  /** Connections in the container's pool, on Lambda's default compute (one invocation at a time). */
   poolMax: 2,
   /** Confirmed interruptions after which a message is dead-lettered as `interrupted`. */
   maxInterruptions: 2,
@@ -53,7 +53,11 @@ const configSchema = withDatabaseCheck(
       backstopRetentionSeconds: positiveInt.default(CONSUMER_DEFAULTS.backstopRetentionSeconds),
       functionTimeoutSeconds: positiveInt.default(CONSUMER_DEFAULTS.functionTimeoutSeconds),
       lockTimeoutMs: positiveInt.default(CONSUMER_DEFAULTS.lockTimeoutMs),
-      poolMax: positiveInt.max(100).default(CONSUMER_DEFAULTS.poolMax),
+      /**
+       * Connections in the worker's pool. @default 2 on Lambda's default compute; on Lambda Managed
+       * Instances the worker's share of its environment's concurrency (shared/config/consumer-checks.ts)
+       */
+      poolMax: positiveInt.max(100).optional(),
       /** A role to SET on each connection, for a login that does not inherit its jobfence role. */
       dbRole: dbRoleField.optional(),
       /**

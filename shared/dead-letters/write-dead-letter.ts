@@ -21,6 +21,7 @@ import type { EventBridgeClient } from "@aws-sdk/client-eventbridge";
 import type { SQSRecord } from "aws-lambda";
 import type pg from "pg";
 import { deadLetterRecordedDetail, publishDeadLetterRecorded } from "../alerts/ops-bus.ts";
+import { poolBefore } from "../db/connect-before.ts";
 import { type DeadLetterDraft, insertDeadLetter } from "../db/queries/insert-dead-letter.ts";
 import type { AttemptEntry } from "../db/queries/message-attempts.ts";
 import { BODY_FORM, jsonbCandidate, storableJson, storedBody } from "../db/stored-body.ts";
@@ -107,7 +108,8 @@ export async function writeDeadLetter(sink: DeadLetterSink, failed: FailedMessag
     }
     draft = draftOf(sink.consumer, failed, lastError, form);
     try {
-      const inserting = insertDeadLetter(sink.pool, draft);
+      // Its wait for a connection ends at the deadline too: no dead letter lands after the return.
+      const inserting = insertDeadLetter(poolBefore(sink.pool, failed.signal), draft);
       if (faultHook) await faultHook("dead-letter:in-flight", { jobIds: [draft.jobId] });
       recorded = await inserting;
       break;

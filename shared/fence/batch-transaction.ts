@@ -163,14 +163,18 @@ async function runOnce<P>(options: BatchTransactionOptions, pending: BatchRecord
 
   let opened: Awaited<ReturnType<typeof FenceTransaction.open>>;
   try {
-    const opening = FenceTransaction.open(options.pool, {
-      consumer: options.consumer,
-      ttlSeconds: options.ttlSeconds,
-      jobs: pending.map((r) => {
-        const { job, fingerprint } = messageOf(r);
-        return { jobId: job.jobId, tenantId: job.tenantId, fingerprint };
-      }),
-    });
+    const opening = FenceTransaction.open(
+      options.pool,
+      {
+        consumer: options.consumer,
+        ttlSeconds: options.ttlSeconds,
+        jobs: pending.map((r) => {
+          const { job, fingerprint } = messageOf(r);
+          return { jobId: job.jobId, tenantId: job.tenantId, fingerprint };
+        }),
+      },
+      options.clock?.signal,
+    );
     const raced = options.clock ? await untilDeadline(opening, options.clock.signal) : await opening;
     if (raced === DEADLINE) {
       // Opened after the deadline (a lock wait, a slow connection): rolled back the moment it is.

@@ -19,6 +19,7 @@
  */
 import { performance } from "node:perf_hooks";
 import pg from "pg";
+import { connectBefore } from "../db/connect-before.ts";
 import {
   beginWithFences,
   type FenceSet,
@@ -98,12 +99,13 @@ export class FenceTransaction {
   /**
    * Takes a connection, begins and inserts the fences. Throws (with the connection returned or
    * destroyed) when the database refuses or cannot be reached, including a lock timeout behind a
-   * concurrent delivery of the same job.
+   * concurrent delivery of the same job. The wait for a connection ends when `signal` aborts
+   * (InvocationDeadlineError, nothing opened: ../db/connect-before.ts).
    */
-  static async open(pool: pg.Pool, fences: FenceSet): Promise<OpenedFences> {
+  static async open(pool: pg.Pool, fences: FenceSet, signal?: AbortSignal): Promise<OpenedFences> {
     const jobIds = [...new Set(fences.jobs.map((j) => j.jobId))];
     if (faultHook) await faultHook("fence:before", { jobIds });
-    const client = await pool.connect();
+    const client = await connectBefore(pool, signal);
     const startedAt = performance.now();
     try {
       const inserted = await beginWithFences(client, fences);

@@ -12,6 +12,7 @@
  * redrive) is not trusted: the database records it `outlived` (migration 0021) and a replay
  * refuses it without a reasoned override.
  */
+import { functionTimeoutProblem } from "../retry/delivery-timings.ts";
 import { maxDeliveryWindowSeconds, type RetryPolicy } from "../retry/policy.ts";
 
 const DAY = 86_400;
@@ -55,6 +56,8 @@ export interface FenceTtlInputs {
   readonly retryPolicy: RetryPolicy;
   /** The consumer function's timeout: each attempt may run this long before its retry is scheduled. */
   readonly functionTimeoutSeconds: number;
+  /** Whether the function runs on Lambda Managed Instances (timeouts up to 90 minutes). @default false */
+  readonly managedInstances?: boolean;
   readonly fenceTtlSeconds: number;
   /**
    * Whether the source queue is FIFO: SQS resets a FIFO message's retention when it moves it to the
@@ -117,9 +120,8 @@ export function validateFenceTtl(inputs: FenceTtlInputs): string[] {
       );
     }
   }
-  if (!Number.isInteger(timeout) || timeout < 1 || timeout > 900) {
-    problems.push(`function timeout must be 1–900 s (Lambda's bounds), got ${timeout}`);
-  }
+  const timeoutProblem = functionTimeoutProblem(timeout, inputs.managedInstances);
+  if (timeoutProblem) problems.push(timeoutProblem);
   for (const [name, value] of [
     ["drain timeout", inputs.drainTimeoutSeconds ?? DRAIN_TIMEOUT_SECONDS],
     ["outbox deadline", inputs.outboxMaxWaitSeconds ?? OUTBOX_MAX_WAIT_SECONDS],

@@ -4,6 +4,7 @@
  * it. Each write is a statement or short transaction of its own, never the fence's.
  */
 import type pg from "pg";
+import { connectBefore, poolBefore } from "../db/connect-before.ts";
 import {
   type AttemptEntry,
   type AttemptLedger,
@@ -49,7 +50,12 @@ export function recordFailure(
   rc: RecordContext,
   error: unknown,
 ): Promise<AttemptLedger> {
-  return recordAttempt(ledger.pool, ledger.consumer, deliveryKey(rc), attemptEntry(rc, error));
+  return recordAttempt(
+    poolBefore(ledger.pool, rc.signal),
+    ledger.consumer,
+    deliveryKey(rc),
+    attemptEntry(rc, error),
+  );
 }
 
 /** Releases the delivery's claim, so the next delivery counts no interruption. Never throws. */
@@ -125,7 +131,7 @@ async function beforeDeadline<T>(
   write: (db: pg.PoolClient) => Promise<T>,
   statementTimeoutMs?: number,
 ): Promise<T> {
-  const client = await pool.connect();
+  const client = await connectBefore(pool, signal);
   try {
     if (signal?.aborted) throw new InvocationDeadlineError("the invocation's time ran out");
     await client.query(

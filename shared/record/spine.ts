@@ -155,7 +155,7 @@ export class RecordSpine<S extends z.ZodType> {
       }
       throwIfAborted(rc);
     }
-    const settlement = rc.settlement ?? (await this.#openFence(message));
+    const settlement = rc.settlement ?? (await this.#openFence(message, rc.signal));
     switch (settlement.status) {
       case "open":
         rc.state = { step: "open", message, fence: settlement.fence };
@@ -340,13 +340,18 @@ export class RecordSpine<S extends z.ZodType> {
 
   async #openFence(
     message: JobMessage<z.output<S>>,
+    signal: AbortSignal | undefined,
   ): Promise<FenceSettlement | { status: "open"; fence: FenceTransaction }> {
     const { job, fingerprint } = message;
-    const { transaction, fresh, existing } = await FenceTransaction.open(this.#o.pool, {
-      consumer: this.#o.consumer,
-      ttlSeconds: this.#o.ttlSeconds,
-      jobs: [{ jobId: job.jobId, tenantId: job.tenantId, fingerprint }],
-    });
+    const { transaction, fresh, existing } = await FenceTransaction.open(
+      this.#o.pool,
+      {
+        consumer: this.#o.consumer,
+        ttlSeconds: this.#o.ttlSeconds,
+        jobs: [{ jobId: job.jobId, tenantId: job.tenantId, fingerprint }],
+      },
+      signal,
+    );
     if (fresh.has(job.jobId)) return { status: "open", fence: transaction };
     await transaction.abandon();
     return settlementOfExisting(fingerprint, existing.get(job.jobId) ?? null);

@@ -36,8 +36,13 @@ export interface DeliveryTimings {
   readonly maxReceiveCount: number;
   /** The source queue's visibility timeout. */
   readonly visibilityTimeoutSeconds: number;
-  /** The consumer function's timeout; Lambda allows 1–900 s. */
+  /** The consumer function's timeout; Lambda allows 1–900 s, 1–5400 s on Managed Instances. */
   readonly functionTimeoutSeconds: number;
+  /**
+   * Whether the function runs on Lambda Managed Instances (a capacity provider), where timeouts
+   * reach 90 minutes. @default false
+   */
+  readonly managedInstances?: boolean;
   /** The event source's MaximumBatchingWindowInSeconds; 0–300, and 0 on a FIFO queue. */
   readonly batchingWindowSeconds: number;
   /** The source queue's MessageRetentionPeriod; SQS allows 60–1209600 s. */
@@ -88,8 +93,6 @@ const LIMITS = Object.freeze({
   maxInterruptions: { min: 1, max: 10 },
   /** SQS RedrivePolicy maxReceiveCount. */
   maxReceiveCount: { min: 1, max: 1000 },
-  /** Lambda's function timeout. */
-  functionTimeoutSeconds: { min: 1, max: 900 },
   /** The SQS event source's MaximumBatchingWindowInSeconds. */
   batchingWindowSeconds: { min: 0, max: 300 },
   /** SQS MessageRetentionPeriod. */
@@ -100,6 +103,28 @@ const LIMITS = Object.freeze({
    */
   minReturnReserveMs: 500,
 });
+
+/**
+ * Lambda's bounds of a function timeout: 15 minutes on its default compute, 90 minutes on Lambda
+ * Managed Instances.
+ */
+export const FUNCTION_TIMEOUT_LIMITS = Object.freeze({
+  default: { min: 1, max: 900 },
+  managedInstances: { min: 1, max: 5400 },
+});
+
+/**
+ * The function timeout against Lambda's bounds for its compute, or undefined when within them.
+ * validateFenceTtl words it the same, so a construct reporting both can drop the duplicate line.
+ */
+export function functionTimeoutProblem(timeoutSeconds: number, managedInstances = false): string | undefined {
+  const bounds = managedInstances
+    ? FUNCTION_TIMEOUT_LIMITS.managedInstances
+    : FUNCTION_TIMEOUT_LIMITS.default;
+  if (isIntegerIn(timeoutSeconds, bounds)) return undefined;
+  const compute = managedInstances ? "Lambda Managed Instances' bounds" : "Lambda's bounds";
+  return `function timeout must be ${range(bounds)} s (${compute}), got ${timeoutSeconds}`;
+}
 
 /** Caps of the default time budget: a third (a tenth) of the timeout, at most 10 s (2 s). */
 const RECORD_BUDGET_CAP_MS = 10_000;
@@ -242,12 +267,8 @@ export function validateDeliveryTimings(t: DeliveryTimings): string[] {
       `maxReceiveCount must be a whole number ${range(LIMITS.maxReceiveCount)} (SQS's redrive bounds), got ${count}`,
     );
   }
-  // Worded as validateFenceTtl words it, so a construct reporting both can drop the duplicate line.
-  if (!isIntegerIn(timeout, LIMITS.functionTimeoutSeconds)) {
-    problems.push(
-      `function timeout must be ${range(LIMITS.functionTimeoutSeconds)} s (Lambda's bounds), got ${timeout}`,
-    );
-  }
+  const timeoutProblem = functionTimeoutProblem(timeout, t.managedInstances);
+  if (timeoutProblem) problems.push(timeoutProblem);
   if (!isIntegerIn(retention, LIMITS.queueRetentionSeconds)) {
     problems.push(
       `queue retention must be ${range(LIMITS.queueRetentionSeconds)} s (SQS's bounds), got ${retention}`,

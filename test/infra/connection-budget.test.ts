@@ -95,6 +95,7 @@ describe("validateConnectionBudget", () => {
     relayPoolMax: 1,
     total: concurrency * 2 + 4 + relayConcurrency,
     provisioned: provisionedMode,
+    managedInstances: false,
   });
 
   it("sums every consumer and drain against the budget", () => {

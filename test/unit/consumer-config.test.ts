@@ -84,7 +84,6 @@ describe("parseConsumerConfig", () => {
       backstopRetentionSeconds: CONSUMER_DEFAULTS.backstopRetentionSeconds,
       functionTimeoutSeconds: CONSUMER_DEFAULTS.functionTimeoutSeconds,
       lockTimeoutMs: CONSUMER_DEFAULTS.lockTimeoutMs,
-      poolMax: CONSUMER_DEFAULTS.poolMax,
       maxInterruptions: CONSUMER_DEFAULTS.maxInterruptions,
       batchingWindowSeconds: CONSUMER_DEFAULTS.batchingWindowSeconds,
       outboxQueues: {},
@@ -197,7 +196,6 @@ describe("consumerConfigFromEnv", () => {
       backstopRetentionSeconds: 1_209_600,
       functionTimeoutSeconds: 30,
       lockTimeoutMs: 5000,
-      poolMax: 2,
       maxInterruptions: 2,
       batchingWindowSeconds: 0,
       outboxQueues: {},
@@ -271,7 +269,6 @@ describe("consumerConfigFromEnv", () => {
       "maxInterruptions",
       "opsBusName",
       "outboxQueues",
-      "poolMax",
       "queueRetentionSeconds",
     ]);
   });
