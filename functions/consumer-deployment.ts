@@ -5,8 +5,8 @@
  * own CDK app both use it; nothing here knows which consumers exist.
  */
 import type { z } from "zod";
-import type { ConsumerDefinition } from "../shared/consumer.ts";
 import { CONSUMER_DEFAULTS } from "../shared/config/consumer-config.ts";
+import type { ConsumerDefinition } from "../shared/consumer.ts";
 import type { ExpectedConsumerQueues } from "../shared/doctor/check-queues.ts";
 import { BACKSTOP_RETENTION_SECONDS } from "../shared/fence/ttl.ts";
 import {

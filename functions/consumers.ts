@@ -6,8 +6,8 @@
  * migrations and its generated entry point. `npm run new-consumer -- <name>` adds one.
  */
 import { TTL_DEFAULTS } from "../shared/index.ts";
-import type { ConsumerDeploymentSettings } from "./consumer-deployment.ts";
 import { awardPointsConsumer } from "./award-points/consumer.ts";
+import type { ConsumerDeploymentSettings } from "./consumer-deployment.ts";
 import { notifyUserConsumer } from "./notify-user/consumer.ts";
 
 /** How a consumer of the registry is deployed: its settings, and the example the conformance test sends. */
@@ -72,4 +72,3 @@ export function declaredFollowUpTargets(
     deployments.map((d) => [d.definition.name, Object.keys(d.definition.sends ?? {}).sort()]),
   );
 }
-
