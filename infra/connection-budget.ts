@@ -10,7 +10,7 @@
  * Provisioned mode scales a consumer fastest and furthest (up to 10 invocations a poller), so the
  * reference stack refuses it unless a budget is declared.
  */
-import type { ConsumerDeployment } from "../functions/consumers.ts";
+import type { ConsumerDeploymentSettings } from "../functions/consumer-deployment.ts";
 import { CONSUMER_DEFAULTS as CONSUMER_CONFIG_DEFAULTS } from "../shared/config/consumer-config.ts";
 import { POOL_DEFAULTS } from "../shared/db/pool.ts";
 import { BACKSTOP_DRAIN_DEFAULTS, OUTBOX_RELAY_DEFAULTS } from "./defaults.ts";
@@ -36,7 +36,7 @@ export interface ConsumerConnections {
 }
 
 /** The connections `deployment` can hold at once. */
-export function consumerConnections(deployment: ConsumerDeployment): ConsumerConnections {
+export function consumerConnections(deployment: ConsumerDeploymentSettings): ConsumerConnections {
   const concurrency = deployment.maxConcurrency;
   const poolMax = CONSUMER_CONFIG_DEFAULTS.poolMax;
   const drainConcurrency = BACKSTOP_DRAIN_DEFAULTS.maxConcurrency;

@@ -1,0 +1,46 @@
+/**
+ * The npm project an entry point belongs to, for NodejsFunction's `projectRoot` and
+ * `depsLockFilePath`: the nearest folder above the entry that holds a lock file. A user's consumer
+ * finds the user's project; jobfence's own functions, installed under the user's `node_modules`,
+ * find it too (a published package carries no lock file), and in this repository find its own.
+ */
+import { existsSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { ConfigurationError } from "../../shared/errors/configuration.ts";
+
+/** The lock files NodejsFunction knows, in the order they are looked for in one folder. */
+export const LOCK_FILES = [
+  "package-lock.json",
+  "pnpm-lock.yaml",
+  "yarn.lock",
+  "bun.lock",
+  "bun.lockb",
+] as const;
+
+/** Where NodejsFunction bundles an entry from. */
+export interface BundlingProject {
+  /** The folder holding the lock file (esbuild resolves the entry's packages from it). */
+  readonly projectRoot: string;
+  /** The lock file itself. */
+  readonly depsLockFilePath: string;
+}
+
+/**
+ * The project of `entry` (an absolute path): `given` where both are given, else the nearest folder
+ * above `entry` with a lock file; refused when there is none.
+ */
+export function bundlingProject(entry: string, given: Partial<BundlingProject> = {}): BundlingProject {
+  if (given.projectRoot !== undefined && given.depsLockFilePath !== undefined) {
+    return { projectRoot: given.projectRoot, depsLockFilePath: given.depsLockFilePath };
+  }
+  for (let folder = dirname(entry); ; folder = dirname(folder)) {
+    const lock = LOCK_FILES.map((file) => join(folder, file)).find((file) => existsSync(file));
+    if (lock) {
+      return { projectRoot: given.projectRoot ?? folder, depsLockFilePath: given.depsLockFilePath ?? lock };
+    }
+    if (dirname(folder) === folder) break;
+  }
+  throw new ConfigurationError(`entry ${entry}`, [
+    `no lock file (${LOCK_FILES.join(", ")}) in its folder or any above it: give projectRoot and depsLockFilePath, or run the synth from an installed project`,
+  ]);
+}
