@@ -58,11 +58,14 @@ export class JobfenceFunction extends Construct {
   readonly function: lambda.Function;
   /** Its log group (retention from FUNCTION_DEFAULTS). */
   readonly logGroup: logs.LogGroup;
+  /** The esbuild target its bundle is built for: its runtime's (`node22`, `node24`). */
+  readonly esbuildTarget: string;
 
   constructor(scope: Construct, id: string, props: JobfenceFunctionProps) {
     super(scope, id);
     const runtime = props.runtime ?? FUNCTION_DEFAULTS.runtime;
     const target = esbuildTarget(runtime);
+    this.esbuildTarget = target;
     this.logGroup = new logs.LogGroup(this, "Logs", { retention: FUNCTION_DEFAULTS.logRetention });
     const common = {
       description: props.description,

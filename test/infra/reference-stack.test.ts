@@ -179,13 +179,15 @@ describe("alarms", () => {
   ];
 
   it("every consumer, bulk-operations, cleanup, doctor and API alarm reaches BetterStack through the alerting destination", () => {
-    const rule = template.toJSON().Resources[logicalId(stack, stack.alarmForwarding)].Properties;
+    expect(stack.alarmForwarding).toBeDefined();
+    const rule =
+      template.toJSON().Resources[logicalId(stack, stack.alarmForwarding as IConstruct)].Properties;
     expect(rule.EventPattern.detail).toEqual({ alarmName: [{ prefix: "Jobfence/" }] });
     const alarms = forwardedAlarms();
-    // 14 per consumer, 5 more per outbox relay (award-points' only), bulk operations, cleanup, doctor, API.
+    // 15 per consumer, 5 more per outbox relay (award-points' only), bulk operations, cleanup, doctor, API.
     const relays = stack.consumers.filter((c) => c.outbox).length;
     expect(relays).toBe(1);
-    expect(alarms.length).toBe(14 * stack.consumers.length + 5 * relays + 2 + 2 + 2 + 1);
+    expect(alarms.length).toBe(15 * stack.consumers.length + 5 * relays + 2 + 2 + 2 + 1);
     for (const alarm of alarms) {
       const name = template.toJSON().Resources[logicalId(stack, alarm)].Properties.AlarmName;
       expect(name, alarm.node.path).toBe(alarm.node.path);
@@ -566,10 +568,23 @@ describe("stack props from CDK context", () => {
       expect((error as ConfigurationError).problems).toEqual([
         "context jobfence:jwtIssuer is required",
         "context jobfence:jwtAudience is required",
-        "context jobfence:betterStackEndpoint is required",
-        "context jobfence:betterStackSecretName is required",
       ]);
     }
+  });
+
+  it("needs no BetterStack settings, and takes them both or not at all", () => {
+    const jwt: Record<string, string> = {
+      "jobfence:jwtIssuer": "https://auth.example.com",
+      "jobfence:jwtAudience": "jobfence-ops",
+    };
+    expect(stackPropsFromContext((k) => jwt[k])).toEqual({
+      jwtIssuer: "https://auth.example.com",
+      jwtAudience: "jobfence-ops",
+    });
+    const half = { ...jwt, "jobfence:betterStackEndpoint": "https://in.logs.betterstack.com" };
+    expect(() => stackPropsFromContext((k) => half[k as keyof typeof half])).toThrow(
+      /jobfence:betterStackEndpoint and jobfence:betterStackSecretName go together/,
+    );
   });
 
   it("reads them when present", () => {
