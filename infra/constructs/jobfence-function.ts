@@ -11,7 +11,7 @@ import { AssetHashType, DockerImage, type Duration, Validations } from "aws-cdk-
 import * as lambda from "aws-cdk-lib/aws-lambda";
 import * as nodejs from "aws-cdk-lib/aws-lambda-nodejs";
 import * as logs from "aws-cdk-lib/aws-logs";
-import { Construct } from "constructs";
+import { Construct, type IConstruct } from "constructs";
 import { bundlingProject } from "../bundling/project.ts";
 import { BUNDLING_DEFAULTS, FUNCTION_DEFAULTS } from "../defaults.ts";
 import type { DatabaseAccess, DatabaseLogin } from "./database.ts";
@@ -111,29 +111,39 @@ export class JobfenceFunction extends Construct {
           bundling: { ...BUNDLING_DEFAULTS, target },
         });
     props.database.connect(this.function, props.login);
-    this.acknowledgeFindings();
+    this.acknowledgeFindings(runtime);
   }
 
-  /** The cdk-nag AwsSolutions findings every jobfence function's role carries by design. */
-  private acknowledgeFindings(): void {
+  /**
+   * The cdk-nag AwsSolutions findings every jobfence function's role carries by design, and the
+   * runtime finding of a function deliberately kept on Node 22.
+   */
+  private acknowledgeFindings(runtime: lambda.Runtime): void {
+    const acknowledge = (scope: IConstruct, id: string, reason: string) =>
+      Validations.of(scope).acknowledge({ id, reason });
+    if (runtime.name !== FUNCTION_DEFAULTS.runtime.name) {
+      acknowledge(
+        this.function,
+        "AwsSolutions-L1",
+        `${runtime.name} was chosen for this function (its consumer's runtime prop): jobfence supports Node 22 and Node 24, and a deployment may keep 22 (docs/deploy.md, Runtimes).`,
+      );
+    }
     const role = this.function.role;
     if (!role) return;
-    const acknowledge = (scope: Construct, id: string, reason: string) =>
-      Validations.of(scope).acknowledge({ id, reason });
     acknowledge(
-      role as unknown as Construct,
+      role,
       "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
       "AWS's managed policy for writing the function's own logs; it grants nothing beyond CloudWatch Logs.",
     );
     acknowledge(
-      role as unknown as Construct,
+      role,
       "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole]",
       "AWS's managed policy for a function in a VPC: creating and deleting its network interfaces.",
     );
     const policy = role.node.tryFindChild("DefaultPolicy");
     if (policy) {
       acknowledge(
-        policy as Construct,
+        policy,
         "AwsSolutions-IAM5[Resource::*]",
         "X-Ray's PutTraceSegments and PutTelemetryRecords have no resource-level permissions; every other statement names its resource.",
       );
