@@ -68,7 +68,10 @@ export const handler = createConsumer(definition);
 /** A service folder outside the repository: package.json, a lock file and the repository's packages. */
 function serviceFolder(): string {
   const root = mkdtempSync(join(tmpdir(), "jobfence-user-service-"));
-  writeFileSync(join(root, "package.json"), JSON.stringify({ name: "billing", private: true, type: "module" }));
+  writeFileSync(
+    join(root, "package.json"),
+    JSON.stringify({ name: "billing", private: true, type: "module" }),
+  );
   writeFileSync(
     join(root, "package-lock.json"),
     JSON.stringify({ name: "billing", lockfileVersion: 3, requires: true, packages: {} }),
@@ -150,7 +153,10 @@ async function buildUserApp(
   // The service's own login secrets, rotated its own way: its acknowledgement, not jobfence's.
   const secret = (id: string) => {
     const login = new secretsmanager.Secret(stack, id);
-    Validations.of(login).acknowledge({ id: "AwsSolutions-SMG4", reason: "Rotated by the billing team's runbook." });
+    Validations.of(login).acknowledge({
+      id: "AwsSolutions-SMG4",
+      reason: "Rotated by the billing team's runbook.",
+    });
     return login;
   };
   const database = cdk.DatabaseAccess.fromAttributes({
@@ -300,7 +306,11 @@ describe("jobfence/cdk from the installed package (compiled .js under node_modul
   };
 
   it("finds jobfence's own functions beside the compiled constructs, never in the repository", () => {
-    const own = [user.consumers.invoices.drainFunction, user.migrations.migrateFunction, user.doctor.doctorFunction];
+    const own = [
+      user.consumers.invoices.drainFunction,
+      user.migrations.migrateFunction,
+      user.doctor.doctorFunction,
+    ];
     for (const fn of [user.consumers.invoices.consumerFunction, ...own]) {
       expect(readdirSync(bundleOf(fn)), fn.node.path).toContain("index.mjs");
     }
@@ -321,7 +331,9 @@ describe("jobfence/cdk from the installed package (compiled .js under node_modul
   it("bundles the migrate and doctor functions from .js with the files their modules read beside them", () => {
     for (const fn of [user.migrations.migrateFunction, user.doctor.doctorFunction]) {
       const bundle = bundleOf(fn);
-      expect(existsSync(join(bundle, "shared/db/migrations/0001_processed_jobs.sql")), fn.node.path).toBe(true);
+      expect(existsSync(join(bundle, "shared/db/migrations/0001_processed_jobs.sql")), fn.node.path).toBe(
+        true,
+      );
       expect(existsSync(join(bundle, "shared/db/core-catalog.txt")), fn.node.path).toBe(true);
       // Each module's import.meta.url is its own folder's inside the bundle, not the bundle's.
       const code = readFileSync(join(bundle, "index.mjs"), "utf8");

@@ -218,6 +218,59 @@ describe("alarms", () => {
   });
 });
 
+describe("alerting without a vendor", () => {
+  let plain: JobfenceStack;
+  let plainTemplate: Template;
+  beforeAll(() => {
+    const {
+      betterStackEndpoint: _endpoint,
+      betterStackSecretName: _secret,
+      ...withoutVendor
+    } = REFERENCE_STACK_PROPS;
+    plain = new JobfenceStack(testApp(), "NoVendor", withoutVendor);
+    plainTemplate = Template.fromStack(plain);
+  });
+
+  it("synthesizes with no BetterStack settings, cdk-nag clean, with no connection, destination or forwarding rule", () => {
+    expect(new AwsSolutionsChecks().validateScope(plain).violations.map((v) => v.ruleName)).toEqual([]);
+    expect(plain.alerting.betterStack).toBeUndefined();
+    expect(plain.alarmForwarding).toBeUndefined();
+    plainTemplate.resourceCountIs("AWS::Events::Connection", 0);
+    plainTemplate.resourceCountIs("AWS::Events::ApiDestination", 0);
+    expect(
+      Object.values(plainTemplate.findResources("AWS::Events::Rule")).filter(
+        (r) => r.Properties.EventPattern?.source?.[0] === "aws.cloudwatch",
+      ),
+    ).toEqual([]);
+  });
+
+  it("still alarms on every consumer's dead letters, and every alarm notifies the alarm topic", () => {
+    const topic = { Ref: logicalId(plain, plain.alerting.alarmTopic) };
+    for (const consumer of plain.consumers) {
+      const alarm = plainTemplate.toJSON().Resources[logicalId(plain, consumer.alarms.deadLettered)];
+      expect(alarm.Properties.AlarmName).toBe(`NoVendor/${consumer.node.id}/DeadLetteredAlarm`);
+    }
+    const alarms = Object.entries(plainTemplate.findResources("AWS::CloudWatch::Alarm"));
+    expect(alarms.length).toBe(Object.keys(template.findResources("AWS::CloudWatch::Alarm")).length);
+    for (const [id, alarm] of alarms) expect(alarm.Properties.AlarmActions, id).toEqual([topic]);
+  });
+
+  it("with BetterStack settings, routes the dead-letter alerts to it as before", () => {
+    const destination = stack.alerting.betterStack?.destination as IConstruct;
+    const rule = template.toJSON().Resources[logicalId(stack, stack.alerting.rule)].Properties;
+    expect(rule.Targets.map((t: { Arn: unknown }) => t.Arn)).toEqual([
+      { "Fn::GetAtt": [logicalId(stack, destination), "Arn"] },
+    ]);
+  });
+
+  it("refuses BetterStack's endpoint without its secret, and the reverse", () => {
+    const { betterStackSecretName: _secret, ...endpointOnly } = REFERENCE_STACK_PROPS;
+    expect(() => new JobfenceStack(testApp(), "Half", endpointOnly)).toThrow(
+      /betterStackEndpoint and betterStackSecretName go together/,
+    );
+  });
+});
+
 describe("dashboard", () => {
   /** The dashboard's body as JSON, each CloudFormation reference in it written as `<…>`. */
   function dashboardBody(): {
