@@ -5,7 +5,7 @@
  * find it too (a published package carries no lock file), and in this repository find its own.
  */
 import { existsSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { dirname, isAbsolute, join } from "node:path";
 import { ConfigurationError } from "../../shared/errors/configuration.ts";
 
 /** The lock files NodejsFunction knows, in the order they are looked for in one folder. */
@@ -16,6 +16,23 @@ export const LOCK_FILES = [
   "bun.lock",
   "bun.lockb",
 ] as const;
+
+/** The extensions an entry point may have: TypeScript or JavaScript, ESM. */
+export const ENTRY_EXTENSIONS = [".ts", ".mts", ".js", ".mjs"] as const;
+
+/** Why `entry` cannot be bundled: not an absolute path, not a file there, not TypeScript or JavaScript. */
+export function entryProblems(entry: string): string[] {
+  if (!isAbsolute(entry)) {
+    return [
+      `entry "${entry}" must be an absolute path (e.g. fileURLToPath(new URL("../src/handler.ts", import.meta.url)))`,
+    ];
+  }
+  if (!ENTRY_EXTENSIONS.some((extension) => entry.endsWith(extension))) {
+    return [`entry ${entry} must be a ${ENTRY_EXTENSIONS.join(", ")} file`];
+  }
+  if (!existsSync(entry)) return [`entry ${entry} does not exist`];
+  return [];
+}
 
 /** Where NodejsFunction bundles an entry from. */
 export interface BundlingProject {

@@ -12,7 +12,8 @@ import * as lambda from "aws-cdk-lib/aws-lambda";
 import * as nodejs from "aws-cdk-lib/aws-lambda-nodejs";
 import * as logs from "aws-cdk-lib/aws-logs";
 import { Construct, type IConstruct } from "constructs";
-import { bundlingProject } from "../bundling/project.ts";
+import { ConfigurationError } from "../../shared/errors/configuration.ts";
+import { bundlingProject, entryProblems } from "../bundling/project.ts";
 import { BUNDLING_DEFAULTS, FUNCTION_DEFAULTS } from "../defaults.ts";
 import type { DatabaseAccess, DatabaseLogin } from "./database.ts";
 import { BUNDLE_WITH_FILES } from "./entries.ts";
@@ -63,6 +64,8 @@ export class JobfenceFunction extends Construct {
 
   constructor(scope: Construct, id: string, props: JobfenceFunctionProps) {
     super(scope, id);
+    const problems = entryProblems(props.entry);
+    if (problems.length > 0) throw new ConfigurationError(`function ${this.node.path}`, problems);
     const runtime = props.runtime ?? FUNCTION_DEFAULTS.runtime;
     const target = esbuildTarget(runtime);
     this.esbuildTarget = target;

@@ -540,6 +540,18 @@ describe("JobConsumer runtime", () => {
     }
   });
 
+  it("refuses an entry that is not an absolute path to a file there, naming the function", () => {
+    expect(problemsOf(build({}, { entry: "functions/award-points/handler.ts" }))).toEqual([
+      expect.stringMatching(/^entry "functions\/award-points\/handler\.ts" must be an absolute path/),
+    ]);
+    expect(problemsOf(build({}, { entry: `${AWARD_POINTS_ENTRY}.missing.ts` }))).toEqual([
+      `entry ${AWARD_POINTS_ENTRY}.missing.ts does not exist`,
+    ]);
+    expect(build({}, { entry: "/srv/app/handler.py" })).toThrow(
+      /Bad\/Consumer[\s\S]*must be a \.ts, \.mts, \.js, \.mjs file/,
+    );
+  });
+
   it("refuses any other runtime at synth, with the other problems", () => {
     for (const runtime of [lambda.Runtime.NODEJS_20_X, lambda.Runtime.PYTHON_3_12]) {
       expect(problemsOf(build({ functionTimeoutSeconds: 901 }, { runtime }))).toEqual([
