@@ -92,6 +92,17 @@ export interface JobfenceStackProps extends StackProps {
    */
   readonly betterStackSecretName?: string;
   /**
+   * Where the ops bus's alerts (`DeadLetterRecorded`, `DeadLettersEscalated`) go besides BetterStack:
+   * any EventBridge targets (an SNS topic, an API destination for PagerDuty or Opsgenie).
+   * @default none
+   */
+  readonly alertTargets?: readonly events.IRuleTarget[];
+  /**
+   * Where every alarm's state changes are forwarded besides BetterStack.
+   * @default none: the alarms notify the alarm topic only
+   */
+  readonly alarmTargets?: readonly events.IRuleTarget[];
+  /**
    * E-mail addresses subscribed to the alarm topic, the channel every alarm notifies.
    * @default none (a synth warning; subscribe the `AlarmTopicArn` output some other way)
    */
@@ -124,8 +135,8 @@ export class JobfenceStack extends Stack {
   readonly doctor: Doctor;
   readonly migrations: DatabaseMigrations;
   /**
-   * Routes the state changes of every consumer, bulk-operations and cleanup alarm to BetterStack,
-   * when it is configured.
+   * Routes the state changes of every consumer, bulk-operations and cleanup alarm to BetterStack
+   * and the alarm targets, when there are any.
    */
   readonly alarmForwarding?: events.Rule;
   /** The deployment's CloudWatch dashboard. */
@@ -183,6 +194,8 @@ export class JobfenceStack extends Stack {
             },
           }
         : {}),
+      ...(props.alertTargets ? { targets: props.alertTargets } : {}),
+      ...(props.alarmTargets ? { alarmTargets: props.alarmTargets } : {}),
       ...(props.alarmEmails ? { alarmEmails: props.alarmEmails } : {}),
     });
     // A sending consumer is given its follow-up targets' queues, so each target is created before

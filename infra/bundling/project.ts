@@ -5,7 +5,7 @@
  * find it too (a published package carries no lock file), and in this repository find its own.
  */
 import { existsSync } from "node:fs";
-import { dirname, isAbsolute, join } from "node:path";
+import { dirname, isAbsolute, join, relative } from "node:path";
 import { ConfigurationError } from "../../shared/errors/configuration.ts";
 
 /** The lock files NodejsFunction knows, in the order they are looked for in one folder. */
@@ -43,21 +43,49 @@ export interface BundlingProject {
 }
 
 /**
- * The project of `entry` (an absolute path): `given` where both are given, else the nearest folder
- * above `entry` with a lock file; refused when there is none.
+ * The project of `entry` (an absolute path): what is given, the rest found from the nearest folder
+ * above `entry` with a lock file; refused when there is none, or when the entry is outside the
+ * project root (NodejsFunction bundles only what is under it).
  */
 export function bundlingProject(entry: string, given: Partial<BundlingProject> = {}): BundlingProject {
-  if (given.projectRoot !== undefined && given.depsLockFilePath !== undefined) {
-    return { projectRoot: given.projectRoot, depsLockFilePath: given.depsLockFilePath };
+  const found =
+    given.projectRoot !== undefined && given.depsLockFilePath !== undefined
+      ? undefined
+      : nearestLockFile(entry);
+  const projectRoot = given.projectRoot ?? (found && dirname(found));
+  const depsLockFilePath = given.depsLockFilePath ?? found;
+  const problems: string[] = [];
+  if (projectRoot === undefined || depsLockFilePath === undefined) {
+    problems.push(
+      `no lock file (${LOCK_FILES.join(", ")}) in its folder or any above it: give projectRoot and depsLockFilePath, or run the synth from an installed project`,
+    );
+  } else {
+    for (const [what, path] of [
+      ["it", entry],
+      ["its lock file", depsLockFilePath],
+    ] as const) {
+      if (!isInside(projectRoot, path)) {
+        problems.push(`${what} is outside projectRoot ${projectRoot}: give a projectRoot that holds both`);
+      }
+    }
   }
+  if (problems.length > 0 || projectRoot === undefined || depsLockFilePath === undefined) {
+    throw new ConfigurationError(`entry ${entry}`, problems);
+  }
+  return { projectRoot, depsLockFilePath };
+}
+
+/** Whether `path` is `folder` or below it. */
+function isInside(folder: string, path: string): boolean {
+  const inside = relative(folder, path);
+  return !inside.startsWith("..") && !isAbsolute(inside);
+}
+
+/** The nearest lock file in `entry`'s folder or a folder above it. */
+function nearestLockFile(entry: string): string | undefined {
   for (let folder = dirname(entry); ; folder = dirname(folder)) {
     const lock = LOCK_FILES.map((file) => join(folder, file)).find((file) => existsSync(file));
-    if (lock) {
-      return { projectRoot: given.projectRoot ?? folder, depsLockFilePath: given.depsLockFilePath ?? lock };
-    }
-    if (dirname(folder) === folder) break;
+    if (lock) return lock;
+    if (dirname(folder) === folder) return undefined;
   }
-  throw new ConfigurationError(`entry ${entry}`, [
-    `no lock file (${LOCK_FILES.join(", ")}) in its folder or any above it: give projectRoot and depsLockFilePath, or run the synth from an installed project`,
-  ]);
 }

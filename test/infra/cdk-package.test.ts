@@ -279,6 +279,55 @@ describe("jobfence/cdk from the repository's sources, in an app outside it", () 
   describeUserApp(() => user);
 });
 
+describe("a consumer's bundling project", () => {
+  it("is the nearest folder above the entry with a lock file; with none, refused unless given", async () => {
+    const cdk = await import("../../infra/cdk.ts");
+    const lone = mkdtempSync(join(tmpdir(), "jobfence-no-lock-"));
+    try {
+      const entries = writeConsumers(lone, join(REPOSITORY, "shared/index.ts"));
+      const build = (extra: Partial<Cdk.JobConsumerProps>) => async () => {
+        const stack = new Stack(new App({ context: { "aws:cdk:bundling-stacks": [] } }), "Lone");
+        const vpc = new ec2.Vpc(stack, "Vpc");
+        const secret = new secretsmanager.Secret(stack, "S");
+        const database = cdk.DatabaseAccess.fromAttributes({
+          vpc,
+          securityGroup: new ec2.SecurityGroup(stack, "DbSg", { vpc }),
+          endpoint: "db.internal",
+          secrets: { migrator: secret, ops: secret, cleanup: secret, consumers: { invoices: secret } },
+        });
+        const { definition } = (await import(pathToFileURL(join(lone, "src/invoices/consumer.js")).href)) as {
+          definition: Cdk.ConsumerDeploymentSettings["definition"];
+        };
+        return new cdk.JobConsumer(stack, "Invoices", {
+          entry: entries.invoices as string,
+          definition,
+          database,
+          opsBus: new (await import("aws-cdk-lib/aws-events")).EventBus(stack, "Bus"),
+          ...extra,
+        });
+      };
+      await expect(build({})()).rejects.toThrow(
+        /no lock file \(package-lock\.json, pnpm-lock\.yaml, yarn\.lock, bun\.lock, bun\.lockb\) in its folder or any above it: give projectRoot and depsLockFilePath/,
+      );
+      const repositoryLock = join(REPOSITORY, "package-lock.json");
+      await expect(build({ projectRoot: REPOSITORY, depsLockFilePath: repositoryLock })()).rejects.toThrow(
+        /- it is outside projectRoot .*: give a projectRoot that holds both/,
+      );
+      await expect(build({ projectRoot: lone, depsLockFilePath: repositoryLock })()).rejects.toThrow(
+        /- its lock file is outside projectRoot/,
+      );
+      mkdirSync(join(lone, "locks"));
+      writeFileSync(join(lone, "locks", "package-lock.json"), "{}");
+      const given = { projectRoot: lone, depsLockFilePath: join(lone, "locks", "package-lock.json") };
+      await expect(build(given)()).resolves.toBeDefined();
+      writeFileSync(join(lone, "yarn.lock"), "");
+      await expect(build({})()).resolves.toBeDefined();
+    } finally {
+      rmSync(lone, { recursive: true, force: true });
+    }
+  });
+});
+
 describe("jobfence/cdk from the installed package (compiled .js under node_modules/jobfence/dist)", () => {
   let root: string;
   let dist: string;

@@ -8,6 +8,8 @@ import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { Stack } from "aws-cdk-lib";
 import { Template } from "aws-cdk-lib/assertions";
+import * as eventsTargets from "aws-cdk-lib/aws-events-targets";
+import * as sns from "aws-cdk-lib/aws-sns";
 import { AwsSolutionsChecks } from "cdk-nag";
 import type { IConstruct } from "constructs";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -261,6 +263,26 @@ describe("alerting without a vendor", () => {
     expect(rule.Targets.map((t: { Arn: unknown }) => t.Arn)).toEqual([
       { "Fn::GetAtt": [logicalId(stack, destination), "Arn"] },
     ]);
+  });
+
+  it("routes the alerts and the alarms to any targets it is given, no vendor needed", () => {
+    const app = testApp();
+    const targetStack = new Stack(app, "Targets");
+    const pager = new sns.Topic(targetStack, "Pager");
+    const routed = new JobfenceStack(app, "Routed", {
+      ...REFERENCE_STACK_PROPS,
+      betterStackEndpoint: undefined,
+      betterStackSecretName: undefined,
+      alertTargets: [new eventsTargets.SnsTopic(pager)],
+      alarmTargets: [new eventsTargets.SnsTopic(pager)],
+    });
+    const t = Template.fromStack(routed);
+    const targetsOf = (rule: IConstruct) =>
+      t.toJSON().Resources[logicalId(routed, rule)].Properties.Targets.map((x: { Arn: unknown }) => x.Arn);
+    expect(targetsOf(routed.alerting.rule)).toHaveLength(1);
+    expect(routed.alarmForwarding).toBeDefined();
+    expect(targetsOf(routed.alarmForwarding as IConstruct)).toHaveLength(1);
+    t.resourceCountIs("AWS::Events::ApiDestination", 0);
   });
 
   it("refuses BetterStack's endpoint without its secret, and the reverse", () => {
