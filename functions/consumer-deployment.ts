@@ -29,7 +29,7 @@ export { BACKSTOP_RETENTION_SECONDS, VISIBILITY_TO_TIMEOUT_RATIO };
  * repository's registry (functions/consumers.ts) declares them per consumer.
  */
 export interface ConsumerDeploymentSettings {
-  /** The consumer's definition (`defineConsumer`): its name, payload schema, work, retry override and follow-up targets. */
+  /** The consumer's definition (a `ConsumerDefinition`): its name, payload schema, work, retry override and follow-up targets. */
   // biome-ignore lint/suspicious/noExplicitAny: consumers with different payload schemas and targets
   readonly definition: ConsumerDefinition<z.ZodType<any>, any>;
   /** Whether its queue is FIFO. */

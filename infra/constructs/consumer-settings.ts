@@ -29,7 +29,7 @@ import { runtimeProblems } from "./runtime.ts";
  */
 export interface ConsumerSettingsProps extends Partial<ConsumerDeploymentSettings> {
   /**
-   * The consumer's definition (`defineConsumer`). Its `retry` override, if any, is the policy both
+   * The consumer's definition (a `ConsumerDefinition`). Its `retry` override, if any, is the policy both
    * the function and the queues use; its `sends` are the follow-up targets.
    */
   readonly definition: ConsumerDeploymentSettings["definition"];
