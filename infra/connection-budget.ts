@@ -18,7 +18,7 @@
  * source's maxConcurrency does not bound this; the environments do. Such a consumer needs a
  * declared budget too.
  */
-import type { ConsumerDeployment } from "../functions/consumers.ts";
+import type { ConsumerDeploymentSettings } from "../functions/consumer-deployment.ts";
 import { CONSUMER_DEFAULTS as CONSUMER_CONFIG_DEFAULTS } from "../shared/config/consumer-config.ts";
 import { POOL_DEFAULTS } from "../shared/db/pool.ts";
 import { BACKSTOP_DRAIN_DEFAULTS, OUTBOX_RELAY_DEFAULTS } from "./defaults.ts";
@@ -61,7 +61,7 @@ export interface ConsumerConnections {
 
 /** The connections `deployment` can hold at once, on Lambda Managed Instances when `managed` is given. */
 export function consumerConnections(
-  deployment: ConsumerDeployment,
+  deployment: ConsumerDeploymentSettings,
   managed?: ManagedInstancesConnections,
 ): ConsumerConnections {
   const concurrency = managed ? managed.maxExecutionEnvironments : deployment.maxConcurrency;

@@ -2,20 +2,16 @@
  * Every default the CDK constructs apply, in one place (the AWS Solutions Constructs habit): a
  * construct reads its defaults from here, and the tests assert them on the synthesized template.
  */
-import { fileURLToPath } from "node:url";
 import { Duration } from "aws-cdk-lib";
 import { Architecture, Runtime } from "aws-cdk-lib/aws-lambda";
 import { type BundlingOptions, OutputFormat } from "aws-cdk-lib/aws-lambda-nodejs";
 import { RetentionDays } from "aws-cdk-lib/aws-logs";
 import { BULK_WORKER_METRIC, BULK_WORKER_SERVICE } from "../functions/bulk-operations/worker.ts";
-import { DRAIN_TIMEOUT_SECONDS } from "../shared/fence/ttl.ts";
-
-/** The repository root: NodejsFunction entries and the lock file are resolved from it. */
-export const PROJECT_ROOT = fileURLToPath(new URL("..", import.meta.url)).replace(/\/$/, "");
+import { DRAIN_TIMEOUT_SECONDS, TTL_DEFAULTS } from "../shared/fence/ttl.ts";
 
 /** Every jobfence Lambda function. */
 export const FUNCTION_DEFAULTS = Object.freeze({
-  /** The runtime the code is written for (TypeScript, ESM, Node 24). */
+  /** Node 24: jobfence's own functions run on it, and so does a consumer that chooses no runtime. */
   runtime: Runtime.NODEJS_24_X,
   /** Graviton: cheaper per GB-second, and nothing in the bundles is native. */
   architecture: Architecture.ARM_64,
@@ -26,8 +22,18 @@ export const FUNCTION_DEFAULTS = Object.freeze({
 });
 
 /**
- * How every function is bundled: esbuild (local, no Docker), ESM output (`.mjs`) for Node 24, with
- * a `require` for the CommonJS dependencies ESM bundles still carry.
+ * The Lambda runtimes a function may run on, each with the esbuild target its bundle is built for
+ * (docs/deploy.md, Runtimes): Node 22 and Node 24. Anything else is refused at synth.
+ */
+export const SUPPORTED_RUNTIMES: Readonly<Record<string, string>> = Object.freeze({
+  [Runtime.NODEJS_22_X.name]: "node22",
+  [Runtime.NODEJS_24_X.name]: "node24",
+});
+
+/**
+ * How every function is bundled: esbuild (local, no Docker), ESM output (`.mjs`) for its runtime
+ * (the target here is Node 24's; a function on Node 22 is built for node22), with a `require` for
+ * the CommonJS dependencies ESM bundles still carry.
  */
 export const BUNDLING_DEFAULTS: BundlingOptions = Object.freeze({
   format: OutputFormat.ESM,
@@ -61,6 +67,25 @@ export const CONSUMER_DEFAULTS = Object.freeze({
    * (2,000 pollers, 20,000 concurrent invocations): how far a consumer's pollers can reach.
    */
   invocationsPerPoller: 10,
+});
+
+/**
+ * The deployment settings a JobConsumer applies when its props leave them out: those of a small
+ * standard-queue consumer (the reference stack's award-points).
+ */
+export const CONSUMER_DEPLOYMENT_DEFAULTS = Object.freeze({
+  /** A standard queue. */
+  fifo: false,
+  /** @default 30 s: the source queue then hides a message 180 s (6 ×). */
+  functionTimeoutSeconds: 30,
+  /** The source queue's retention: TTL_DEFAULTS.queueRetentionSeconds (4 days), within the fence TTL. */
+  queueRetentionSeconds: TTL_DEFAULTS.queueRetentionSeconds,
+  /** Records per invocation (the most a standard queue takes without a batching window). */
+  batchSize: 10,
+  /** The SQS event source's smallest maximum concurrency: 2 invocations at once. */
+  maxConcurrency: 2,
+  /** The runtime of the consumer, its backstop drain and its outbox relay. */
+  runtime: Runtime.NODEJS_24_X,
 });
 
 /** The backstop drain: it only records dead letters, one batch at a time. */

@@ -1,36 +1,43 @@
 /**
  * The reference stack: award-points (and every consumer of `functions/consumers.ts`), the
- * dead-letter API and its bulk-operations worker, TTL cleanup and escalation, ops alerting to
- * BetterStack, and a database —
- * created (Aurora Serverless v2 behind an RDS Proxy in a new VPC) or imported — migrated on deploy
- * before any consumer starts. Every alarm goes to BetterStack and to an SNS topic that does not
- * depend on it; one dashboard shows the deployment; the consumers' worst-case database connections
- * are checked against the declared budget. Every cdk-nag AwsSolutions finding it leaves is
- * acknowledged here, on the one resource it concerns, with the reason.
+ * dead-letter API and its bulk-operations worker, TTL cleanup and escalation, ops alerting, and a
+ * database — created (Aurora Serverless v2 behind an RDS Proxy in a new VPC) or imported —
+ * migrated on deploy before any consumer starts. Every alarm goes to an SNS topic, and to
+ * BetterStack too when it is configured (an optional target); one dashboard shows the deployment;
+ * the consumers' worst-case database connections are checked against the declared budget.
+ *
+ * It is built from `jobfence/cdk` (./cdk.ts) only, the entry point a user's own app has: each
+ * registry entry is mapped into a JobConsumer's props ({@link jobConsumerProps}). The constructs
+ * acknowledge the cdk-nag AwsSolutions findings they carry by design, each on the one resource it
+ * concerns, with the reason.
  */
-import { CfnOutput, Stack, type StackProps, Validations } from "aws-cdk-lib";
+import { join } from "node:path";
+import { CfnOutput, Stack, type StackProps } from "aws-cdk-lib";
 import * as ec2 from "aws-cdk-lib/aws-ec2";
 import type * as events from "aws-cdk-lib/aws-events";
-import type * as iam from "aws-cdk-lib/aws-iam";
 import * as lambda from "aws-cdk-lib/aws-lambda";
 import * as logs from "aws-cdk-lib/aws-logs";
 import * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
-import type { Construct, IConstruct } from "constructs";
+import type { Construct } from "constructs";
 import { CONSUMERS, type ConsumerDeployment } from "../functions/consumers.ts";
-import { assertConsumerRegistry } from "../functions/registry.ts";
+import { assertConsumerRegistry, consumerPaths, REPOSITORY_ROOT } from "../functions/registry.ts";
 import { ConfigurationError } from "../shared/errors/configuration.ts";
-import { validateConnectionBudget } from "./connection-budget.ts";
-import { BulkOperationsWorker } from "./constructs/bulk-operations.ts";
-import { JobfenceDashboard } from "./constructs/dashboard.ts";
-import { allSecrets, DatabaseAccess, type DatabaseAccessProps } from "./constructs/database.ts";
-import { DeadLetterApi } from "./constructs/dead-letter-api.ts";
-import { Doctor } from "./constructs/doctor.ts";
-import { FenceCleanup } from "./constructs/fence-cleanup.ts";
-import { JobConsumer } from "./constructs/job-consumer.ts";
-import type { JobfenceFunction } from "./constructs/jobfence-function.ts";
-import { DatabaseMigrations } from "./constructs/migrations.ts";
-import { OpsAlerting } from "./constructs/ops-alerting.ts";
-import { ReferenceDatabase } from "./constructs/reference-database.ts";
+import {
+  BulkOperationsWorker,
+  DatabaseAccess,
+  type DatabaseAccessProps,
+  DatabaseMigrations,
+  DeadLetterApi,
+  Doctor,
+  FenceCleanup,
+  JobConsumer,
+  type JobConsumerProps,
+  JobfenceDashboard,
+  type JobfenceFunction,
+  OpsAlerting,
+  ReferenceDatabase,
+  validateConnectionBudget,
+} from "./cdk.ts";
 
 /** An existing database, by identifiers (what CDK context can carry). */
 export interface ExistingDatabase {
@@ -73,12 +80,30 @@ export interface JobfenceStackProps extends StackProps {
    * @default API_DEFAULTS.bulkConfirmAbove (100)
    */
   readonly bulkConfirmAbove?: number;
-  /** BetterStack's HTTPS endpoint for alerts. */
-  readonly betterStackEndpoint: string;
-  /** Name of the existing Secrets Manager secret holding BetterStack's header value. */
-  readonly betterStackSecretName: string;
   /**
-   * E-mail addresses subscribed to the alarm topic, the channel that works when BetterStack does not.
+   * BetterStack's HTTPS endpoint for alerts: BetterStack is then a target of the dead-letter alerts
+   * and of every alarm. Give it with {@link betterStackSecretName}, or neither.
+   * @default none: the alarms notify the alarm topic only
+   */
+  readonly betterStackEndpoint?: string;
+  /**
+   * Name of the existing Secrets Manager secret holding BetterStack's header value.
+   * @default none (with {@link betterStackEndpoint})
+   */
+  readonly betterStackSecretName?: string;
+  /**
+   * Where the ops bus's alerts (`DeadLetterRecorded`, `DeadLettersEscalated`) go besides BetterStack:
+   * any EventBridge targets (an SNS topic, an API destination for PagerDuty or Opsgenie).
+   * @default none
+   */
+  readonly alertTargets?: readonly events.IRuleTarget[];
+  /**
+   * Where every alarm's state changes are forwarded besides BetterStack.
+   * @default none: the alarms notify the alarm topic only
+   */
+  readonly alarmTargets?: readonly events.IRuleTarget[];
+  /**
+   * E-mail addresses subscribed to the alarm topic, the channel every alarm notifies.
    * @default none (a synth warning; subscribe the `AlarmTopicArn` output some other way)
    */
   readonly alarmEmails?: readonly string[];
@@ -109,8 +134,11 @@ export class JobfenceStack extends Stack {
   /** Checks the database and the consumers' queues against what jobfence intends, daily. */
   readonly doctor: Doctor;
   readonly migrations: DatabaseMigrations;
-  /** Routes the state changes of every consumer, bulk-operations and cleanup alarm to BetterStack. */
-  readonly alarmForwarding: events.Rule;
+  /**
+   * Routes the state changes of every consumer, bulk-operations and cleanup alarm to BetterStack
+   * and the alarm targets, when there are any.
+   */
+  readonly alarmForwarding?: events.Rule;
   /** The deployment's CloudWatch dashboard. */
   readonly dashboard: JobfenceDashboard;
 
@@ -147,13 +175,27 @@ export class JobfenceStack extends Stack {
       this.database = this.referenceDatabase.access;
     }
 
+    const { betterStackEndpoint, betterStackSecretName } = props;
+    if ((betterStackEndpoint === undefined) !== (betterStackSecretName === undefined)) {
+      throw new ConfigurationError("JobfenceStack", [
+        "betterStackEndpoint and betterStackSecretName go together: give both to route alerts to BetterStack, or neither",
+      ]);
+    }
     this.alerting = new OpsAlerting(this, "Alerting", {
-      betterStackEndpoint: props.betterStackEndpoint,
-      betterStackSecret: secretsmanager.Secret.fromSecretNameV2(
-        this,
-        "BetterStackSecret",
-        props.betterStackSecretName,
-      ),
+      ...(betterStackEndpoint && betterStackSecretName
+        ? {
+            betterStack: {
+              endpoint: betterStackEndpoint,
+              secret: secretsmanager.Secret.fromSecretNameV2(
+                this,
+                "BetterStackSecret",
+                betterStackSecretName,
+              ),
+            },
+          }
+        : {}),
+      ...(props.alertTargets ? { targets: props.alertTargets } : {}),
+      ...(props.alarmTargets ? { alarmTargets: props.alarmTargets } : {}),
       ...(props.alarmEmails ? { alarmEmails: props.alarmEmails } : {}),
     });
     // A sending consumer is given its follow-up targets' queues, so each target is created before
@@ -164,7 +206,7 @@ export class JobfenceStack extends Stack {
       // The registry check made every target a deployed consumer; a consumer's own queue is its own.
       const targets = Object.keys(deployment.definition.sends ?? {}).filter((target) => target !== name);
       const consumer = new JobConsumer(this, `Consumer-${name}`, {
-        deployment,
+        ...jobConsumerProps(deployment),
         database: this.database,
         opsBus: this.alerting.bus,
         ...(targets.length > 0
@@ -193,15 +235,15 @@ export class JobfenceStack extends Stack {
     this.cleanup = new FenceCleanup(this, "Cleanup", { database: this.database, opsBus: this.alerting.bus });
     this.doctor = new Doctor(this, "Doctor", {
       database: this.database,
-      consumers: deployments,
+      consumers: this.consumers,
     });
     const budgetProblems = validateConnectionBudget(
       this.consumers.map((c) => c.connections),
       props.connectionBudget,
     );
     if (budgetProblems.length > 0) throw new ConfigurationError("JobfenceStack", budgetProblems);
-    // Every alarm is a failure path: BetterStack gets them all, and so does the alarm topic, since
-    // BetterStack may be the broken thing (the alarm on undelivered alerts goes to the topic only).
+    // Every alarm is a failure path: the alarm topic gets them all, and so does BetterStack when it
+    // is configured (the alarm on undelivered alerts goes to the topic only).
     const alarms = [
       ...this.consumers.flatMap((c) => c.allAlarms),
       ...Object.values(this.bulkOperations.alarms),
@@ -255,8 +297,6 @@ export class JobfenceStack extends Stack {
         description: `producers send ${consumer.node.id.replace(/^Consumer-/, "")} jobs here`,
       });
     }
-
-    this.acknowledgeFindings();
   }
 
   /** Every function this stack deploys. */
@@ -275,50 +315,19 @@ export class JobfenceStack extends Stack {
       this.migrations.migrateFunction,
     ];
   }
+}
 
-  /** cdk-nag AwsSolutions findings that are deliberate, each on its one resource. */
-  private acknowledgeFindings(): void {
-    for (const fn of this.functions) {
-      const role = fn.function.role as iam.Role;
-      acknowledge(
-        role,
-        "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
-        "AWS's managed policy for writing the function's own logs; it grants nothing beyond CloudWatch Logs.",
-      );
-      acknowledge(
-        role,
-        "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole]",
-        "AWS's managed policy for a function in a VPC: creating and deleting its network interfaces.",
-      );
-      const policy = role.node.tryFindChild("DefaultPolicy");
-      if (policy) {
-        acknowledge(
-          policy,
-          "AwsSolutions-IAM5[Resource::*]",
-          "X-Ray's PutTraceSegments and PutTelemetryRecords have no resource-level permissions; every other statement names its resource.",
-        );
-      }
-    }
-    if (this.referenceDatabase) {
-      for (const secret of allSecrets(this.referenceDatabase.secrets)) {
-        acknowledge(
-          secret,
-          "AwsSolutions-SMG4",
-          "Rotation needs no deploy and no rotation function: the functions read this secret at run time and read it again when the database refuses a password, so a login is rotated by putting a new password in the secret and invoking the migrate function, which sets the login's password from the secret (docs/deploy.md). A scheduled rotation function would need network access to the cluster and its master secret, which the stack keeps to the migrate function.",
-        );
-      }
-    }
-    acknowledge(
-      this.api.signingKey,
-      "AwsSolutions-SMG4",
-      "The signing key of list cursors and bulk plan tokens protects nothing stored: a new key only makes outstanding cursors and plan tokens (valid 15 minutes) stop verifying, so it is rotated by hand when wanted (put a new random value, docs/deploy.md) rather than by a rotation function.",
-    );
-    acknowledge(
-      this.alerting.undeliveredAlerts,
-      "AwsSolutions-SQS3",
-      "This queue is itself the dead-letter queue of the alert rule's target.",
-    );
-  }
+/**
+ * The props of a registry entry's JobConsumer (without its database, bus and targets): its
+ * generated entry point `functions/<name>/handler.ts`, its definition and its deployment settings,
+ * what a user's own app gives for its consumer.
+ */
+export function jobConsumerProps(
+  deployment: ConsumerDeployment,
+): Omit<JobConsumerProps, "database" | "opsBus" | "followUpTargets"> {
+  // The example and its seed are the conformance test's, not the deployment's.
+  const { example: _example, exampleSeed: _exampleSeed, ...settings } = deployment;
+  return { ...settings, entry: join(REPOSITORY_ROOT, consumerPaths(deployment.definition.name).entry) };
 }
 
 /**
@@ -354,11 +363,6 @@ function targetsFirst(deployments: readonly ConsumerDeployment[]): ConsumerDeplo
   for (const deployment of deployments) visit(deployment, []);
   if (problems.length > 0) throw new ConfigurationError("JobfenceStack", problems);
   return ordered;
-}
-
-/** Acknowledges one cdk-nag finding on one construct. */
-function acknowledge(scope: IConstruct, id: string, reason: string): void {
-  Validations.of(scope).acknowledge({ id, reason });
 }
 
 /**
@@ -496,8 +500,13 @@ export function stackPropsFromContext(
       );
     }
   }
-  const betterStackEndpoint = text("betterStackEndpoint", true);
-  const betterStackSecretName = text("betterStackSecretName", true);
+  const betterStackEndpoint = text("betterStackEndpoint", false);
+  const betterStackSecretName = text("betterStackSecretName", false);
+  if ((betterStackEndpoint === undefined) !== (betterStackSecretName === undefined)) {
+    problems.push(
+      "context jobfence:betterStackEndpoint and jobfence:betterStackSecretName go together: give both to route alerts to BetterStack, or neither",
+    );
+  }
   const existing = get("jobfence:existingDatabase");
   let existingDatabase: ExistingDatabase | undefined;
   if (existing !== undefined) {
@@ -521,8 +530,8 @@ export function stackPropsFromContext(
     jwtAudience: jwtAudience as string,
     ...(jwksUrl ? { jwksUrl } : {}),
     ...(bulkConfirmAbove !== undefined ? { bulkConfirmAbove } : {}),
-    betterStackEndpoint: betterStackEndpoint as string,
-    betterStackSecretName: betterStackSecretName as string,
+    ...(betterStackEndpoint ? { betterStackEndpoint } : {}),
+    ...(betterStackSecretName ? { betterStackSecretName } : {}),
     ...(existingDatabase ? { existingDatabase } : {}),
     ...(alarmEmails ? { alarmEmails } : {}),
     ...(connectionBudget !== undefined ? { connectionBudget } : {}),

@@ -10,6 +10,15 @@ import {
 import { configFromEnv } from "../../shared/config/parse.ts";
 import { declaredConsumerDataSchema } from "../../shared/doctor/declared-data.ts";
 
+/** The doctor function's Powertools `service`: its metric's dimension, its logs' service. */
+export const DOCTOR_SERVICE = "doctor";
+
+/** Metric names of a doctor run. */
+export const DOCTOR_METRIC = {
+  /** Findings of the run; 0 when the database and the queues are as intended. */
+  findings: "DoctorFindings",
+} as const;
+
 const seconds = z.number().int().min(0);
 const queueName = z.string().regex(/^[A-Za-z0-9_-]{1,75}(\.fifo)?$/, "must be an SQS queue name");
 

@@ -15,9 +15,10 @@ import { type ConsumerSchemaFile, runDoctor } from "../../shared/doctor/doctor.t
 import type { DoctorReport } from "../../shared/doctor/findings.ts";
 import { CONSUMERS } from "../consumers.ts";
 import { consumerSchemaFile, hasConsumerMigrations } from "../registry.ts";
+import { DOCTOR_METRIC } from "./config.ts";
 
-/** The doctor function's Powertools `service`: its metric's dimension, its logs' service. */
-export const DOCTOR_SERVICE = "doctor";
+/** Its service and metric names, defined with its environment (the CDK construct reads them there). */
+export { DOCTOR_METRIC, DOCTOR_SERVICE } from "./config.ts";
 
 /** Named defaults of the doctor function. */
 export const DOCTOR_FUNCTION_DEFAULTS = Object.freeze({
@@ -41,12 +42,6 @@ export function deploymentConsumerSchemas(): ConsumerSchemaFile[] {
 export function deploymentDeclarations(): DeclaredConsumerData[] {
   return CONSUMERS.map((c) => ({ consumer: c.definition.name, data: c.definition.data ?? {} }));
 }
-
-/** Metric names of a doctor run. */
-export const DOCTOR_METRIC = {
-  /** Findings of the run; 0 when the database and the queues are as intended. */
-  findings: "DoctorFindings",
-} as const;
 
 export interface DoctorFunctionDeps {
   /** Opens a session as the function's login; closed after the run. */

@@ -15,11 +15,14 @@ import { METRIC } from "../../shared/metrics/names.ts";
 import { BACKSTOP_DRAIN_DEFAULTS, CONSUMER_DEFAULTS } from "../defaults.ts";
 import type { AlarmFactory } from "./alarms.ts";
 import type { DatabaseAccess } from "./database.ts";
+import { jobfenceEntry } from "./entries.ts";
 import { JobfenceFunction } from "./jobfence-function.ts";
 import { jobfenceMetric } from "./metrics.ts";
 
 /** What a consumer's backstop drain is made from. */
 export interface BackstopDrainProps {
+  /** The consumer's runtime (Node 22 or 24): every function of a consumer runs on it. */
+  readonly runtime: lambda.Runtime;
   /** The consumer: the drain logs in as it and records its dead letters. */
   readonly consumerName: string;
   readonly database: DatabaseAccess;
@@ -70,7 +73,8 @@ export function backstopDrainMetric(
 export function createBackstopDrain(scope: Construct, props: BackstopDrainProps): BackstopDrain {
   const name = props.consumerName;
   const drainFunction = new JobfenceFunction(scope, "BackstopDrain", {
-    entry: "functions/backstop-drain/handler.ts",
+    entry: jobfenceEntry("backstop-drain"),
+    runtime: props.runtime,
     description: `jobfence backstop drain of ${name}`,
     timeout: BACKSTOP_DRAIN_DEFAULTS.timeout,
     database: props.database,

@@ -15,6 +15,7 @@ import { ConfigurationError } from "../../shared/errors/configuration.ts";
 import { BULK_WORKER_DEFAULTS } from "../defaults.ts";
 import { alarmFactory } from "./alarms.ts";
 import type { DatabaseAccess } from "./database.ts";
+import { jobfenceEntry } from "./entries.ts";
 import { JobfenceFunction } from "./jobfence-function.ts";
 import { jobfenceMetric } from "./metrics.ts";
 import { grantReplaySend } from "./replay-send.ts";
@@ -44,7 +45,7 @@ export class BulkOperationsWorker extends Construct {
     }
 
     this.workerFunction = new JobfenceFunction(this, "Worker", {
-      entry: "functions/bulk-operations/handler.ts",
+      entry: jobfenceEntry("bulk-operations"),
       description: "jobfence bulk-operations worker (bulk replays and discards, in chunks)",
       timeout: BULK_WORKER_DEFAULTS.timeout,
       database: props.database,

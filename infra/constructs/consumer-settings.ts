@@ -1,32 +1,55 @@
 /**
  * What a JobConsumer's props decide, validated at synth with every problem reported together in
- * one ConfigurationError: the retry override (whose type already requires a rationale), the fence
- * TTL against retention and the retry window (the same `validateFenceTtl` the consumer runs at
- * start-up), the delivery timings together (`validateDeliveryTimings`: visibility, redrive count,
- * retention, time budget), the queue and event-source bounds (provisioned pollers within
- * maxConcurrency, and no event filtering: Lambda deletes what a filter drops), and the queues given
- * for the definition's follow-up targets.
+ * one ConfigurationError: the deployment settings with their defaults filled in
+ * (CONSUMER_DEPLOYMENT_DEFAULTS), the runtime (Node 22 or 24), the retry override (whose type
+ * already requires a rationale), the fence TTL against retention and the retry window (the same
+ * `validateFenceTtl` the consumer runs at start-up), the delivery timings together
+ * (`validateDeliveryTimings`: visibility, redrive count, retention, time budget), the queue and
+ * event-source bounds (provisioned pollers within maxConcurrency, and no event filtering: Lambda
+ * deletes what a filter drops), and the queues given for the definition's follow-up targets.
  */
+import type * as lambda from "aws-cdk-lib/aws-lambda";
 import type * as sqs from "aws-cdk-lib/aws-sqs";
 import {
   BACKSTOP_RETENTION_SECONDS,
-  type ConsumerDeployment,
+  type ConsumerDeploymentSettings,
   resolveDeliveryTimings,
-} from "../../functions/consumers.ts";
+} from "../../functions/consumer-deployment.ts";
 import { ConfigurationError } from "../../shared/errors/configuration.ts";
 import { TTL_DEFAULTS, validateFenceTtl } from "../../shared/fence/ttl.ts";
 import { type DeliveryTimings, validateDeliveryTimings } from "../../shared/retry/delivery-timings.ts";
 import { DEFAULT_RETRY_POLICY, type RetryPolicy, resolveRetryPolicy } from "../../shared/retry/policy.ts";
-import { BACKSTOP_DRAIN_DEFAULTS, CONSUMER_DEFAULTS } from "../defaults.ts";
+import { BACKSTOP_DRAIN_DEFAULTS, CONSUMER_DEFAULTS, CONSUMER_DEPLOYMENT_DEFAULTS } from "../defaults.ts";
 import { type ManagedInstancesProps, managedInstancesProblems } from "./managed-instances.ts";
+import { runtimeProblems } from "./runtime.ts";
 
-/** The props of a JobConsumer that decide its queues, timings and follow-up targets. */
-export interface ConsumerSettingsProps {
+/**
+ * The props of a JobConsumer that decide its queues, timings, runtime and follow-up targets: the
+ * consumer's definition and its deployment settings (what a registry entry of this repository
+ * holds), each with a named default.
+ */
+export interface ConsumerSettingsProps extends Partial<ConsumerDeploymentSettings> {
   /**
-   * The consumer and how it is deployed (an entry of `functions/consumers.ts`). Its definition's
-   * `retry` override, if any, is the policy both the function and the queues use.
+   * The consumer's definition (a `ConsumerDefinition`). Its `retry` override, if any, is the policy both
+   * the function and the queues use; its `sends` are the follow-up targets.
    */
-  readonly deployment: ConsumerDeployment;
+  readonly definition: ConsumerDeploymentSettings["definition"];
+  /** Whether its queues are FIFO. @default CONSUMER_DEPLOYMENT_DEFAULTS.fifo (false) */
+  readonly fifo?: boolean;
+  /** The function's timeout. @default CONSUMER_DEPLOYMENT_DEFAULTS.functionTimeoutSeconds (30) */
+  readonly functionTimeoutSeconds?: number;
+  /** The source queue's retention. @default CONSUMER_DEPLOYMENT_DEFAULTS.queueRetentionSeconds (4 days) */
+  readonly queueRetentionSeconds?: number;
+  /** Records per invocation. @default CONSUMER_DEPLOYMENT_DEFAULTS.batchSize (10) */
+  readonly batchSize?: number;
+  /** Invocations at once, at most. @default CONSUMER_DEPLOYMENT_DEFAULTS.maxConcurrency (2) */
+  readonly maxConcurrency?: number;
+  /**
+   * The Lambda runtime of the consumer, its backstop drain and its outbox relay: Node 22 or Node 24
+   * (anything else is refused); the bundles are built for it.
+   * @default CONSUMER_DEPLOYMENT_DEFAULTS.runtime (Node 24)
+   */
+  readonly runtime?: lambda.Runtime;
   /**
    * The fence TTL; validated at synth against every place a copy of a job can wait (the outbox
    * deadline, the source and backstop queues, the drain) and the retry window (docs/design.md §7.2).
@@ -36,7 +59,7 @@ export interface ConsumerSettingsProps {
   /**
    * The source queue's visibility timeout; at least 6 × the function timeout + the batching
    * window (AWS's guidance for SQS event sources).
-   * @default 6 × the deployment's functionTimeoutSeconds + its batchingWindowSeconds
+   * @default 6 × functionTimeoutSeconds + batchingWindowSeconds
    */
   readonly visibilityTimeoutSeconds?: number;
   /**
@@ -66,6 +89,10 @@ const CONSUMER_NAME = /^[a-z][a-z0-9-]{0,62}$/;
 
 /** A consumer's resolved settings, after validation. */
 export interface ConsumerSettings {
+  /** The deployment settings, every default filled in. */
+  readonly deployment: ConsumerDeploymentSettings;
+  /** Node 22 or Node 24. */
+  readonly runtime: lambda.Runtime;
   /** The targets its definition sends follow-ups to, by name; empty when it sends nothing. */
   readonly followUpTargets: readonly string[];
   readonly retryPolicy: RetryPolicy;
@@ -78,9 +105,10 @@ export interface ConsumerSettings {
 
 /** Validates the props and resolves what they leave out; throws one error listing every problem. */
 export function resolveConsumerSettings(props: ConsumerSettingsProps): ConsumerSettings {
-  const { deployment } = props;
+  const deployment = deploymentSettings(props);
   const name = deployment.definition.name;
-  const problems: string[] = [];
+  const runtime = props.runtime ?? CONSUMER_DEPLOYMENT_DEFAULTS.runtime;
+  const problems: string[] = [...runtimeProblems(runtime)];
   if (!CONSUMER_NAME.test(name)) {
     problems.push(`name "${name}" must be 1–63 lowercase letters, digits or dashes, starting with a letter`);
   }
@@ -156,6 +184,8 @@ export function resolveConsumerSettings(props: ConsumerSettingsProps): ConsumerS
   // alike; report such a line once.
   if (problems.length > 0) throw new ConfigurationError(`JobConsumer "${name}"`, [...new Set(problems)]);
   return {
+    deployment,
+    runtime,
     followUpTargets,
     retryPolicy,
     visibilityTimeoutSeconds: timings.visibilityTimeoutSeconds,
@@ -163,6 +193,31 @@ export function resolveConsumerSettings(props: ConsumerSettingsProps): ConsumerS
     maxReceiveCount: timings.maxReceiveCount,
     timings,
   };
+}
+
+/** The deployment settings of `props`, with CONSUMER_DEPLOYMENT_DEFAULTS where they leave one out. */
+export function deploymentSettings(props: ConsumerSettingsProps): ConsumerDeploymentSettings {
+  const defaults = CONSUMER_DEPLOYMENT_DEFAULTS;
+  const optional = {
+    provisionedPollers: props.provisionedPollers,
+    filters: props.filters,
+    maxReceiveCount: props.maxReceiveCount,
+    batchingWindowSeconds: props.batchingWindowSeconds,
+    maxInterruptions: props.maxInterruptions,
+    recordBudgetMs: props.recordBudgetMs,
+    returnReserveMs: props.returnReserveMs,
+    lockTimeoutMs: props.lockTimeoutMs,
+  };
+  return Object.freeze({
+    definition: props.definition,
+    fifo: props.fifo ?? defaults.fifo,
+    functionTimeoutSeconds: props.functionTimeoutSeconds ?? defaults.functionTimeoutSeconds,
+    queueRetentionSeconds: props.queueRetentionSeconds ?? defaults.queueRetentionSeconds,
+    batchSize: props.batchSize ?? defaults.batchSize,
+    maxConcurrency: props.maxConcurrency ?? defaults.maxConcurrency,
+    // Only what was given: a key present as undefined would read as given to a later check.
+    ...Object.fromEntries(Object.entries(optional).filter(([, value]) => value !== undefined)),
+  });
 }
 
 /**
@@ -198,7 +253,7 @@ function followUpTargetProblems(
  * concurrency beside them, so the pollers' reach is the bound, and maxConcurrency must cover it.
  */
 function validateProvisionedPollers(
-  pollers: NonNullable<ConsumerDeployment["provisionedPollers"]>,
+  pollers: NonNullable<ConsumerDeploymentSettings["provisionedPollers"]>,
   maxConcurrency: number,
 ): string[] {
   const { minimumPollers: min, maximumPollers: max } = pollers;

@@ -10,7 +10,7 @@
  * handler reads the value at start, shared/aws/seal-key-secret.ts).
  */
 
-import { Duration, RemovalPolicy } from "aws-cdk-lib";
+import { Duration, RemovalPolicy, Validations } from "aws-cdk-lib";
 import * as apigwv2 from "aws-cdk-lib/aws-apigatewayv2";
 import { HttpJwtAuthorizer } from "aws-cdk-lib/aws-apigatewayv2-authorizers";
 import { HttpLambdaIntegration } from "aws-cdk-lib/aws-apigatewayv2-integrations";
@@ -25,6 +25,7 @@ import { ConfigurationError } from "../../shared/errors/configuration.ts";
 import { API_DEFAULTS } from "../defaults.ts";
 import { alarmFactory } from "./alarms.ts";
 import type { DatabaseAccess } from "./database.ts";
+import { jobfenceEntry } from "./entries.ts";
 import { JobfenceFunction } from "./jobfence-function.ts";
 import { grantReplaySend } from "./replay-send.ts";
 
@@ -110,9 +111,14 @@ export class DeadLetterApi extends Construct {
       },
       removalPolicy: RemovalPolicy.DESTROY,
     });
+    Validations.of(this.signingKey).acknowledge({
+      id: "AwsSolutions-SMG4",
+      reason:
+        "The signing key of list cursors and bulk plan tokens protects nothing stored: a new key only makes outstanding cursors and plan tokens (valid 15 minutes) stop verifying, so it is rotated by hand when wanted (put a new random value, docs/deploy.md) rather than by a rotation function.",
+    });
 
     this.handler = new JobfenceFunction(this, "Handler", {
-      entry: "functions/dead-letters-api/handler.ts",
+      entry: jobfenceEntry("dead-letters-api"),
       description: "jobfence dead-letter API",
       timeout: API_DEFAULTS.timeout,
       database: props.database,

@@ -12,17 +12,13 @@ import * as events from "aws-cdk-lib/aws-events";
 import * as targets from "aws-cdk-lib/aws-events-targets";
 import * as iam from "aws-cdk-lib/aws-iam";
 import { Construct } from "constructs";
-import {
-  type ConsumerDeployment,
-  deployedDeliveryTimings,
-  expectedQueues,
-} from "../../functions/consumers.ts";
-import { DOCTOR_ENV } from "../../functions/doctor/config.ts";
-import { DOCTOR_METRIC, DOCTOR_SERVICE } from "../../functions/doctor/doctor.ts";
+import { DOCTOR_ENV, DOCTOR_METRIC, DOCTOR_SERVICE } from "../../functions/doctor/config.ts";
 import { ConfigurationError } from "../../shared/errors/configuration.ts";
 import { DOCTOR_DEFAULTS } from "../defaults.ts";
 import { alarmFactory } from "./alarms.ts";
 import type { DatabaseAccess } from "./database.ts";
+import { jobfenceEntry } from "./entries.ts";
+import type { JobConsumer } from "./job-consumer.ts";
 import { JobfenceFunction } from "./jobfence-function.ts";
 import { jobfenceMetric } from "./metrics.ts";
 
@@ -35,10 +31,10 @@ const EXPECTED_QUEUES_BYTES = 3072;
 export interface DoctorProps {
   readonly database: DatabaseAccess;
   /**
-   * The deployment's consumers (entries of `functions/consumers.ts`): their queues, found by name,
-   * are checked against the timings the JobConsumer construct validated and deployed.
+   * The deployment's consumers: their queues, found by name, are checked against what each
+   * JobConsumer validated and deployed (its `expectedQueues`).
    */
-  readonly consumers: readonly ConsumerDeployment[];
+  readonly consumers: readonly Pick<JobConsumer, "expectedQueues">[];
   /**
    * The UTC hour of the daily run.
    * @default DOCTOR_DEFAULTS.hourUtc (6)
@@ -62,7 +58,7 @@ export class Doctor extends Construct {
     if (!Number.isInteger(hour) || hour < 0 || hour > 23) {
       problems.push(`hourUtc must be a whole hour 0–23, got ${hour}`);
     }
-    const expected = props.consumers.map((d) => expectedQueues(d, deployedDeliveryTimings(d)));
+    const expected = props.consumers.map((consumer) => consumer.expectedQueues);
     const expectedJson = JSON.stringify(expected);
     if (Buffer.byteLength(expectedJson) > EXPECTED_QUEUES_BYTES) {
       problems.push(
@@ -74,7 +70,7 @@ export class Doctor extends Construct {
     if (problems.length > 0) throw new ConfigurationError("Doctor", problems);
 
     this.doctorFunction = new JobfenceFunction(this, "Doctor", {
-      entry: "functions/doctor/handler.ts",
+      entry: jobfenceEntry("doctor"),
       description: "jobfence doctor: the database and queues against what jobfence intends",
       timeout: DOCTOR_DEFAULTS.timeout,
       database: props.database,

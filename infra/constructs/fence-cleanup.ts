@@ -14,6 +14,7 @@ import { ConfigurationError } from "../../shared/errors/configuration.ts";
 import { SCHEDULE_DEFAULTS } from "../defaults.ts";
 import { alarmFactory } from "./alarms.ts";
 import type { DatabaseAccess } from "./database.ts";
+import { jobfenceEntry } from "./entries.ts";
 import { JobfenceFunction } from "./jobfence-function.ts";
 import { jobfenceMetric } from "./metrics.ts";
 
@@ -67,7 +68,7 @@ export class FenceCleanup extends Construct {
     if (problems.length > 0) throw new ConfigurationError("FenceCleanup", problems);
 
     this.cleanupFunction = new JobfenceFunction(this, "Cleanup", {
-      entry: "functions/fence-cleanup/handler.ts",
+      entry: jobfenceEntry("fence-cleanup"),
       description: "jobfence TTL cleanup of expired fences",
       timeout: SCHEDULE_DEFAULTS.cleanupTimeout,
       database: props.database,
@@ -81,7 +82,7 @@ export class FenceCleanup extends Construct {
     });
 
     this.escalationFunction = new JobfenceFunction(this, "Escalation", {
-      entry: "functions/escalation/handler.ts",
+      entry: jobfenceEntry("escalation"),
       description: "jobfence daily escalation of stale pending dead letters",
       timeout: SCHEDULE_DEFAULTS.escalationTimeout,
       database: props.database,

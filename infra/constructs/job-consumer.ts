@@ -9,12 +9,19 @@
  * the source's age), both functions' errors, and the harness's failure metrics, which count what a
  * record that stays in its queue or an alert that was lost never shows as a Lambda error.
  *
+ * Its dead letters alarm too, whatever the ops bus routes: `deadLettered` watches the dead-letter
+ * metrics the harness, the drain and the outbox relay publish as they record one, so a deployment
+ * with no alert target of its own still hears of them through the alarm topic.
+ *
  * A consumer whose definition sends follow-ups (`sends`) is given each target's queue: its function
  * and its scheduled outbox relay (./outbox-relay.ts) get the queues' URLs and may send to those
  * queues only. A consumer that sends nothing gets none of it.
+ *
+ * It takes the user's own entry point and definition: nothing here knows of a registry or of a
+ * repository's layout.
  */
 import { Duration, Stack } from "aws-cdk-lib";
-import type * as cloudwatch from "aws-cdk-lib/aws-cloudwatch";
+import * as cloudwatch from "aws-cdk-lib/aws-cloudwatch";
 import type * as events from "aws-cdk-lib/aws-events";
 import * as iam from "aws-cdk-lib/aws-iam";
 import * as lambda from "aws-cdk-lib/aws-lambda";
@@ -23,12 +30,16 @@ import * as sqs from "aws-cdk-lib/aws-sqs";
 import { Construct } from "constructs";
 import {
   BACKSTOP_RETENTION_SECONDS,
+  type ConsumerDeploymentSettings,
+  expectedQueues,
   queueNames,
   VISIBILITY_TO_TIMEOUT_RATIO,
-} from "../../functions/consumers.ts";
+} from "../../functions/consumer-deployment.ts";
 import { outboxRelayService } from "../../functions/outbox-relay/relay.ts";
 import { CONSUMER_ENV } from "../../shared/config/consumer-config.ts";
-import { METRIC } from "../../shared/metrics/names.ts";
+import type { ExpectedConsumerQueues } from "../../shared/doctor/check-queues.ts";
+import { ERROR_KIND, ERROR_KINDS } from "../../shared/errors/error-kind.ts";
+import { deadLetteredMetric, METRIC } from "../../shared/metrics/names.ts";
 import type { RetryPolicy } from "../../shared/retry/policy.ts";
 import { type ConsumerConnections, consumerConnections } from "../connection-budget.ts";
 import { BACKSTOP_DRAIN_DEFAULTS, CONSUMER_DEFAULTS } from "../defaults.ts";
@@ -49,10 +60,17 @@ export interface JobConsumerProps extends ConsumerSettingsProps {
   /** The ops bus that receives DeadLetterRecorded. */
   readonly opsBus: events.IEventBus;
   /**
-   * The consumer's entry point, relative to the repository root.
-   * @default `functions/<consumer name>/handler.ts`
+   * The consumer's Lambda entry point, an absolute path (`.ts`, `.js` or `.mjs`) exporting
+   * `handler` (`export const handler = createConsumer(definition)`).
    */
-  readonly entry?: string;
+  readonly entry: string;
+  /**
+   * The folder esbuild resolves the entry's packages from.
+   * @default the nearest folder above the entry holding a lock file
+   */
+  readonly projectRoot?: string;
+  /** @default the lock file found with {@link projectRoot} */
+  readonly depsLockFilePath?: string;
   /**
    * Alarm when the oldest message in the source queue is older than this.
    * @default CONSUMER_DEFAULTS.oldestMessageAlarmSeconds (15 minutes)
@@ -74,6 +92,10 @@ const EVENT_SOURCE_METRICS: lambda.MetricsConfig = { metrics: [lambda.MetricType
 export class JobConsumer extends Construct {
   /** The consumer's name: its metrics' `service` dimension. */
   readonly consumerName: string;
+  /** Its deployment settings, every default filled in. */
+  readonly deployment: ConsumerDeploymentSettings;
+  /** What its queues are created with: the doctor checks the live queues against it. */
+  readonly expectedQueues: ExpectedConsumerQueues;
   /** Its validated fence TTL: the migrate function registers it (core.register_fence_ttl, migration 0021). */
   readonly fenceTtlSeconds: number;
   /** The database connections its function, drain and outbox relay can hold at once, at most. */
@@ -102,6 +124,11 @@ export class JobConsumer extends Construct {
    * functions' errors, and every failure metric of the harness and the drain.
    */
   readonly alarms: {
+    /**
+     * A dead letter was recorded (any kind: by the harness, the backstop drain or the outbox
+     * relay): what an operator must look at, in the alarm topic whatever else the ops bus routes.
+     */
+    readonly deadLettered: cloudwatch.Alarm;
     /** Messages visible in the backstop: the harness could not record them. */
     readonly backstopDepth: cloudwatch.Alarm;
     /** Messages in flight in the backstop: the drain has them (and may be failing them). */
@@ -126,11 +153,12 @@ export class JobConsumer extends Construct {
   constructor(scope: Construct, id: string, props: JobConsumerProps) {
     super(scope, id);
     const settings = resolveConsumerSettings(props);
-    const { timings } = settings;
-    const { deployment } = props;
+    const { timings, deployment, runtime } = settings;
     const name = deployment.definition.name;
     const names = queueNames(deployment);
     this.consumerName = name;
+    this.deployment = deployment;
+    this.expectedQueues = expectedQueues(deployment, timings);
     this.fenceTtlSeconds = settings.fenceTtlSeconds;
     this.connections = consumerConnections(deployment, props.managedInstances);
     this.retryPolicy = settings.retryPolicy;
@@ -176,7 +204,10 @@ export class JobConsumer extends Construct {
       );
 
     this.consumerFunction = new JobfenceFunction(this, "Consumer", {
-      entry: props.entry ?? `functions/${name}/handler.ts`,
+      entry: props.entry,
+      ...(props.projectRoot !== undefined ? { projectRoot: props.projectRoot } : {}),
+      ...(props.depsLockFilePath !== undefined ? { depsLockFilePath: props.depsLockFilePath } : {}),
+      runtime,
       description: `jobfence consumer ${name}`,
       timeout: Duration.seconds(deployment.functionTimeoutSeconds),
       database: props.database,
@@ -236,6 +267,7 @@ export class JobConsumer extends Construct {
     const alarm = alarmFactory(this, { actions: props.alarmActions });
     const backstop = createBackstopDrain(this, {
       consumerName: name,
+      runtime,
       database: props.database,
       opsBus: props.opsBus,
       sourceQueue: this.queue,
@@ -257,6 +289,12 @@ export class JobConsumer extends Construct {
     // In the order they have always been listed (the dashboard shows them so).
     const { backstopDepth, backstopInFlight, backstopOldestMessageAge, drainErrors } = backstop.alarms;
     this.alarms = {
+      deadLettered: alarm(
+        "DeadLetteredAlarm",
+        this.deadLetteredMetric(),
+        0,
+        `${name}: a dead letter was recorded; list it with the dead-letter API (docs/operations.md, Dead letters)`,
+      ),
       backstopDepth,
       backstopInFlight,
       backstopOldestMessageAge,
@@ -315,6 +353,7 @@ export class JobConsumer extends Construct {
     if (targets && outboxQueues) {
       this.outbox = createOutboxRelay(this, {
         consumerName: name,
+        runtime,
         database: props.database,
         opsBus: props.opsBus,
         targets,
@@ -332,6 +371,28 @@ export class JobConsumer extends Construct {
   /** A metric the consumer's harness emits (namespace `jobfence`, dimension `service` = the consumer). */
   metric(metricName: string, options: cloudwatch.MetricOptions = {}): cloudwatch.Metric {
     return jobfenceMetric(this.consumerName, metricName, options);
+  }
+
+  /**
+   * Dead letters recorded, of every kind, summed per period: the harness's (one metric per kind),
+   * the backstop drain's `unrecorded` and the outbox relay's `undelivered` (ten metrics, CloudWatch's
+   * limit for an alarm's expression).
+   */
+  deadLetteredMetric(period: Duration = CONSUMER_DEFAULTS.failureAlarmPeriod): cloudwatch.MathExpression {
+    const options = { period, statistic: "Sum" };
+    const metrics: Record<string, cloudwatch.IMetric> = {
+      ...Object.fromEntries(
+        ERROR_KINDS.map((kind) => [kind, this.metric(deadLetteredMetric(kind), options)]),
+      ),
+      drainUnrecorded: this.drainMetric(deadLetteredMetric(ERROR_KIND.unrecorded), options),
+      outboxUndelivered: this.outboxMetric(METRIC.outboxUndelivered, options),
+    };
+    return new cloudwatch.MathExpression({
+      expression: "SUM(METRICS())",
+      usingMetrics: metrics,
+      period,
+      label: `${this.consumerName}: dead letters recorded`,
+    });
   }
 
   /** A metric its outbox relay emits (dimension `service` = `<consumer>-outbox`). */

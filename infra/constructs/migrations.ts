@@ -12,6 +12,7 @@ import * as triggers from "aws-cdk-lib/triggers";
 import { Construct, type IConstruct } from "constructs";
 import type { SharedRole } from "../../shared/db/queries/provision-login.ts";
 import type { DatabaseAccess, SharedDatabaseLogin } from "./database.ts";
+import { jobfenceEntry } from "./entries.ts";
 import { JobfenceFunction } from "./jobfence-function.ts";
 
 /** Props of {@link DatabaseMigrations}. */
@@ -68,7 +69,7 @@ export class DatabaseMigrations extends Construct {
     super(scope, id);
     const timeout = props.timeout ?? Duration.minutes(5);
     this.migrateFunction = new JobfenceFunction(this, "Migrate", {
-      entry: "functions/migrate/handler.ts",
+      entry: jobfenceEntry("migrate"),
       description: "jobfence database migrations (run on deploy)",
       timeout,
       database: props.database,

@@ -1,23 +1,22 @@
 /**
- * The ops alerting path (docs/design.md §8): a dedicated ops EventBridge bus (never a domain bus) that the
- * harness, the backstop drains and escalation publish to, and a rule that forwards
- * `DeadLetterRecorded` and `DeadLettersEscalated` to BetterStack through an EventBridge API
- * destination. The destination's credential lives in Secrets Manager: the operator stores it in a
- * secret, the Connection reads it by dynamic reference, and EventBridge keeps its own copy in a
- * Secrets Manager secret of the connection. Undeliverable alerts go to an encrypted queue; the
- * dead letters themselves are rows, so a lost alert never loses a failure.
+ * The ops alerting path (docs/design.md §8): a dedicated ops EventBridge bus (never a domain bus)
+ * that the harness, the backstop drains and escalation publish to, and a rule that forwards
+ * `DeadLetterRecorded` and `DeadLettersEscalated` to the deployment's targets: any EventBridge
+ * targets (an SNS topic, a Lambda function, an API destination for PagerDuty or Opsgenie), and
+ * BetterStack, one optional target, through an EventBridge API destination whose credential lives
+ * in Secrets Manager. Undeliverable alerts go to an encrypted queue; the dead letters themselves are
+ * rows, so a lost alert never loses a failure.
  *
- * CloudWatch alarms (a backstop filling, a queue falling behind, function errors, the harness's
- * failure metrics) reach BetterStack the same way: {@link OpsAlerting.forwardAlarms} routes their
- * state changes, which CloudWatch publishes on the account's default bus, to the same destination.
- *
- * BetterStack may itself be what is broken, so every alarm also goes to a second channel that does
- * not depend on it: {@link OpsAlerting.alarmTopic}, a KMS-encrypted, TLS-only SNS topic the
- * deployment subscribes to (e-mail addresses, or any subscription added to the topic).
- * {@link OpsAlerting.notifyAlarmTopic} sends an alarm's ALARM and OK transitions there; the alarm on
- * undelivered alerts goes there only, since its BetterStack copy would be undeliverable too.
+ * CloudWatch alarms (a dead letter recorded, a backstop filling, a queue falling behind, function
+ * errors, the harness's failure metrics) go to {@link OpsAlerting.alarmTopic}, a KMS-encrypted,
+ * TLS-only SNS topic the deployment subscribes to (e-mail addresses, or any subscription: PagerDuty's
+ * and Opsgenie's CloudWatch integrations take an SNS topic): {@link OpsAlerting.notifyAlarmTopic}
+ * sends an alarm's ALARM and OK transitions there. Alarms need no vendor. Where alarm targets or
+ * BetterStack are given, {@link OpsAlerting.forwardAlarms} also routes the alarms' state changes,
+ * which CloudWatch publishes on the account's default bus, to them; the alarm on undelivered alerts
+ * goes to the topic only, since its forwarded copy could be undeliverable too.
  */
-import { Annotations, Duration, RemovalPolicy, SecretValue, Stack } from "aws-cdk-lib";
+import { Annotations, Duration, RemovalPolicy, SecretValue, Stack, Validations } from "aws-cdk-lib";
 import type * as cloudwatch from "aws-cdk-lib/aws-cloudwatch";
 import * as cloudwatchActions from "aws-cdk-lib/aws-cloudwatch-actions";
 import * as events from "aws-cdk-lib/aws-events";
@@ -35,6 +34,26 @@ import { ConfigurationError } from "../../shared/errors/configuration.ts";
 import { ALERTING_DEFAULTS } from "../defaults.ts";
 import { alarmFactory, alarmNamePrefix } from "./alarms.ts";
 
+/** BetterStack as a target of the alerts and alarms (docs/deploy.md, BetterStack). */
+export interface BetterStackProps {
+  /** BetterStack's HTTPS endpoint that receives the alerts (an incoming webhook or HTTP source URL). */
+  readonly endpoint: string;
+  /**
+   * The secret whose value is sent in {@link apiKeyHeader} (e.g. `Bearer <source token>`). Create it
+   * before deploying (docs/deploy.md); it never appears in the template.
+   */
+  readonly secret: secretsmanager.ISecret;
+  /**
+   * The JSON field of the secret holding the header value.
+   * @default the whole secret string
+   */
+  readonly secretField?: string;
+  /** @default ALERTING_DEFAULTS.apiKeyHeader ("Authorization") */
+  readonly apiKeyHeader?: string;
+  /** @default ALERTING_DEFAULTS.rateLimitPerSecond */
+  readonly rateLimitPerSecond?: number;
+}
+
 /** Props of {@link OpsAlerting}. */
 export interface OpsAlertingProps {
   /**
@@ -42,22 +61,24 @@ export interface OpsAlertingProps {
    * @default "jobfence-ops"
    */
   readonly busName?: string;
-  /** BetterStack's HTTPS endpoint that receives the alerts (an incoming webhook or HTTP source URL). */
-  readonly betterStackEndpoint: string;
   /**
-   * The secret whose value is sent in {@link apiKeyHeader} (e.g. `Bearer <source token>`). Create it
-   * before deploying (docs/deploy.md); it never appears in the template.
+   * Where `DeadLetterRecorded` and `DeadLettersEscalated` go: any EventBridge targets (an SNS
+   * topic, an SQS queue, a Lambda function, an API destination for PagerDuty's or Opsgenie's events
+   * API). Give them {@link OpsAlerting.undeliveredAlerts} as their dead-letter queue where they take one.
+   * @default none besides {@link betterStack}: the dead letters still alarm (JobConsumer's `deadLettered`)
    */
-  readonly betterStackSecret: secretsmanager.ISecret;
+  readonly targets?: readonly events.IRuleTarget[];
   /**
-   * The JSON field of the secret holding the header value.
-   * @default the whole secret string
+   * Where the state changes of the alarms {@link OpsAlerting.forwardAlarms} is given go, as
+   * CloudWatch publishes them ("CloudWatch Alarm State Change").
+   * @default none besides {@link betterStack}: the alarms notify {@link OpsAlerting.alarmTopic}
    */
-  readonly betterStackSecretField?: string;
-  /** @default ALERTING_DEFAULTS.apiKeyHeader ("Authorization") */
-  readonly apiKeyHeader?: string;
-  /** @default ALERTING_DEFAULTS.rateLimitPerSecond */
-  readonly rateLimitPerSecond?: number;
+  readonly alarmTargets?: readonly events.IRuleTarget[];
+  /**
+   * BetterStack, a target of both the alerts and the alarms.
+   * @default none
+   */
+  readonly betterStack?: BetterStackProps;
   /**
    * E-mail addresses subscribed to {@link OpsAlerting.alarmTopic} (each confirms by the link SNS
    * mails it).
@@ -66,34 +87,48 @@ export interface OpsAlertingProps {
   readonly alarmEmails?: readonly string[];
 }
 
-/** The ops bus and its route to BetterStack. */
-export class OpsAlerting extends Construct {
-  /** The ops bus: every jobfence alert is published here. */
-  readonly bus: events.EventBus;
-  /** The BetterStack connection (its credential is a Secrets Manager secret EventBridge manages). */
+/** BetterStack's connection and API destination, when it is a target. */
+export interface BetterStackDestination {
+  /** The connection (its credential is a Secrets Manager secret EventBridge manages). */
   readonly connection: events.Connection;
   /** The API destination. */
   readonly destination: events.ApiDestination;
-  /** Matches `DeadLetterRecorded` and `DeadLettersEscalated` from source "jobfence". */
+}
+
+/** The ops bus, its routes to the deployment's targets, and the alarm topic. */
+export class OpsAlerting extends Construct {
+  /** The ops bus: every jobfence alert is published here. */
+  readonly bus: events.EventBus;
+  /** BetterStack's connection and destination, when it is a target. */
+  readonly betterStack?: BetterStackDestination;
+  /**
+   * Matches `DeadLetterRecorded` and `DeadLettersEscalated` from source "jobfence" and sends them
+   * to the targets (more may be added: `rule.addTarget`).
+   */
   readonly rule: events.Rule;
   /** Alerts EventBridge could not deliver after its retries. */
   readonly undeliveredAlerts: sqs.Queue;
   /** Fires when an alert could not be delivered; notifies {@link alarmTopic} only. */
   readonly undeliveredAlarm: cloudwatch.Alarm;
-  /** The alarm channel that does not depend on BetterStack: SNS, KMS-encrypted, TLS-only. */
+  /** The alarm channel every alarm notifies, vendor or none: SNS, KMS-encrypted, TLS-only. */
   readonly alarmTopic: sns.Topic;
+  /** Where `DeadLetterRecorded` and `DeadLettersEscalated` go: BetterStack's destination and the given targets. */
+  readonly alertTargets: readonly events.IRuleTarget[];
+  /** Where {@link forwardAlarms} sends alarm state changes: BetterStack's destination and the given alarm targets. */
+  readonly alarmTargets: readonly events.IRuleTarget[];
   /** The customer-managed key of {@link alarmTopic} (CloudWatch cannot publish with AWS's SNS key). */
   readonly alarmTopicKey: kms.Key;
 
   constructor(scope: Construct, id: string, props: OpsAlertingProps) {
     super(scope, id);
     const problems: string[] = [];
-    if (!/^https:\/\/[^\s/]+/.test(props.betterStackEndpoint)) {
-      problems.push(`betterStackEndpoint must be an https:// URL, got "${props.betterStackEndpoint}"`);
+    const { betterStack } = props;
+    if (betterStack && !/^https:\/\/[^\s/]+/.test(betterStack.endpoint)) {
+      problems.push(`betterStack.endpoint must be an https:// URL, got "${betterStack.endpoint}"`);
     }
-    const rate = props.rateLimitPerSecond ?? ALERTING_DEFAULTS.rateLimitPerSecond;
+    const rate = betterStack?.rateLimitPerSecond ?? ALERTING_DEFAULTS.rateLimitPerSecond;
     if (!Number.isInteger(rate) || rate < 1 || rate > 300) {
-      problems.push(`rateLimitPerSecond must be 1–300, got ${rate}`);
+      problems.push(`betterStack.rateLimitPerSecond must be 1–300, got ${rate}`);
     }
     for (const email of props.alarmEmails ?? []) {
       if (!/^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(email)) {
@@ -103,36 +138,44 @@ export class OpsAlerting extends Construct {
     if (problems.length > 0) throw new ConfigurationError("OpsAlerting", problems);
 
     this.bus = new events.EventBus(this, "Bus", { eventBusName: props.busName ?? "jobfence-ops" });
-    this.connection = new events.Connection(this, "BetterStack", {
-      description: "jobfence alerts to BetterStack",
-      authorization: events.Authorization.apiKey(
-        props.apiKeyHeader ?? ALERTING_DEFAULTS.apiKeyHeader,
-        props.betterStackSecretField
-          ? SecretValue.secretsManager(props.betterStackSecret.secretArn, {
-              jsonField: props.betterStackSecretField,
-            })
-          : SecretValue.secretsManager(props.betterStackSecret.secretArn),
-      ),
-    });
-    this.destination = new events.ApiDestination(this, "Destination", {
-      connection: this.connection,
-      endpoint: props.betterStackEndpoint,
-      httpMethod: events.HttpMethod.POST,
-      rateLimitPerSecond: rate,
-      description: "BetterStack",
-    });
     this.undeliveredAlerts = new sqs.Queue(this, "Undelivered", {
       encryption: sqs.QueueEncryption.SQS_MANAGED,
       enforceSSL: true,
       retentionPeriod: Duration.days(14),
     });
+    // This queue is the dead-letter queue of the rules' targets: it has none of its own.
+    Validations.of(this.undeliveredAlerts).acknowledge({
+      id: "AwsSolutions-SQS3",
+      reason: "This queue is itself the dead-letter queue of the alert rule's targets.",
+    });
+    if (betterStack) {
+      const connection = new events.Connection(this, "BetterStack", {
+        description: "jobfence alerts to BetterStack",
+        authorization: events.Authorization.apiKey(
+          betterStack.apiKeyHeader ?? ALERTING_DEFAULTS.apiKeyHeader,
+          betterStack.secretField
+            ? SecretValue.secretsManager(betterStack.secret.secretArn, { jsonField: betterStack.secretField })
+            : SecretValue.secretsManager(betterStack.secret.secretArn),
+        ),
+      });
+      const destination = new events.ApiDestination(this, "Destination", {
+        connection,
+        endpoint: betterStack.endpoint,
+        httpMethod: events.HttpMethod.POST,
+        rateLimitPerSecond: rate,
+        description: "BetterStack",
+      });
+      this.betterStack = { connection, destination };
+    }
+    this.alertTargets = [...this.vendorTargets(), ...(props.targets ?? [])];
+    this.alarmTargets = [...this.vendorTargets(), ...(props.alarmTargets ?? [])];
     this.rule = new events.Rule(this, "Alerts", {
       eventBus: this.bus,
-      description: "jobfence dead-letter alerts to BetterStack",
+      description: "jobfence dead-letter alerts to the deployment's targets",
       eventPattern: { source: [EVENT_SOURCE], detailType: [DEAD_LETTER_RECORDED, DEAD_LETTERS_ESCALATED] },
-      targets: [this.betterStackTarget()],
+      targets: [...this.alertTargets],
     });
-    // Unnamed, so that the forwarding rule never sends it to BetterStack: it says BetterStack fails.
+    // Unnamed, so that the forwarding rule never forwards it: it says a forwarded copy may be lost.
     this.undeliveredAlarm = alarmFactory(this, { named: false })(
       "UndeliveredAlarm",
       this.undeliveredAlerts.metricApproximateNumberOfMessagesVisible({
@@ -140,7 +183,7 @@ export class OpsAlerting extends Construct {
         statistic: "Maximum",
       }),
       0,
-      "jobfence alerts could not be delivered to BetterStack (the dead letters are still recorded)",
+      "jobfence alerts could not be delivered to a target (the dead letters are still recorded)",
     );
 
     this.alarmTopicKey = new kms.Key(this, "AlarmTopicKey", {
@@ -183,15 +226,15 @@ export class OpsAlerting extends Construct {
     if ((props.alarmEmails ?? []).length === 0) {
       Annotations.of(this.alarmTopic).addWarningV2(
         "jobfence:alarm-topic-unsubscribed",
-        "the alarm topic has no subscription: alarms reach BetterStack only until one is added (alarmEmails, docs/deploy.md)",
+        "the alarm topic has no subscription: alarms reach only the forwarded targets, if any, until one is added (alarmEmails, docs/deploy.md)",
       );
     }
     this.notifyAlarmTopic([this.undeliveredAlarm]);
   }
 
   /**
-   * Sends the ALARM and OK transitions of `alarms` to {@link alarmTopic}, the channel that works
-   * when BetterStack does not.
+   * Sends the ALARM and OK transitions of `alarms` to {@link alarmTopic}, the channel that needs no
+   * vendor and works when a forwarded target does not.
    */
   notifyAlarmTopic(alarms: readonly cloudwatch.Alarm[]): void {
     const action = new cloudwatchActions.SnsAction(this.alarmTopic);
@@ -203,11 +246,12 @@ export class OpsAlerting extends Construct {
 
   /**
    * Forwards every state change (into ALARM and back to OK) of the stack's alarms named by
-   * {@link alarmNameOf} to BetterStack: `alarms` are those, each checked to carry the name the
-   * rule matches. CloudWatch publishes the changes on the default bus, so the rule lives there and
-   * matches the alarm names' prefix.
+   * {@link alarmNameOf} to the alarm targets (BetterStack's and `alarmTargets`): `alarms` are
+   * those, each checked to carry the name the rule matches. CloudWatch publishes the changes on the
+   * default bus, so the rule lives there and matches the alarm names' prefix. Without alarm targets
+   * nothing is forwarded (the alarm topic has them all) and no rule is made.
    */
-  forwardAlarms(id: string, alarms: readonly cloudwatch.Alarm[]): events.Rule {
+  forwardAlarms(id: string, alarms: readonly cloudwatch.Alarm[]): events.Rule | undefined {
     const prefix = alarmNamePrefix(this);
     const problems = alarms.length === 0 ? ["no alarms to forward"] : [];
     for (const alarm of alarms) {
@@ -219,23 +263,30 @@ export class OpsAlerting extends Construct {
       }
     }
     if (problems.length > 0) throw new ConfigurationError("OpsAlerting.forwardAlarms", problems);
+    if (this.alarmTargets.length === 0) return undefined;
     return new events.Rule(this, id, {
-      description: "jobfence CloudWatch alarm state changes to BetterStack",
+      description: "jobfence CloudWatch alarm state changes to the deployment's alarm targets",
       eventPattern: {
         source: ["aws.cloudwatch"],
         detailType: ["CloudWatch Alarm State Change"],
         detail: { alarmName: events.Match.prefix(prefix) },
       },
-      targets: [this.betterStackTarget()],
+      targets: [...this.alarmTargets],
     });
   }
 
-  /** The API destination as a rule target, with retries and the undelivered-alerts queue. */
-  private betterStackTarget(): targets.ApiDestination {
-    return new targets.ApiDestination(this.destination, {
-      deadLetterQueue: this.undeliveredAlerts,
-      maxEventAge: ALERTING_DEFAULTS.retryMaxEventAge,
-      retryAttempts: ALERTING_DEFAULTS.retryAttempts,
-    });
+  /**
+   * BetterStack's API destination as a rule target (a new one per rule), with retries and the
+   * undelivered-alerts queue; none when BetterStack is not a target.
+   */
+  private vendorTargets(): events.IRuleTarget[] {
+    if (!this.betterStack) return [];
+    return [
+      new targets.ApiDestination(this.betterStack.destination, {
+        deadLetterQueue: this.undeliveredAlerts,
+        maxEventAge: ALERTING_DEFAULTS.retryMaxEventAge,
+        retryAttempts: ALERTING_DEFAULTS.retryAttempts,
+      }),
+    ];
   }
 }

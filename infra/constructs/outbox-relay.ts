@@ -6,6 +6,7 @@
 import type * as cloudwatch from "aws-cdk-lib/aws-cloudwatch";
 import * as events from "aws-cdk-lib/aws-events";
 import * as eventsTargets from "aws-cdk-lib/aws-events-targets";
+import type * as lambda from "aws-cdk-lib/aws-lambda";
 import type * as sqs from "aws-cdk-lib/aws-sqs";
 import type { Construct } from "constructs";
 import { OUTBOX_RELAY_ENV, outboxRelayService } from "../../functions/outbox-relay/relay.ts";
@@ -13,6 +14,7 @@ import { METRIC } from "../../shared/metrics/names.ts";
 import { CONSUMER_DEFAULTS, OUTBOX_RELAY_DEFAULTS } from "../defaults.ts";
 import type { AlarmFactory } from "./alarms.ts";
 import type { DatabaseAccess } from "./database.ts";
+import { jobfenceEntry } from "./entries.ts";
 import { JobfenceFunction } from "./jobfence-function.ts";
 import { jobfenceMetric } from "./metrics.ts";
 import { grantReplaySend } from "./replay-send.ts";
@@ -42,6 +44,8 @@ export interface ConsumerOutbox {
 
 /** What a consumer's outbox relay is made from. */
 export interface OutboxRelayProps {
+  /** The consumer's runtime (Node 22 or 24): every function of a consumer runs on it. */
+  readonly runtime: lambda.Runtime;
   /** The sending consumer: the relay logs in as it, and sees only its outbox rows. */
   readonly consumerName: string;
   readonly database: DatabaseAccess;
@@ -65,7 +69,8 @@ export function createOutboxRelay(scope: Construct, props: OutboxRelayProps): Co
   const { targets, outboxQueues } = props;
   const name = props.consumerName;
   const relayFunction = new JobfenceFunction(scope, "OutboxRelay", {
-    entry: "functions/outbox-relay/handler.ts",
+    entry: jobfenceEntry("outbox-relay"),
+    runtime: props.runtime,
     description: `jobfence outbox relay of ${name}`,
     timeout: OUTBOX_RELAY_DEFAULTS.timeout,
     database: props.database,

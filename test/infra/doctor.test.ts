@@ -11,9 +11,14 @@ import * as sqs from "aws-cdk-lib/aws-sqs";
 import type { IConstruct } from "constructs";
 import { beforeAll, describe, expect, it } from "vitest";
 import { awardPointsConsumer } from "../../functions/award-points/consumer.ts";
-import { CONSUMERS, type ConsumerDeployment } from "../../functions/consumers.ts";
-import { Doctor } from "../../infra/constructs/doctor.ts";
-import { JobConsumer } from "../../infra/constructs/job-consumer.ts";
+import {
+  CONSUMERS,
+  type ConsumerDeployment,
+  deployedDeliveryTimings,
+  expectedQueues,
+} from "../../functions/consumers.ts";
+import { Doctor, JobConsumer } from "../../infra/cdk.ts";
+import { jobConsumerProps } from "../../infra/reference-stack.ts";
 import type { ExpectedConsumerQueues } from "../../shared/doctor/check-queues.ts";
 import { ConfigurationError } from "../../shared/errors/configuration.ts";
 import { synthesizedReferenceStack } from "../support/synthesized-stack.ts";
@@ -32,6 +37,8 @@ const orderedPoints: ConsumerDeployment = {
   },
 };
 const DEPLOYMENTS = [awardPoints, orderedPoints];
+/** award-points' entry point, which its renamed copy bundles. */
+const AWARD_POINTS_ENTRY = jobConsumerProps(awardPoints).entry;
 
 let env: TestEnvironment;
 let doctor: Doctor;
@@ -41,16 +48,17 @@ beforeAll(() => {
   env = testEnvironment();
   // Both send follow-ups to notify-user, as award-points does: a queue stands in for its.
   const followUpTargets = { "notify-user": new sqs.Queue(env.stack, "NotifyUserTarget") };
-  for (const deployment of DEPLOYMENTS) {
-    new JobConsumer(env.stack, `Consumer-${deployment.definition.name}`, {
-      deployment,
-      entry: "functions/award-points/handler.ts",
-      database: env.database,
-      opsBus: env.opsBus,
-      followUpTargets,
-    });
-  }
-  doctor = new Doctor(env.stack, "Doctor", { database: env.database, consumers: DEPLOYMENTS });
+  const consumers = DEPLOYMENTS.map(
+    (deployment) =>
+      new JobConsumer(env.stack, `Consumer-${deployment.definition.name}`, {
+        ...jobConsumerProps(deployment),
+        entry: AWARD_POINTS_ENTRY,
+        database: env.database,
+        opsBus: env.opsBus,
+        followUpTargets,
+      }),
+  );
+  doctor = new Doctor(env.stack, "Doctor", { database: env.database, consumers });
   template = Template.fromStack(env.stack);
 });
 
@@ -162,7 +170,9 @@ describe("Doctor", () => {
     const build = (props: { hourUtc?: number; consumers?: readonly ConsumerDeployment[] }) => () =>
       new Doctor(testEnvironment().stack, "Doctor", {
         database: testEnvironment().database,
-        consumers: props.consumers ?? [awardPoints],
+        consumers: (props.consumers ?? [awardPoints]).map((d) => ({
+          expectedQueues: expectedQueues(d, deployedDeliveryTimings(d)),
+        })),
         ...(props.hourUtc !== undefined ? { hourUtc: props.hourUtc } : {}),
       });
     expect(build({ hourUtc: 24 })).toThrow(ConfigurationError);

@@ -3,18 +3,24 @@
  * (docs/design.md §4, §5), and invalid props refused at synth with every problem listed.
  */
 import { Match, Template } from "aws-cdk-lib/assertions";
+import * as lambda from "aws-cdk-lib/aws-lambda";
 import * as sqs from "aws-cdk-lib/aws-sqs";
 import type { IConstruct } from "constructs";
 import { beforeAll, describe, expect, it } from "vitest";
 import { awardPointsConsumer } from "../../functions/award-points/consumer.ts";
 import { CONSUMERS, type ConsumerDeployment } from "../../functions/consumers.ts";
-import { JobConsumer } from "../../infra/constructs/job-consumer.ts";
+import { JobConsumer } from "../../infra/cdk.ts";
+import { jobConsumerProps } from "../../infra/reference-stack.ts";
 import { ConfigurationError } from "../../shared/errors/configuration.ts";
+import { ERROR_KINDS } from "../../shared/errors/error-kind.ts";
+import { deadLetteredMetric, METRIC } from "../../shared/metrics/names.ts";
 import type { RetryOverride } from "../../shared/retry/policy.ts";
 import { databaseVariables, logicalId, type TestEnvironment, testEnvironment } from "./support.ts";
 
 const awardPoints = CONSUMERS.find((c) => c.definition.name === "award-points") as ConsumerDeployment;
 const notifyUser = CONSUMERS.find((c) => c.definition.name === "notify-user") as ConsumerDeployment;
+/** award-points' entry point, which its renamed copies below bundle. */
+const AWARD_POINTS_ENTRY = jobConsumerProps(awardPoints).entry;
 
 /** A queue standing in for notify-user's, award-points' one follow-up target, in `local`'s stack. */
 function notifyUserTarget(local: TestEnvironment): { "notify-user": sqs.IQueue } {
@@ -31,20 +37,20 @@ let template: Template;
 beforeAll(() => {
   env = testEnvironment();
   notifyUserConsumer = new JobConsumer(env.stack, "NotifyUser", {
-    deployment: notifyUser,
+    ...jobConsumerProps(notifyUser),
     database: env.database,
     opsBus: env.opsBus,
   });
   // award-points sends follow-ups to notify-user; so do its copies below.
   const followUpTargets = { "notify-user": notifyUserConsumer.queue };
   consumer = new JobConsumer(env.stack, "AwardPoints", {
-    deployment: awardPoints,
+    ...jobConsumerProps(awardPoints),
     database: env.database,
     opsBus: env.opsBus,
     followUpTargets,
   });
   fifoConsumer = new JobConsumer(env.stack, "Ordered", {
-    deployment: {
+    ...jobConsumerProps({
       ...awardPoints,
       fifo: true,
       functionTimeoutSeconds: 60,
@@ -53,19 +59,19 @@ beforeAll(() => {
         name: "ordered-points",
         retry: { maxAttempts: 8, rationale: "the ledger service throttles in bursts" },
       },
-    },
-    entry: "functions/award-points/handler.ts",
+    }),
+    entry: AWARD_POINTS_ENTRY,
     database: env.database,
     opsBus: env.opsBus,
     followUpTargets,
   });
   fifoDefaultConsumer = new JobConsumer(env.stack, "OrderedDefault", {
-    deployment: {
+    ...jobConsumerProps({
       ...awardPoints,
       fifo: true,
       definition: { ...awardPointsConsumer, name: "ordered-default" },
-    },
-    entry: "functions/award-points/handler.ts",
+    }),
+    entry: AWARD_POINTS_ENTRY,
     database: env.database,
     opsBus: env.opsBus,
     followUpTargets,
@@ -77,7 +83,7 @@ function build(deployment: Partial<ConsumerDeployment>, extra: Record<string, un
   const local = testEnvironment();
   return () =>
     new JobConsumer(local.stack, "Bad", {
-      deployment: { ...awardPoints, ...deployment },
+      ...jobConsumerProps({ ...awardPoints, ...deployment }),
       database: local.database,
       opsBus: local.opsBus,
       followUpTargets: notifyUserTarget(local),
@@ -230,7 +236,7 @@ describe("JobConsumer function", () => {
     expect(
       () =>
         new JobConsumer(local.stack, "NoLogin", {
-          deployment: awardPoints,
+          ...jobConsumerProps(awardPoints),
           database: local.database,
           opsBus: local.opsBus,
           followUpTargets: notifyUserTarget(local),
@@ -387,7 +393,7 @@ describe("JobConsumer with a batching window", () => {
   it("passes the window to the event source and adds it to the default visibility timeout", () => {
     const local = testEnvironment();
     const windowed = new JobConsumer(local.stack, "Windowed", {
-      deployment: { ...awardPoints, batchingWindowSeconds: 20 },
+      ...jobConsumerProps({ ...awardPoints, batchingWindowSeconds: 20 }),
       database: local.database,
       opsBus: local.opsBus,
       followUpTargets: notifyUserTarget(local),
@@ -507,6 +513,55 @@ describe("JobConsumer refuses invalid props at synth", () => {
   });
 });
 
+describe("JobConsumer runtime", () => {
+  it("runs on Node 24 by default: the consumer, its drain and its relay, bundled for node24", () => {
+    for (const fn of [consumer.consumerFunction, consumer.drainFunction, consumer.outbox?.relayFunction]) {
+      const props = template.toJSON().Resources[logicalId(env.stack, fn?.function as IConstruct)].Properties;
+      expect(props.Runtime, fn?.node.path).toBe("nodejs24.x");
+      expect(fn?.esbuildTarget).toBe("node24");
+    }
+  });
+
+  it("runs on Node 22 when chosen: every function of the consumer, bundled for node22", () => {
+    const local = testEnvironment();
+    const on22 = new JobConsumer(local.stack, "On22", {
+      ...jobConsumerProps(awardPoints),
+      runtime: lambda.Runtime.NODEJS_22_X,
+      database: local.database,
+      opsBus: local.opsBus,
+      followUpTargets: notifyUserTarget(local),
+    });
+    const t = Template.fromStack(local.stack);
+    const functions = [on22.consumerFunction, on22.drainFunction, on22.outbox?.relayFunction];
+    for (const fn of functions) {
+      const props = t.toJSON().Resources[logicalId(local.stack, fn?.function as IConstruct)].Properties;
+      expect(props.Runtime, fn?.node.path).toBe("nodejs22.x");
+      expect(fn?.esbuildTarget).toBe("node22");
+    }
+  });
+
+  it("refuses an entry that is not an absolute path to a file there, naming the function", () => {
+    expect(problemsOf(build({}, { entry: "functions/award-points/handler.ts" }))).toEqual([
+      expect.stringMatching(/^entry "functions\/award-points\/handler\.ts" must be an absolute path/),
+    ]);
+    expect(problemsOf(build({}, { entry: `${AWARD_POINTS_ENTRY}.missing.ts` }))).toEqual([
+      `entry ${AWARD_POINTS_ENTRY}.missing.ts does not exist`,
+    ]);
+    expect(build({}, { entry: "/srv/app/handler.py" })).toThrow(
+      /Bad\/Consumer[\s\S]*must be a \.ts, \.mts, \.js, \.mjs file/,
+    );
+  });
+
+  it("refuses any other runtime at synth, with the other problems", () => {
+    for (const runtime of [lambda.Runtime.NODEJS_20_X, lambda.Runtime.PYTHON_3_12]) {
+      expect(problemsOf(build({ functionTimeoutSeconds: 901 }, { runtime }))).toEqual([
+        `runtime ${runtime.name} is not supported: choose Runtime.NODEJS_22_X or Runtime.NODEJS_24_X (nodejs22.x, nodejs24.x)`,
+        "function timeout must be 1–900 s (Lambda's bounds), got 901",
+      ]);
+    }
+  });
+});
+
 describe("JobConsumer failure alarms", () => {
   // Every failure metric the harness (service = the consumer) or the drain (service =
   // <consumer>-backstop) emits, by the name the code emits it under: > 0 in 5 minutes alarms.
@@ -540,6 +595,45 @@ describe("JobConsumer failure alarms", () => {
     },
   );
 
+  it("alarms on every dead letter recorded, of any kind, by the harness, the drain or the outbox relay (> 0 in 5 minutes)", () => {
+    const props = template.toJSON().Resources[logicalId(env.stack, consumer.alarms.deadLettered)].Properties;
+    expect(props).toMatchObject({
+      AlarmName: "Test/AwardPoints/DeadLetteredAlarm",
+      EvaluationPeriods: 1,
+      Threshold: 0,
+      ComparisonOperator: "GreaterThanThreshold",
+      TreatMissingData: "notBreaching",
+    });
+    const queries = props.Metrics as Array<{
+      Id: string;
+      Expression?: string;
+      ReturnData?: boolean;
+      MetricStat?: {
+        Metric: { Namespace: string; MetricName: string; Dimensions: unknown };
+        Stat: string;
+        Period: number;
+      };
+    }>;
+    expect(queries.find((q) => q.Expression !== undefined)).toMatchObject({ Expression: "SUM(METRICS())" });
+    const watched = queries
+      .flatMap((q) => (q.MetricStat ? [q.MetricStat] : []))
+      .map(({ Metric, Stat, Period }) => {
+        expect(Metric.Namespace).toBe("jobfence");
+        expect([Stat, Period]).toEqual(["Sum", 300]);
+        return `${(Metric.Dimensions as Array<{ Value: string }>)[0]?.Value} ${Metric.MetricName}`;
+      });
+    // Every kind the harness records (shared/record/observe.ts publishes DeadLettered<Kind>), the
+    // drain's unrecorded and the relay's undelivered: ten metrics, CloudWatch's limit for an alarm.
+    expect(watched.sort()).toEqual(
+      [
+        ...ERROR_KINDS.map((kind) => `award-points ${deadLetteredMetric(kind)}`),
+        `award-points-backstop ${deadLetteredMetric("unrecorded")}`,
+        `award-points-outbox ${METRIC.outboxUndelivered}`,
+      ].sort(),
+    );
+    expect(watched).toHaveLength(10);
+  });
+
   it("alarms on the backstop's in-flight messages (> 0) and its oldest message (> 1 hour), each minute", () => {
     const backstop = {
       Name: "QueueName",
@@ -570,7 +664,7 @@ describe("JobConsumer failure alarms", () => {
   });
 
   it("names every alarm under the stack's prefix, the one the BetterStack rule matches", () => {
-    expect(Object.keys(consumer.alarms)).toHaveLength(14);
+    expect(Object.keys(consumer.alarms)).toHaveLength(15);
     for (const alarm of Object.values(consumer.alarms)) {
       expect(template.toJSON().Resources[logicalId(env.stack, alarm)].Properties.AlarmName).toMatch(
         /^Test\/AwardPoints\//,
@@ -614,11 +708,11 @@ describe("JobConsumer event sources", () => {
   it("in provisioned mode keep the pollers between their bounds and set no maximum concurrency (AWS takes one or the other)", () => {
     const local = testEnvironment();
     const provisioned = new JobConsumer(local.stack, "Provisioned", {
-      deployment: {
+      ...jobConsumerProps({
         ...awardPoints,
         maxConcurrency: 50,
         provisionedPollers: { minimumPollers: 2, maximumPollers: 5 },
-      },
+      }),
       database: local.database,
       opsBus: local.opsBus,
       followUpTargets: notifyUserTarget(local),
@@ -834,7 +928,7 @@ describe("JobConsumer that sends follow-ups", () => {
       ...Object.values(consumer.alarms),
       ...Object.values(consumer.outbox?.alarms ?? {}),
     ]);
-    expect(consumer.allAlarms).toHaveLength(14 + 5);
+    expect(consumer.allAlarms).toHaveLength(15 + 5);
   });
 
   it("gives a consumer that sends nothing no outbox: no variable, no send grant, no relay, no schedule, no alarm", () => {
@@ -851,7 +945,7 @@ describe("JobConsumer that sends follow-ups", () => {
     const own = (type: string) =>
       Object.keys(template.findResources(type)).filter((id) => id.startsWith("NotifyUser"));
     expect(own("AWS::Events::Rule")).toEqual([]);
-    expect(own("AWS::CloudWatch::Alarm")).toHaveLength(14);
+    expect(own("AWS::CloudWatch::Alarm")).toHaveLength(15);
   });
 
   it("refuses at synth a target without a queue and a queue for a consumer it does not send to, together", () => {
@@ -873,10 +967,10 @@ describe("JobConsumer that sends follow-ups", () => {
   it("sends a consumer's follow-ups to itself on its own queue, which it need not be given", () => {
     const local = testEnvironment();
     const selfSending = new JobConsumer(local.stack, "SelfSending", {
-      deployment: {
+      ...jobConsumerProps({
         ...notifyUser,
         definition: { ...notifyUser.definition, sends: { "notify-user": notifyUser.definition.payload } },
-      },
+      }),
       database: local.database,
       opsBus: local.opsBus,
     });

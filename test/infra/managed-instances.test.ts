@@ -11,6 +11,7 @@ import { awardPointsConsumer } from "../../functions/award-points/consumer.ts";
 import { CONSUMERS, type ConsumerDeployment } from "../../functions/consumers.ts";
 import { validateConnectionBudget } from "../../infra/connection-budget.ts";
 import { JobConsumer } from "../../infra/constructs/job-consumer.ts";
+import { jobConsumerProps } from "../../infra/reference-stack.ts";
 import { CONSUMER_ENV } from "../../shared/config/consumer-config.ts";
 import { ConfigurationError } from "../../shared/errors/configuration.ts";
 import { logicalId, type TestEnvironment, testEnvironment } from "./support.ts";
@@ -48,7 +49,7 @@ function managed(
 beforeAll(() => {
   env = testEnvironment();
   consumer = new JobConsumer(env.stack, "Managed", {
-    deployment: ninetyMinutes,
+    ...jobConsumerProps(ninetyMinutes),
     database: env.database,
     opsBus: env.opsBus,
     managedInstances: managed(),
@@ -105,7 +106,7 @@ describe("JobConsumer on Lambda Managed Instances", () => {
       problems(
         () =>
           new JobConsumer(local.stack, "Default", {
-            deployment: ninetyMinutes,
+            ...jobConsumerProps(ninetyMinutes),
             database: local.database,
             opsBus: local.opsBus,
           }),
@@ -115,7 +116,7 @@ describe("JobConsumer on Lambda Managed Instances", () => {
       problems(
         () =>
           new JobConsumer(local.stack, "Bad", {
-            deployment: ninetyMinutes,
+            ...jobConsumerProps(ninetyMinutes),
             database: local.database,
             opsBus: local.opsBus,
             managedInstances: {

@@ -1,15 +1,18 @@
 /**
- * OpsAlerting: the ops bus, the alert rule and the BetterStack API destination, and the
- * alarm topic, the channel that does not depend on BetterStack.
+ * OpsAlerting: the ops bus, the alert rule and its targets (any EventBridge target, BetterStack's
+ * API destination one optional target among them), and the alarm topic, the channel every alarm
+ * notifies whatever the targets.
  */
 import { Stack } from "aws-cdk-lib";
 import { Annotations, Match, Template } from "aws-cdk-lib/assertions";
 import * as cloudwatch from "aws-cdk-lib/aws-cloudwatch";
+import type * as events from "aws-cdk-lib/aws-events";
+import * as eventsTargets from "aws-cdk-lib/aws-events-targets";
 import * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
-import { Construct } from "constructs";
+import * as sns from "aws-cdk-lib/aws-sns";
+import { Construct, type IConstruct } from "constructs";
 import { beforeAll, describe, expect, it } from "vitest";
-import { alarmNameOf } from "../../infra/constructs/alarms.ts";
-import { OpsAlerting } from "../../infra/constructs/ops-alerting.ts";
+import { alarmNameOf, OpsAlerting } from "../../infra/cdk.ts";
 import { ConfigurationError } from "../../shared/errors/configuration.ts";
 import { logicalId, testApp } from "./support.ts";
 
@@ -19,12 +22,20 @@ let secret: secretsmanager.Secret;
 let template: Template;
 let alarms: cloudwatch.Alarm[];
 
+/** BetterStack's destination and connection of `alerting` (configured in the shared stack). */
+function betterStackOf(of: OpsAlerting): {
+  destination: events.ApiDestination;
+  connection: events.Connection;
+} {
+  if (!of.betterStack) throw new Error("BetterStack is not configured");
+  return of.betterStack;
+}
+
 beforeAll(() => {
   stack = new Stack(testApp(), "Alerting");
   secret = new secretsmanager.Secret(stack, "BetterStackToken");
   alerting = new OpsAlerting(stack, "Ops", {
-    betterStackEndpoint: "https://in.logs.betterstack.com",
-    betterStackSecret: secret,
+    betterStack: { endpoint: "https://in.logs.betterstack.com", secret },
     alarmEmails: ["oncall@example.com", "ops-lead@example.com"],
   });
   const owner = new Construct(stack, "Owner");
@@ -53,7 +64,7 @@ describe("OpsAlerting", () => {
       EventPattern: { source: ["jobfence"], "detail-type": ["DeadLetterRecorded", "DeadLettersEscalated"] },
       Targets: [
         Match.objectLike({
-          Arn: { "Fn::GetAtt": [logicalId(stack, alerting.destination), "Arn"] },
+          Arn: { "Fn::GetAtt": [logicalId(stack, betterStackOf(alerting).destination), "Arn"] },
           DeadLetterConfig: { Arn: { "Fn::GetAtt": [logicalId(stack, alerting.undeliveredAlerts), "Arn"] } },
         }),
       ],
@@ -64,7 +75,7 @@ describe("OpsAlerting", () => {
     template.hasResourceProperties("AWS::Events::ApiDestination", {
       HttpMethod: "POST",
       InvocationEndpoint: "https://in.logs.betterstack.com",
-      ConnectionArn: { "Fn::GetAtt": [logicalId(stack, alerting.connection), "Arn"] },
+      ConnectionArn: { "Fn::GetAtt": [logicalId(stack, betterStackOf(alerting).connection), "Arn"] },
     });
     const connection = Object.values(template.findResources("AWS::Events::Connection"))[0];
     expect(connection?.Properties.AuthorizationType).toBe("API_KEY");
@@ -107,7 +118,7 @@ describe("OpsAlerting", () => {
     template.hasResourceProperties("AWS::CloudWatch::Alarm", { AlarmName: "Alerting/Owner/Second" });
     expect(rule?.Properties.Targets).toEqual([
       expect.objectContaining({
-        Arn: { "Fn::GetAtt": [logicalId(stack, alerting.destination), "Arn"] },
+        Arn: { "Fn::GetAtt": [logicalId(stack, betterStackOf(alerting).destination), "Arn"] },
         DeadLetterConfig: { Arn: { "Fn::GetAtt": [logicalId(stack, alerting.undeliveredAlerts), "Arn"] } },
       }),
     ]);
@@ -195,20 +206,13 @@ describe("OpsAlerting", () => {
 
   it("warns at synth when nobody is subscribed to the alarm topic, and refuses a malformed address", () => {
     const local = new Stack(testApp(), "Unsubscribed");
-    new OpsAlerting(local, "Ops", {
-      betterStackEndpoint: "https://in.logs.betterstack.com",
-      betterStackSecret: new secretsmanager.Secret(local, "S"),
-    });
+    new OpsAlerting(local, "Ops", {});
     expect(
       Annotations.fromStack(local).findWarning("*", Match.stringLikeRegexp("no subscription")),
     ).toHaveLength(1);
     expect(() => {
       const bad = new Stack(testApp(), "BadEmail");
-      return new OpsAlerting(bad, "Ops", {
-        betterStackEndpoint: "https://in.logs.betterstack.com",
-        betterStackSecret: new secretsmanager.Secret(bad, "S"),
-        alarmEmails: ["not-an-address"],
-      });
+      return new OpsAlerting(bad, "Ops", { alarmEmails: ["not-an-address"] });
     }).toThrow(/alarmEmails: "not-an-address" is not an e-mail address/);
   });
 
@@ -216,12 +220,68 @@ describe("OpsAlerting", () => {
     const thunk = () => {
       const local = new Stack(testApp(), "Bad");
       return new OpsAlerting(local, "Ops", {
-        betterStackEndpoint: "http://example.com",
-        betterStackSecret: new secretsmanager.Secret(local, "S"),
-        rateLimitPerSecond: 0,
+        betterStack: {
+          endpoint: "http://example.com",
+          secret: new secretsmanager.Secret(local, "S"),
+          rateLimitPerSecond: 0,
+        },
       });
     };
     expect(thunk).toThrow(ConfigurationError);
     expect(thunk).toThrow(/https:\/\/ URL[\s\S]*rateLimitPerSecond must be 1–300/);
+  });
+});
+
+describe("OpsAlerting without a vendor", () => {
+  it("needs no BetterStack: no connection, no destination, the alerts' rule made with no target", () => {
+    const local = new Stack(testApp(), "NoVendor");
+    const none = new OpsAlerting(local, "Ops", { alarmEmails: ["oncall@example.com"] });
+    const owner = new Construct(local, "Owner");
+    const alarm = new cloudwatch.Alarm(owner, "Only", {
+      alarmName: alarmNameOf(owner, "Only"),
+      metric: new cloudwatch.Metric({ namespace: "Test", metricName: "Only" }),
+      threshold: 0,
+      evaluationPeriods: 1,
+    });
+    // Nothing to forward to: the alarm topic has every alarm, and no rule is made for the default bus.
+    expect(none.forwardAlarms("Alarms", [alarm])).toBeUndefined();
+    const t = Template.fromStack(local);
+    expect(none.betterStack).toBeUndefined();
+    t.resourceCountIs("AWS::Events::Connection", 0);
+    t.resourceCountIs("AWS::Events::ApiDestination", 0);
+    t.resourceCountIs("AWS::Events::Rule", 1);
+    const [rule] = Object.values(t.findResources("AWS::Events::Rule"));
+    expect(rule?.Properties.Targets).toBeUndefined();
+  });
+
+  it("routes the alerts and the alarms' state changes to any EventBridge targets given, BetterStack beside them when configured", () => {
+    const local = new Stack(testApp(), "AnyTarget");
+    const pager = new sns.Topic(local, "Pager");
+    const chat = new sns.Topic(local, "Chat");
+    const routed = new OpsAlerting(local, "Ops", {
+      targets: [new eventsTargets.SnsTopic(pager)],
+      alarmTargets: [new eventsTargets.SnsTopic(chat)],
+      betterStack: {
+        endpoint: "https://in.logs.betterstack.com",
+        secret: new secretsmanager.Secret(local, "S"),
+      },
+    });
+    const owner = new Construct(local, "Owner");
+    const alarm = new cloudwatch.Alarm(owner, "Only", {
+      alarmName: alarmNameOf(owner, "Only"),
+      metric: new cloudwatch.Metric({ namespace: "Test", metricName: "Only" }),
+      threshold: 0,
+      evaluationPeriods: 1,
+    });
+    const forwarding = routed.forwardAlarms("Alarms", [alarm]);
+    const t = Template.fromStack(local);
+    const targetsOf = (rule: IConstruct) =>
+      (t.toJSON().Resources[logicalId(local, rule)].Properties.Targets as Array<{ Arn: unknown }>).map(
+        (target) => target.Arn,
+      );
+    const destination = { "Fn::GetAtt": [logicalId(local, betterStackOf(routed).destination), "Arn"] };
+    expect(targetsOf(routed.rule)).toEqual([destination, { Ref: logicalId(local, pager) }]);
+    expect(forwarding).toBeDefined();
+    expect(targetsOf(forwarding as events.Rule)).toEqual([destination, { Ref: logicalId(local, chat) }]);
   });
 });

@@ -8,6 +8,8 @@ import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { Stack } from "aws-cdk-lib";
 import { Template } from "aws-cdk-lib/assertions";
+import * as eventsTargets from "aws-cdk-lib/aws-events-targets";
+import * as sns from "aws-cdk-lib/aws-sns";
 import { AwsSolutionsChecks } from "cdk-nag";
 import type { IConstruct } from "constructs";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -179,13 +181,15 @@ describe("alarms", () => {
   ];
 
   it("every consumer, bulk-operations, cleanup, doctor and API alarm reaches BetterStack through the alerting destination", () => {
-    const rule = template.toJSON().Resources[logicalId(stack, stack.alarmForwarding)].Properties;
+    expect(stack.alarmForwarding).toBeDefined();
+    const rule =
+      template.toJSON().Resources[logicalId(stack, stack.alarmForwarding as IConstruct)].Properties;
     expect(rule.EventPattern.detail).toEqual({ alarmName: [{ prefix: "Jobfence/" }] });
     const alarms = forwardedAlarms();
-    // 14 per consumer, 5 more per outbox relay (award-points' only), bulk operations, cleanup, doctor, API.
+    // 15 per consumer, 5 more per outbox relay (award-points' only), bulk operations, cleanup, doctor, API.
     const relays = stack.consumers.filter((c) => c.outbox).length;
     expect(relays).toBe(1);
-    expect(alarms.length).toBe(14 * stack.consumers.length + 5 * relays + 2 + 2 + 2 + 1);
+    expect(alarms.length).toBe(15 * stack.consumers.length + 5 * relays + 2 + 2 + 2 + 1);
     for (const alarm of alarms) {
       const name = template.toJSON().Resources[logicalId(stack, alarm)].Properties.AlarmName;
       expect(name, alarm.node.path).toBe(alarm.node.path);
@@ -213,6 +217,79 @@ describe("alarms", () => {
       Endpoint: "oncall@example.com",
     });
     template.hasOutput("AlarmTopicArn", { Value: topic });
+  });
+});
+
+describe("alerting without a vendor", () => {
+  let plain: JobfenceStack;
+  let plainTemplate: Template;
+  beforeAll(() => {
+    const {
+      betterStackEndpoint: _endpoint,
+      betterStackSecretName: _secret,
+      ...withoutVendor
+    } = REFERENCE_STACK_PROPS;
+    plain = new JobfenceStack(testApp(), "NoVendor", withoutVendor);
+    plainTemplate = Template.fromStack(plain);
+  });
+
+  it("synthesizes with no BetterStack settings, cdk-nag clean, with no connection, destination or forwarding rule", () => {
+    expect(new AwsSolutionsChecks().validateScope(plain).violations.map((v) => v.ruleName)).toEqual([]);
+    expect(plain.alerting.betterStack).toBeUndefined();
+    expect(plain.alarmForwarding).toBeUndefined();
+    plainTemplate.resourceCountIs("AWS::Events::Connection", 0);
+    plainTemplate.resourceCountIs("AWS::Events::ApiDestination", 0);
+    expect(
+      Object.values(plainTemplate.findResources("AWS::Events::Rule")).filter(
+        (r) => r.Properties.EventPattern?.source?.[0] === "aws.cloudwatch",
+      ),
+    ).toEqual([]);
+  });
+
+  it("still alarms on every consumer's dead letters, and every alarm notifies the alarm topic", () => {
+    const topic = { Ref: logicalId(plain, plain.alerting.alarmTopic) };
+    for (const consumer of plain.consumers) {
+      const alarm = plainTemplate.toJSON().Resources[logicalId(plain, consumer.alarms.deadLettered)];
+      expect(alarm.Properties.AlarmName).toBe(`NoVendor/${consumer.node.id}/DeadLetteredAlarm`);
+    }
+    const alarms = Object.entries(plainTemplate.findResources("AWS::CloudWatch::Alarm"));
+    expect(alarms.length).toBe(Object.keys(template.findResources("AWS::CloudWatch::Alarm")).length);
+    for (const [id, alarm] of alarms) expect(alarm.Properties.AlarmActions, id).toEqual([topic]);
+  });
+
+  it("with BetterStack settings, routes the dead-letter alerts to it as before", () => {
+    const destination = stack.alerting.betterStack?.destination as IConstruct;
+    const rule = template.toJSON().Resources[logicalId(stack, stack.alerting.rule)].Properties;
+    expect(rule.Targets.map((t: { Arn: unknown }) => t.Arn)).toEqual([
+      { "Fn::GetAtt": [logicalId(stack, destination), "Arn"] },
+    ]);
+  });
+
+  it("routes the alerts and the alarms to any targets it is given, no vendor needed", () => {
+    const app = testApp();
+    const targetStack = new Stack(app, "Targets");
+    const pager = new sns.Topic(targetStack, "Pager");
+    const routed = new JobfenceStack(app, "Routed", {
+      ...REFERENCE_STACK_PROPS,
+      betterStackEndpoint: undefined,
+      betterStackSecretName: undefined,
+      alertTargets: [new eventsTargets.SnsTopic(pager)],
+      alarmTargets: [new eventsTargets.SnsTopic(pager)],
+    });
+    const t = Template.fromStack(routed);
+    const targetsOf = (rule: IConstruct) =>
+      t.toJSON().Resources[logicalId(routed, rule)].Properties.Targets.map((x: { Arn: unknown }) => x.Arn);
+    expect(targetsOf(routed.alerting.rule)).toHaveLength(1);
+    expect(routed.alarmForwarding).toBeDefined();
+    expect(targetsOf(routed.alarmForwarding as IConstruct)).toHaveLength(1);
+    t.resourceCountIs("AWS::Events::ApiDestination", 0);
+  });
+
+  it("refuses BetterStack's endpoint without its secret, and the reverse", () => {
+    const { betterStackSecretName: _secret, ...endpointOnly } = REFERENCE_STACK_PROPS;
+    expect(() => new JobfenceStack(testApp(), "Half", endpointOnly)).toThrow(
+      /betterStackEndpoint and betterStackSecretName go together/,
+    );
   });
 });
 
@@ -566,10 +643,23 @@ describe("stack props from CDK context", () => {
       expect((error as ConfigurationError).problems).toEqual([
         "context jobfence:jwtIssuer is required",
         "context jobfence:jwtAudience is required",
-        "context jobfence:betterStackEndpoint is required",
-        "context jobfence:betterStackSecretName is required",
       ]);
     }
+  });
+
+  it("needs no BetterStack settings, and takes them both or not at all", () => {
+    const jwt: Record<string, string> = {
+      "jobfence:jwtIssuer": "https://auth.example.com",
+      "jobfence:jwtAudience": "jobfence-ops",
+    };
+    expect(stackPropsFromContext((k) => jwt[k])).toEqual({
+      jwtIssuer: "https://auth.example.com",
+      jwtAudience: "jobfence-ops",
+    });
+    const half = { ...jwt, "jobfence:betterStackEndpoint": "https://in.logs.betterstack.com" };
+    expect(() => stackPropsFromContext((k) => half[k as keyof typeof half])).toThrow(
+      /jobfence:betterStackEndpoint and jobfence:betterStackSecretName go together/,
+    );
   });
 
   it("reads them when present", () => {

@@ -394,3 +394,38 @@ describe("layering", () => {
     expect(cyclesOf(Object.keys(graph), (n) => graph[n] ?? [])).toEqual([["a", "b"], ["c", "d"], ["f"]]);
   });
 });
+
+describe("jobfence/cdk (infra/cdk.ts)", () => {
+  /** The files `entry` reaches through relative imports (type-only ones too), itself included. */
+  const reachableFrom = (entry: string): Set<string> => {
+    const seen = new Set([entry]);
+    const queue = [entry];
+    for (let file = queue.shift(); file !== undefined; file = queue.shift()) {
+      for (const { to } of IMPORTS.get(file) ?? []) {
+        if (!seen.has(to)) {
+          seen.add(to);
+          queue.push(to);
+        }
+      }
+    }
+    return seen;
+  };
+  const REGISTRY = ["functions/consumers.ts", "functions/registry.ts"];
+
+  it("reaches nothing that imports this repository's consumer registry", () => {
+    const reached = reachableFrom("infra/cdk.ts");
+    expect(reached.has("infra/constructs/job-consumer.ts")).toBe(true);
+    const offending = GRAPH.edges
+      .filter((e) => reached.has(e.from) && REGISTRY.includes(e.to))
+      .map((e) => `${e.from}:${e.line} imports ${e.to}`);
+    expect(offending).toEqual([]);
+  });
+
+  it("is the only way the reference stack reaches the constructs, as a user's app does", () => {
+    const outside = (IMPORTS.get("infra/reference-stack.ts") ?? [])
+      .filter((e) => e.to.startsWith("infra/") && e.to !== "infra/cdk.ts")
+      .map((e) => `infra/reference-stack.ts:${e.line} imports ${e.to}`);
+    expect(outside).toEqual([]);
+    expect((IMPORTS.get("infra/reference-stack.ts") ?? []).map((e) => e.to)).toContain("infra/cdk.ts");
+  });
+});

@@ -31,7 +31,10 @@ const vpc = new ec2.Vpc(stack, "Vpc", { natGateways: 1, maxAzs: 2, flowLogs: { a
 /** The service's database logins: its own secrets, rotated by its own runbook. */
 const login = (id: string) => {
   const secret = new secretsmanager.Secret(stack, id);
-  Validations.of(secret).acknowledge({ id: "AwsSolutions-SMG4", reason: "Rotated by the billing team's runbook." });
+  Validations.of(secret).acknowledge({
+    id: "AwsSolutions-SMG4",
+    reason: "Rotated by the billing team's runbook.",
+  });
   return secret;
 };
 const database = DatabaseAccess.fromAttributes({
@@ -68,7 +71,10 @@ const api = new DeadLetterApi(stack, "DeadLetters", {
 const bulk = new BulkOperationsWorker(stack, "Bulk", { database, consumerQueues: [payments.queue] });
 const cleanup = new FenceCleanup(stack, "Cleanup", { database, opsBus: alerting.bus });
 const doctor = new Doctor(stack, "Doctor", { database, consumers: [payments] });
-new DatabaseMigrations(stack, "Migrations", { database, consumerQueues: { [payments.consumerName]: payments.queue } });
+new DatabaseMigrations(stack, "Migrations", {
+  database,
+  consumerQueues: { [payments.consumerName]: payments.queue },
+});
 alerting.notifyAlarmTopic([
   ...payments.allAlarms,
   ...Object.values(api.alarms),
