@@ -9,7 +9,7 @@
  *   or `bundler` reads them as it reads any package's;
  * - the files modules read at run time are copied to the same relative place: each folder's
  *   `*.sql` and `*.txt` and its `migrations/` (the `core` migrations, the committed catalog);
- * - the output is checked: no relative `.ts` specifier is left in any `.js` or `.d.ts`.
+ * - the output is checked: no import of a relative `.ts` specifier is left in any `.js` or `.d.ts`.
  *
  * Nothing else is in `dist/`: what `npm pack` ships is the entry points and what they reach.
  *
@@ -35,8 +35,12 @@ const outDirFlag = process.argv.indexOf("--out-dir");
 const DIST = outDirFlag === -1 ? join(ROOT, "dist") : resolve(process.argv[outDirFlag + 1] ?? "");
 /** What a module reads beside itself at run time. */
 const ASSET = /\.(sql|txt)$/;
-/** A relative module specifier that still names a `.ts` file, in any quote. */
-const TS_SPECIFIER = /(["'])(\.{1,2}\/[^"'\n]*?)\.ts\1/g;
+/**
+ * A relative `.ts` specifier where a module is imported or re-exported (`from "…"`, `import "…"`,
+ * `import("…")`, in code or in a type), in any quote. Text that merely mentions a `.ts` path (a
+ * message, generated source) is left alone.
+ */
+const TS_IMPORT = /(\bfrom\s*|\bimport\s*\(?\s*)(["'])(\.{1,2}\/[^"'\n]*?)\.ts\2/g;
 
 function files(dir: string): string[] {
   return readdirSync(dir, { recursive: true, encoding: "utf8" })
@@ -62,7 +66,10 @@ function rewriteDeclarations(): number {
   let rewritten = 0;
   for (const path of files(DIST).filter((file) => file.endsWith(".d.ts"))) {
     const text = readFileSync(path, "utf8");
-    const next = text.replace(TS_SPECIFIER, (_, quote: string, stem: string) => `${quote}${stem}.js${quote}`);
+    const next = text.replace(
+      TS_IMPORT,
+      (_, before: string, quote: string, stem: string) => `${before}${quote}${stem}.js${quote}`,
+    );
     if (next !== text) {
       writeFileSync(path, next);
       rewritten += 1;
@@ -99,7 +106,7 @@ function leftoverSpecifiers(): string[] {
   return files(DIST)
     .filter((file) => file.endsWith(".js") || file.endsWith(".d.ts"))
     .flatMap((file) =>
-      [...readFileSync(file, "utf8").matchAll(TS_SPECIFIER)].map(
+      [...readFileSync(file, "utf8").matchAll(TS_IMPORT)].map(
         (match) => `${relative(ROOT, file)}: ${match[0]}`,
       ),
     );
