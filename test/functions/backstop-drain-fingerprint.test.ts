@@ -17,7 +17,13 @@ import { createBackstopDrain } from "../../shared/backstop/drain.ts";
 import { createPool } from "../../shared/db/pool.ts";
 import { consumerRoleName } from "../../shared/db/queries/provision-login.ts";
 import type { ConsumerDefinition } from "../../shared/index.ts";
-import { type ConsumerTestBed, consumerTestBed, invoke, OPS_BUS, sqsRecord } from "../support/consumer-harness.ts";
+import {
+  type ConsumerTestBed,
+  consumerTestBed,
+  invoke,
+  OPS_BUS,
+  sqsRecord,
+} from "../support/consumer-harness.ts";
 
 const suffix = randomBytes(3).toString("hex");
 /** A payload schema that changes what it parses: an unknown key is stripped, a default filled in. */
@@ -63,7 +69,10 @@ const body = (jobId: string) =>
   });
 
 /** The consumer runs the job; returns its fence's fingerprint. */
-async function fenceFingerprint(definition: ConsumerDefinition<typeof payload>, jobId: string): Promise<string> {
+async function fenceFingerprint(
+  definition: ConsumerDefinition<typeof payload>,
+  jobId: string,
+): Promise<string> {
   const handler = bed.consumer(definition);
   expect(await invoke(handler, [sqsRecord(body(jobId))])).toEqual([]);
   const { rows } = await bed.db.withClient((c) =>

@@ -20,7 +20,8 @@ import { ConfigurationError } from "../../shared/errors/configuration.ts";
 import { synthesizedReferenceStack } from "../support/synthesized-stack.ts";
 import { logicalId, type TestEnvironment, testEnvironment } from "./support.ts";
 
-const deploymentOf = (name: string) => CONSUMERS.find((c) => c.definition.name === name) as ConsumerDeployment;
+const deploymentOf = (name: string) =>
+  CONSUMERS.find((c) => c.definition.name === name) as ConsumerDeployment;
 /** A consumer's entry, as a user's app gives it (the drain's is the user's choice, not the registry's). */
 const entryOf = (name: string) => jobConsumerProps(deploymentOf(name)).entry;
 
@@ -47,7 +48,9 @@ describe("JobConsumer's backstop drain", () => {
   it("refuses a definition with a custom fingerprint and no drainEntry, naming the fix", () => {
     expect(build({ fingerprint: true })).toThrow(ConfigurationError);
     expect(build({ fingerprint: true })).toThrow(/custom fingerprint.*give drainEntry/);
-    expect(build({ fingerprint: true })).toThrow(/createBackstopDrain\(drainConfigFromEnv\(\), \{ definition \}\)/);
+    expect(build({ fingerprint: true })).toThrow(
+      /createBackstopDrain\(drainConfigFromEnv\(\), \{ definition \}\)/,
+    );
   });
 
   it("takes it with a drainEntry of the user's own, and a definition without one with jobfence's drain", () => {
@@ -103,7 +106,11 @@ describe("DatabaseMigrations given the consumers", () => {
     const queues = Object.fromEntries(consumers.map((c) => [c.consumerName, c.queue]));
     expect(
       () =>
-        new DatabaseMigrations(env.stack, "Both", { database: env.database, consumers, consumerQueues: queues }),
+        new DatabaseMigrations(env.stack, "Both", {
+          database: env.database,
+          consumers,
+          consumerQueues: queues,
+        }),
     ).toThrow(/consumers, or consumerQueues/);
     expect(() => new DatabaseMigrations(env.stack, "Neither", { database: env.database })).toThrow(
       /consumers is required/,
@@ -127,7 +134,9 @@ describe("DatabaseMigrations given the consumers", () => {
 describe("Doctor given the consumers", () => {
   it("carries each definition's declared data in JOBFENCE_DOCTOR_DECLARATIONS", () => {
     const env = testEnvironment();
-    const data = { tables: { "billing.invoices": { privileges: ["SELECT" as const], shared: true as const } } };
+    const data = {
+      tables: { "billing.invoices": { privileges: ["SELECT" as const], shared: true as const } },
+    };
     const notifyUser = new JobConsumer(env.stack, "NotifyUser", {
       entry: entryOf("notify-user"),
       definition: { ...notifyUserConsumer, data },
@@ -146,7 +155,8 @@ describe("the reference stack's own functions", () => {
   beforeAll(async () => {
     const stack = await synthesizedReferenceStack();
     sourcesOf = (description) =>
-      JSON.parse(readFileSync(join(stack.bundleOf(description), "index.mjs.map"), "utf8")).sources as string[];
+      JSON.parse(readFileSync(join(stack.bundleOf(description), "index.mjs.map"), "utf8"))
+        .sources as string[];
   });
 
   it("are bundled from its reference entries, which know its registry", () => {
