@@ -49,12 +49,17 @@ async function runPackageDoctor(declarations: unknown): Promise<DoctorReport> {
   return handler({}, lambdaContext("doctor"));
 }
 
-/** Findings about this file's consumer, its table, or any migration set or consumer schema. */
+/**
+ * Findings about this file's consumer, its table, or any migration set or consumer schema; not
+ * about a role another test file made in the cluster meanwhile (`jft_…`, roles are the cluster's).
+ */
 const relevant = (findings: readonly Finding[]) =>
-  findings.filter((f) =>
-    [CONSUMER, consumerRoleName(CONSUMER), TABLE, "award", "notify", "migration set"].some((s) =>
-      `${f.where} ${f.what}`.includes(s),
-    ),
+  findings.filter(
+    (f) =>
+      !/\bjft_/.test(`${f.where} ${f.what}`) &&
+      [CONSUMER, consumerRoleName(CONSUMER), TABLE, "award", "notify", "migration set"].some((s) =>
+        `${f.where} ${f.what}`.includes(s),
+      ),
   );
 
 describe("the package's doctor", () => {
