@@ -32,7 +32,11 @@ export { Doctor, type DoctorProps } from "./constructs/doctor.ts";
 export { FenceCleanup, type FenceCleanupProps } from "./constructs/fence-cleanup.ts";
 export { JobConsumer, type JobConsumerProps } from "./constructs/job-consumer.ts";
 export { JobfenceFunction, type JobfenceFunctionProps } from "./constructs/jobfence-function.ts";
-export { DatabaseMigrations, type DatabaseMigrationsProps } from "./constructs/migrations.ts";
+export {
+  DatabaseMigrations,
+  type DatabaseMigrationsProps,
+  type MigratedConsumer,
+} from "./constructs/migrations.ts";
 export {
   type BetterStackDestination,
   type BetterStackProps,

@@ -7,7 +7,10 @@
  * the consumers' worst-case database connections are checked against the declared budget.
  *
  * It is built from `jobfence/cdk` (./cdk.ts) only, the entry point a user's own app has: each
- * registry entry is mapped into a JobConsumer's props ({@link jobConsumerProps}). The constructs
+ * registry entry is mapped into a JobConsumer's props ({@link jobConsumerProps}). Where jobfence's
+ * own migrate, doctor and backstop-drain functions need what only the registry knows (its
+ * consumers' migration sets and schema descriptions, their definitions), the stack gives the
+ * constructs this repository's reference entries ({@link REFERENCE_ENTRIES}). The constructs
  * acknowledge the cdk-nag AwsSolutions findings they carry by design, each on the one resource it
  * concerns, with the reason.
  */
@@ -38,6 +41,17 @@ import {
   ReferenceDatabase,
   validateConnectionBudget,
 } from "./cdk.ts";
+
+/**
+ * This repository's own entry points of jobfence's functions, which add its registry's consumers
+ * to the package's: the migrate function applies their migration sets, the doctor compares their
+ * schemas, each backstop drain fingerprints with its consumer's definition.
+ */
+export const REFERENCE_ENTRIES = Object.freeze({
+  migrate: join(REPOSITORY_ROOT, "functions/migrate/reference-handler.ts"),
+  doctor: join(REPOSITORY_ROOT, "functions/doctor/reference-handler.ts"),
+  backstopDrain: join(REPOSITORY_ROOT, "functions/backstop-drain/reference-handler.ts"),
+});
 
 /** An existing database, by identifiers (what CDK context can carry). */
 export interface ExistingDatabase {
@@ -236,6 +250,7 @@ export class JobfenceStack extends Stack {
     this.doctor = new Doctor(this, "Doctor", {
       database: this.database,
       consumers: this.consumers,
+      entry: REFERENCE_ENTRIES.doctor,
     });
     const budgetProblems = validateConnectionBudget(
       this.consumers.map((c) => c.connections),
@@ -262,8 +277,8 @@ export class JobfenceStack extends Stack {
     this.migrations = new DatabaseMigrations(this, "Migrations", {
       database: this.database,
       provisionLogins: props.existingDatabase?.provisionLogins ?? true,
-      consumerQueues: Object.fromEntries(this.consumers.map((c) => [c.consumerName, c.queue])),
-      consumerFenceTtls: Object.fromEntries(this.consumers.map((c) => [c.consumerName, c.fenceTtlSeconds])),
+      consumers: this.consumers,
+      entry: REFERENCE_ENTRIES.migrate,
       executeAfter: this.referenceDatabase ? [this.referenceDatabase] : [],
       // Only what starts work waits for the schema: the event source mappings, the schedules and
       // the API's stage. (Waiting with whole constructs would cycle through the security groups.)
@@ -320,14 +335,19 @@ export class JobfenceStack extends Stack {
 /**
  * The props of a registry entry's JobConsumer (without its database, bus and targets): its
  * generated entry point `functions/<name>/handler.ts`, its definition and its deployment settings,
- * what a user's own app gives for its consumer.
+ * what a user's own app gives for its consumer, and the reference backstop drain, which finds the
+ * consumer's definition in the registry.
  */
 export function jobConsumerProps(
   deployment: ConsumerDeployment,
 ): Omit<JobConsumerProps, "database" | "opsBus" | "followUpTargets"> {
   // The example and its seed are the conformance test's, not the deployment's.
   const { example: _example, exampleSeed: _exampleSeed, ...settings } = deployment;
-  return { ...settings, entry: join(REPOSITORY_ROOT, consumerPaths(deployment.definition.name).entry) };
+  return {
+    ...settings,
+    entry: join(REPOSITORY_ROOT, consumerPaths(deployment.definition.name).entry),
+    drainEntry: REFERENCE_ENTRIES.backstopDrain,
+  };
 }
 
 /**

@@ -18,7 +18,7 @@ import type { SQSClient } from "@aws-sdk/client-sqs";
 import { Command, CommanderError } from "commander";
 import pg from "pg";
 import { CONSUMERS, deployedDeliveryTimings, expectedQueues } from "../functions/consumers.ts";
-import { deploymentConsumerSchemas, deploymentDeclarations } from "../functions/doctor/doctor.ts";
+import { deploymentConsumerSchemas, deploymentDeclarations } from "../functions/doctor/reference.ts";
 import { deploymentMigrationSets } from "../functions/migrate/sets.ts";
 import { localSqsClient } from "../local/aws-clients.ts";
 import { stackFilePath } from "../local/local-dir.ts";

@@ -55,7 +55,8 @@ export const DOCTOR_ENV = Object.freeze({
   expectedQueues: "JOBFENCE_DOCTOR_QUEUES",
   /**
    * JSON: `[{"consumer": "record-payment", "data": {"tables": {"billing.invoices": {"privileges": ["SELECT"]}}}}, …]`,
-   * each consumer's definition's `data`; unset takes the registry's (functions/consumers.ts).
+   * each consumer's definition's `data`, written by the Doctor construct; unset checks no declared data
+   * (the reference deployment's entry falls back on its registry's).
    */
   declarations: "JOBFENCE_DOCTOR_DECLARATIONS",
 });

@@ -13,8 +13,6 @@ import type { ExpectedConsumerQueues } from "../../shared/doctor/check-queues.ts
 import type { DeclaredConsumerData } from "../../shared/doctor/declared-data.ts";
 import { type ConsumerSchemaFile, runDoctor } from "../../shared/doctor/doctor.ts";
 import type { DoctorReport } from "../../shared/doctor/findings.ts";
-import { CONSUMERS } from "../consumers.ts";
-import { consumerSchemaFile, hasConsumerMigrations } from "../registry.ts";
 import { DOCTOR_METRIC } from "./config.ts";
 
 /** Its service and metric names, defined with its environment (the CDK construct reads them there). */
@@ -26,23 +24,6 @@ export const DOCTOR_FUNCTION_DEFAULTS = Object.freeze({
   statementTimeoutMs: 30_000,
 });
 
-/**
- * Each registered consumer with migrations of its own (functions/consumers.ts) and its committed `schema.txt`, which the doctor
- * compares its schemas with: beside the consumer's folder in the repository, and in the doctor
- * function's bundle (infra/bundling/bundle-with-files.ts ships them).
- */
-export function deploymentConsumerSchemas(): ConsumerSchemaFile[] {
-  return CONSUMERS.filter((c) => hasConsumerMigrations(c.definition.name)).map((c) => ({
-    consumer: c.definition.name,
-    file: consumerSchemaFile(c.definition.name),
-  }));
-}
-
-/** What each registered consumer's definition declares it works on outside core (its `data`). */
-export function deploymentDeclarations(): DeclaredConsumerData[] {
-  return CONSUMERS.map((c) => ({ consumer: c.definition.name, data: c.definition.data ?? {} }));
-}
-
 export interface DoctorFunctionDeps {
   /** Opens a session as the function's login; closed after the run. */
   readonly connect: () => Promise<pg.Client>;
@@ -50,11 +31,14 @@ export interface DoctorFunctionDeps {
   /** The consumers' queues as the stack deploys them (JOBFENCE_DOCTOR_QUEUES). */
   readonly expectedQueues: readonly ExpectedConsumerQueues[];
   readonly sets: readonly MigrationSet[];
-  /** The consumers whose schemas are compared with their committed descriptions (deploymentConsumerSchemas). */
+  /**
+   * The consumers whose schemas are compared with their committed descriptions: none for a service
+   * whose tables are its own migration tool's (the reference deployment's: ./reference.ts).
+   */
   readonly consumerSchemas: readonly ConsumerSchemaFile[];
   /**
-   * What each consumer declares it works on outside core (JOBFENCE_DOCTOR_DECLARATIONS, else
-   * deploymentDeclarations). @default none
+   * What each consumer declares it works on outside core (JOBFENCE_DOCTOR_DECLARATIONS).
+   * @default none
    */
   readonly declarations?: readonly DeclaredConsumerData[];
   readonly metrics: Metrics;

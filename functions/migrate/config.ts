@@ -43,6 +43,17 @@ const consumerFenceTtls = jsonField(
   ),
 );
 
+/**
+ * Each consumer's follow-up targets (its definition's `sends`), by sender: registered as the only
+ * consumers its outbox may write to. A sender given with no targets has every target revoked.
+ */
+const followUpTargets = jsonField(
+  z.record(
+    z.string().regex(CONSUMER_NAME, "must be a consumer name"),
+    z.array(z.string().regex(CONSUMER_NAME, "must be a consumer name")).max(64),
+  ),
+);
+
 const schema = withDatabaseCheck(
   z.object({
     /** The migrator's login: a connection string, or its secret and endpoint. */
@@ -50,6 +61,7 @@ const schema = withDatabaseCheck(
     loginSecrets: loginSecrets.default([]),
     consumerQueues: consumerQueues.default({}),
     consumerFenceTtls: consumerFenceTtls.default({}),
+    followUpTargets: followUpTargets.default({}),
   }),
 );
 
@@ -64,6 +76,11 @@ export const MIGRATE_ENV = Object.freeze({
   consumerQueues: "JOBFENCE_CONSUMER_QUEUES",
   /** JSON: `{"award-points": 1814400, ...}`; unset registers none (the database assumes 21 days). */
   consumerFenceTtls: "JOBFENCE_CONSUMER_FENCE_TTLS",
+  /**
+   * JSON: `{"award-points": ["notify-user"], "notify-user": []}`, written by the DatabaseMigrations
+   * construct from its consumers' definitions; unset registers none (and revokes none).
+   */
+  followUpTargets: "JOBFENCE_FOLLOW_UP_TARGETS",
 });
 
 export type MigrateConfig = z.output<typeof schema>;

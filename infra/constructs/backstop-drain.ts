@@ -23,6 +23,15 @@ import { jobfenceMetric } from "./metrics.ts";
 export interface BackstopDrainProps {
   /** The consumer's runtime (Node 22 or 24): every function of a consumer runs on it. */
   readonly runtime: lambda.Runtime;
+  /**
+   * The drain's entry point: the user's own (JobConsumer's `drainEntry`) for a definition with a
+   * custom fingerprint. @default jobfence's own drain
+   */
+  readonly entry?: string;
+  /** Where esbuild resolves the user's entry's packages from. @default found from the entry */
+  readonly projectRoot?: string;
+  /** @default the lock file found with {@link projectRoot} */
+  readonly depsLockFilePath?: string;
   /** The consumer: the drain logs in as it and records its dead letters. */
   readonly consumerName: string;
   readonly database: DatabaseAccess;
@@ -73,7 +82,13 @@ export function backstopDrainMetric(
 export function createBackstopDrain(scope: Construct, props: BackstopDrainProps): BackstopDrain {
   const name = props.consumerName;
   const drainFunction = new JobfenceFunction(scope, "BackstopDrain", {
-    entry: jobfenceEntry("backstop-drain"),
+    ...(props.entry === undefined
+      ? { entry: jobfenceEntry("backstop-drain") }
+      : {
+          entry: props.entry,
+          ...(props.projectRoot !== undefined ? { projectRoot: props.projectRoot } : {}),
+          ...(props.depsLockFilePath !== undefined ? { depsLockFilePath: props.depsLockFilePath } : {}),
+        }),
     runtime: props.runtime,
     description: `jobfence backstop drain of ${name}`,
     timeout: BACKSTOP_DRAIN_DEFAULTS.timeout,

@@ -6,7 +6,8 @@
  * `validateFenceTtl` the consumer runs at start-up), the delivery timings together
  * (`validateDeliveryTimings`: visibility, redrive count, retention, time budget), the queue and
  * event-source bounds (provisioned pollers within maxConcurrency, and no event filtering: Lambda
- * deletes what a filter drops), and the queues given for the definition's follow-up targets.
+ * deletes what a filter drops), the queues given for the definition's follow-up targets, and a
+ * drain entry of the user's own for a definition with a custom `fingerprint`.
  */
 import type * as lambda from "aws-cdk-lib/aws-lambda";
 import type * as sqs from "aws-cdk-lib/aws-sqs";
@@ -75,6 +76,14 @@ export interface ConsumerSettingsProps extends Partial<ConsumerDeploymentSetting
    * @default none: Lambda's default compute
    */
   readonly managedInstances?: ManagedInstancesProps;
+  /**
+   * The backstop drain's Lambda entry point, an absolute path exporting
+   * `handler = createBackstopDrain(drainConfigFromEnv(), { definition })`: required for a definition
+   * with a custom `fingerprint`, which the drain must compute as the consumer does.
+   * @default jobfence's own drain, which fingerprints a job by its whole payload as received (what a
+   * definition without a custom `fingerprint` does)
+   */
+  readonly drainEntry?: string;
 }
 
 /** SQS event sources: FIFO batches hold at most 10 records; standard ones up to 10,000. */
@@ -176,6 +185,14 @@ export function resolveConsumerSettings(props: ConsumerSettingsProps): ConsumerS
       fenceTtlSeconds,
     }),
   );
+
+  if (deployment.definition.fingerprint !== undefined && props.drainEntry === undefined) {
+    problems.push(
+      "definition has a custom fingerprint, which jobfence's own backstop drain cannot compute: give drainEntry, " +
+        "the absolute path of your module exporting `handler = createBackstopDrain(drainConfigFromEnv(), { definition })` " +
+        "(docs/deploy.md, A consumer's backstop drain)",
+    );
+  }
 
   const followUpTargets = Object.keys(deployment.definition.sends ?? {}).sort();
   problems.push(...followUpTargetProblems(name, followUpTargets, props.followUpTargets ?? {}));

@@ -3,8 +3,10 @@
  * but not the migration history), checking the database's roles, grants, memberships, definer
  * functions, row-level security and ownership against what the migrations create, and each
  * consumer's queues against its validated configuration. It may describe those queues
- * (GetQueueUrl, GetQueueAttributes) and nothing else. Two alarms: any finding (`DoctorFindings`
- * above 0), and the function's errors (a run that failed reports no findings at all).
+ * (GetQueueUrl, GetQueueAttributes) and nothing else. What each consumer's definition declares it
+ * works on outside core (its `data`) is checked too, carried in the function's environment. Two
+ * alarms: any finding (`DoctorFindings` above 0), and the function's errors (a run that failed
+ * reports no findings at all).
  */
 import { ArnFormat, Stack } from "aws-cdk-lib";
 import type * as cloudwatch from "aws-cdk-lib/aws-cloudwatch";
@@ -32,9 +34,10 @@ export interface DoctorProps {
   readonly database: DatabaseAccess;
   /**
    * The deployment's consumers: their queues, found by name, are checked against what each
-   * JobConsumer validated and deployed (its `expectedQueues`).
+   * JobConsumer validated and deployed (its `expectedQueues`), and the database against what each
+   * one's definition declares (its `data`).
    */
-  readonly consumers: readonly Pick<JobConsumer, "expectedQueues">[];
+  readonly consumers: readonly Pick<JobConsumer, "expectedQueues" | "deployment">[];
   /**
    * The UTC hour of the daily run.
    * @default DOCTOR_DEFAULTS.hourUtc (6)
@@ -42,6 +45,12 @@ export interface DoctorProps {
   readonly hourUtc?: number;
   /** Where the alarms notify. @default none (the alarms are still created) */
   readonly alarmActions?: readonly cloudwatch.IAlarmAction[];
+  /**
+   * The doctor function's entry point, an absolute path exporting `handler`: a deployment that has
+   * jobfence run sets of its own besides `core` (this repository's reference deployment).
+   * @default jobfence's own, which checks `core` and the declarations
+   */
+  readonly entry?: string;
 }
 
 /** The doctor function, its daily schedule and its alarms. */
@@ -60,22 +69,39 @@ export class Doctor extends Construct {
     }
     const expected = props.consumers.map((consumer) => consumer.expectedQueues);
     const expectedJson = JSON.stringify(expected);
-    if (Buffer.byteLength(expectedJson) > EXPECTED_QUEUES_BYTES) {
+    const queuesTooLarge = Buffer.byteLength(expectedJson) > EXPECTED_QUEUES_BYTES;
+    if (queuesTooLarge) {
       problems.push(
         `the expected queues of ${props.consumers.length} consumers take ${Buffer.byteLength(expectedJson)} bytes of ` +
           `${DOCTOR_ENV.expectedQueues}, more than the ${EXPECTED_QUEUES_BYTES} the function's environment leaves ` +
           `them (Lambda allows ${LAMBDA_ENVIRONMENT_BYTES} in all); split the consumers across doctors`,
       );
     }
+    const declarations = props.consumers.map((consumer) => ({
+      consumer: consumer.expectedQueues.consumer,
+      data: consumer.deployment.definition.data ?? {},
+    }));
+    const declarationsJson = JSON.stringify(declarations);
+    const together = Buffer.byteLength(expectedJson) + Buffer.byteLength(declarationsJson);
+    if (!queuesTooLarge && together > EXPECTED_QUEUES_BYTES) {
+      problems.push(
+        `the expected queues and declared data of ${props.consumers.length} consumers take ${together} bytes of ` +
+          `${DOCTOR_ENV.expectedQueues} and ${DOCTOR_ENV.declarations}, more than the ${EXPECTED_QUEUES_BYTES} the ` +
+          `function's environment leaves them (Lambda allows ${LAMBDA_ENVIRONMENT_BYTES} in all); split the consumers across doctors`,
+      );
+    }
     if (problems.length > 0) throw new ConfigurationError("Doctor", problems);
 
     this.doctorFunction = new JobfenceFunction(this, "Doctor", {
-      entry: jobfenceEntry("doctor"),
+      entry: props.entry ?? jobfenceEntry("doctor"),
       description: "jobfence doctor: the database and queues against what jobfence intends",
       timeout: DOCTOR_DEFAULTS.timeout,
       database: props.database,
       login: "ops",
-      environment: { [DOCTOR_ENV.expectedQueues]: expectedJson },
+      environment: {
+        [DOCTOR_ENV.expectedQueues]: expectedJson,
+        [DOCTOR_ENV.declarations]: declarationsJson,
+      },
       // The migration history check reads the migration sets' files beside their modules, and
       // the catalog checks the committed descriptions of core and of each consumer's schemas
       // (see bundle-with-files.ts).

@@ -18,7 +18,8 @@
  * queues only. A consumer that sends nothing gets none of it.
  *
  * It takes the user's own entry point and definition: nothing here knows of a registry or of a
- * repository's layout.
+ * repository's layout. The backstop drain is jobfence's own unless the definition has a custom
+ * `fingerprint`: then the user's `drainEntry` passes the definition to the drain (refused without).
  */
 import { Duration, Stack } from "aws-cdk-lib";
 import * as cloudwatch from "aws-cdk-lib/aws-cloudwatch";
@@ -96,6 +97,11 @@ export class JobConsumer extends Construct {
   readonly deployment: ConsumerDeploymentSettings;
   /** What its queues are created with: the doctor checks the live queues against it. */
   readonly expectedQueues: ExpectedConsumerQueues;
+  /**
+   * The consumers its definition sends follow-ups to (its `sends`), sorted; empty when it sends
+   * nothing. The migrate function registers them (core.register_follow_up_targets).
+   */
+  readonly followUpTargets: readonly string[];
   /** Its validated fence TTL: the migrate function registers it (core.register_fence_ttl, migration 0021). */
   readonly fenceTtlSeconds: number;
   /** The database connections its function, drain and outbox relay can hold at once, at most. */
@@ -160,6 +166,7 @@ export class JobConsumer extends Construct {
     this.deployment = deployment;
     this.expectedQueues = expectedQueues(deployment, timings);
     this.fenceTtlSeconds = settings.fenceTtlSeconds;
+    this.followUpTargets = settings.followUpTargets;
     this.connections = consumerConnections(deployment, props.managedInstances);
     this.retryPolicy = settings.retryPolicy;
     const fifo = deployment.fifo ? { fifo: true } : {};
@@ -266,6 +273,13 @@ export class JobConsumer extends Construct {
 
     const alarm = alarmFactory(this, { actions: props.alarmActions });
     const backstop = createBackstopDrain(this, {
+      ...(props.drainEntry !== undefined
+        ? {
+            entry: props.drainEntry,
+            ...(props.projectRoot !== undefined ? { projectRoot: props.projectRoot } : {}),
+            ...(props.depsLockFilePath !== undefined ? { depsLockFilePath: props.depsLockFilePath } : {}),
+          }
+        : {}),
       consumerName: name,
       runtime,
       database: props.database,

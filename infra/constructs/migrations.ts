@@ -1,19 +1,30 @@
 /**
  * Migrations on deploy: a CDK Trigger invokes `functions/migrate` (as the migrator login) once per
  * deployment that changes it, after the database exists and before the consumers' event sources
- * are created, so no consumer takes a job against an old schema. After migrating it creates or
- * updates each consumer's login and the ops and cleanup logins from their secrets. A failed
- * migration fails the deployment (and CloudFormation rolls back).
+ * are created, so no consumer takes a job against an old schema. It applies `core` (jobfence owns
+ * nothing else), then creates or updates each consumer's login and the ops and cleanup logins
+ * from their secrets, and registers what the consumers given declare: their replay queues, fence
+ * TTLs and follow-up targets. A failed migration fails the deployment (and CloudFormation rolls
+ * back).
  */
 import { Duration, Stack } from "aws-cdk-lib";
 import type * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
 import type * as sqs from "aws-cdk-lib/aws-sqs";
 import * as triggers from "aws-cdk-lib/triggers";
 import { Construct, type IConstruct } from "constructs";
+import { MIGRATE_ENV } from "../../functions/migrate/config.ts";
 import type { SharedRole } from "../../shared/db/queries/provision-login.ts";
+import { ConfigurationError } from "../../shared/errors/configuration.ts";
 import type { DatabaseAccess, SharedDatabaseLogin } from "./database.ts";
 import { jobfenceEntry } from "./entries.ts";
+import { JobConsumer } from "./job-consumer.ts";
 import { JobfenceFunction } from "./jobfence-function.ts";
+
+/** What the migrations read of each consumer: a JobConsumer gives it all. */
+export type MigratedConsumer = Pick<
+  JobConsumer,
+  "consumerName" | "queue" | "fenceTtlSeconds" | "followUpTargets"
+>;
 
 /** Props of {@link DatabaseMigrations}. */
 export interface DatabaseMigrationsProps {
@@ -31,17 +42,32 @@ export interface DatabaseMigrationsProps {
    */
   readonly provisionLogins?: boolean;
   /**
-   * Each consumer's source queue, registered on every run as the only queue a replay may send that
-   * consumer's dead letters to (a dead letter's queue is the consumer's word; migration 0014).
-   * Required: a consumer left out would have its replays unrestricted by queue.
+   * The deployment's consumers, all of them. Registered on every run, each from its JobConsumer: its
+   * source queue, the only queue a replay may send its dead letters to (migration 0014); its fence
+   * TTL, from which the database decides when a copy of its job is `outlived` (migration 0021); and
+   * its follow-up targets (its definition's `sends`), the only consumers its outbox may write to
+   * (migration 0019; a target dropped from `sends` is revoked). Give this, or the older
+   * {@link consumerQueues}; a consumer left out would have its replays unrestricted by queue.
    */
-  readonly consumerQueues: Readonly<Record<string, sqs.IQueue>>;
+  readonly consumers?: readonly MigratedConsumer[];
   /**
-   * Each consumer's fence TTL (its JobConsumer's `fenceTtlSeconds`), registered on every run: the
-   * database decides from it when a copy of the consumer's job is `outlived` (migration 0021).
+   * Each consumer's source queue by name, instead of {@link consumers}: registers the queues only
+   * (and {@link consumerFenceTtls}), no follow-up targets, so a consumer whose definition sends
+   * follow-ups is refused here (give `consumers`).
+   * @default none: give {@link consumers}
+   */
+  readonly consumerQueues?: Readonly<Record<string, sqs.IQueue>>;
+  /**
+   * Each consumer's fence TTL, with {@link consumerQueues}.
    * @default none registered: the database assumes the default TTL (21 days)
    */
   readonly consumerFenceTtls?: Readonly<Record<string, number>>;
+  /**
+   * The migrate function's entry point, an absolute path exporting `handler`: a deployment that has
+   * jobfence run sets of its own besides `core` (this repository's reference deployment).
+   * @default jobfence's own, which applies `core` only
+   */
+  readonly entry?: string;
 }
 
 /**
@@ -68,8 +94,9 @@ export class DatabaseMigrations extends Construct {
   constructor(scope: Construct, id: string, props: DatabaseMigrationsProps) {
     super(scope, id);
     const timeout = props.timeout ?? Duration.minutes(5);
+    const registered = registeredConsumers(this, props);
     this.migrateFunction = new JobfenceFunction(this, "Migrate", {
-      entry: jobfenceEntry("migrate"),
+      entry: props.entry ?? jobfenceEntry("migrate"),
       description: "jobfence database migrations (run on deploy)",
       timeout,
       database: props.database,
@@ -97,21 +124,22 @@ export class DatabaseMigrations extends Construct {
         Stack.of(this).toJsonString(logins.map((login) => login.entry)),
       );
     }
-    const queues = Object.entries(props.consumerQueues).sort(([a], [b]) => a.localeCompare(b));
+    const fn = this.migrateFunction.function;
+    const queues = Object.entries(registered.queues).sort(([a], [b]) => a.localeCompare(b));
     if (queues.length > 0) {
-      this.migrateFunction.function.addEnvironment(
-        "JOBFENCE_CONSUMER_QUEUES",
+      fn.addEnvironment(
+        MIGRATE_ENV.consumerQueues,
         Stack.of(this).toJsonString(
           Object.fromEntries(queues.map(([consumer, q]) => [consumer, [q.queueUrl]])),
         ),
       );
     }
-    const ttls = Object.entries(props.consumerFenceTtls ?? {}).sort(([a], [b]) => a.localeCompare(b));
-    if (ttls.length > 0) {
-      this.migrateFunction.function.addEnvironment(
-        "JOBFENCE_CONSUMER_FENCE_TTLS",
-        JSON.stringify(Object.fromEntries(ttls)),
-      );
+    const ttls = Object.entries(registered.fenceTtls).sort(([a], [b]) => a.localeCompare(b));
+    if (ttls.length > 0)
+      fn.addEnvironment(MIGRATE_ENV.consumerFenceTtls, JSON.stringify(Object.fromEntries(ttls)));
+    if (registered.followUpTargets) {
+      const targets = Object.entries(registered.followUpTargets).sort(([a], [b]) => a.localeCompare(b));
+      fn.addEnvironment(MIGRATE_ENV.followUpTargets, JSON.stringify(Object.fromEntries(targets)));
     }
     this.trigger = new triggers.Trigger(this, "Trigger", {
       handler: this.migrateFunction.function,
@@ -123,4 +151,59 @@ export class DatabaseMigrations extends Construct {
       executeBefore: [...(props.executeBefore ?? [])],
     });
   }
+}
+
+/** What the migrate function registers of the consumers, by consumer name. */
+interface RegisteredConsumers {
+  readonly queues: Readonly<Record<string, sqs.IQueue>>;
+  readonly fenceTtls: Readonly<Record<string, number>>;
+  /** Every consumer's, those sending nothing too; undefined registers (and revokes) none. */
+  readonly followUpTargets?: Readonly<Record<string, readonly string[]>>;
+}
+
+/**
+ * What the props register: from `consumers`, everything each JobConsumer declares; from the older
+ * `consumerQueues`, the queues and TTLs only, refused when a JobConsumer of the stack behind one of
+ * the queues sends follow-ups (its targets would go unregistered, its outbox refused by the
+ * database).
+ */
+function registeredConsumers(scope: Construct, props: DatabaseMigrationsProps): RegisteredConsumers {
+  const problems: string[] = [];
+  if (props.consumers !== undefined) {
+    if (props.consumerQueues !== undefined || props.consumerFenceTtls !== undefined) {
+      problems.push(
+        "give consumers, or consumerQueues (and consumerFenceTtls), not both: consumers registers their queues and fence TTLs itself",
+      );
+    }
+    const names = props.consumers.map((c) => c.consumerName);
+    const twice = names.filter((name, i) => names.indexOf(name) !== i);
+    if (twice.length > 0) problems.push(`consumers: ${[...new Set(twice)].join(", ")} given more than once`);
+    if (problems.length > 0) throw new ConfigurationError("DatabaseMigrations", problems);
+    return {
+      queues: Object.fromEntries(props.consumers.map((c) => [c.consumerName, c.queue])),
+      fenceTtls: Object.fromEntries(props.consumers.map((c) => [c.consumerName, c.fenceTtlSeconds])),
+      followUpTargets: Object.fromEntries(
+        props.consumers.map((c) => [c.consumerName, [...c.followUpTargets]]),
+      ),
+    };
+  }
+  if (props.consumerQueues === undefined) {
+    throw new ConfigurationError("DatabaseMigrations", [
+      "consumers is required: every JobConsumer of the deployment, so their replay queues, fence TTLs and follow-up targets are registered",
+    ]);
+  }
+  const given = new Set(Object.values(props.consumerQueues));
+  const senders = Stack.of(scope)
+    .node.findAll()
+    .filter(
+      (c): c is JobConsumer => c instanceof JobConsumer && given.has(c.queue) && c.followUpTargets.length > 0,
+    );
+  for (const sender of senders) {
+    problems.push(
+      `consumer "${sender.consumerName}" sends follow-ups (to ${sender.followUpTargets.join(", ")}), which consumerQueues ` +
+        "cannot register: give consumers (every JobConsumer) instead of consumerQueues",
+    );
+  }
+  if (problems.length > 0) throw new ConfigurationError("DatabaseMigrations", problems);
+  return { queues: props.consumerQueues, fenceTtls: props.consumerFenceTtls ?? {} };
 }

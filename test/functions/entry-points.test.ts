@@ -66,6 +66,17 @@ const ENTRY_POINTS: Array<{
     required: ["JOBFENCE_CONSUMER", "JOBFENCE_SOURCE_QUEUE_URL", "JOBFENCE_SOURCE_MAX_RECEIVE_COUNT"],
   },
   {
+    module: "../../functions/backstop-drain/reference-handler.ts",
+    env: {
+      DATABASE_URL,
+      JOBFENCE_OPS_BUS_NAME: "ops",
+      JOBFENCE_CONSUMER: "award-points",
+      JOBFENCE_SOURCE_QUEUE_URL: "https://sqs.eu-west-1.amazonaws.com/123456789012/award-points",
+      JOBFENCE_SOURCE_MAX_RECEIVE_COUNT: "8",
+    },
+    required: ["JOBFENCE_CONSUMER", "JOBFENCE_SOURCE_QUEUE_URL", "JOBFENCE_SOURCE_MAX_RECEIVE_COUNT"],
+  },
+  {
     module: "../../functions/outbox-relay/handler.ts",
     env: {
       DATABASE_URL,
@@ -84,6 +95,25 @@ const ENTRY_POINTS: Array<{
   },
   {
     module: "../../functions/doctor/handler.ts",
+    env: {
+      DATABASE_URL,
+      JOBFENCE_DOCTOR_QUEUES: JSON.stringify([
+        {
+          consumer: "award-points",
+          source: {
+            name: "award-points",
+            retentionSeconds: 345600,
+            visibilityTimeoutSeconds: 180,
+            maxReceiveCount: 19,
+          },
+          backstop: { name: "award-points-backstop", retentionSeconds: 1209600 },
+        },
+      ]),
+    },
+    required: ["DATABASE_URL", "JOBFENCE_DOCTOR_QUEUES"],
+  },
+  {
+    module: "../../functions/doctor/reference-handler.ts",
     env: {
       DATABASE_URL,
       JOBFENCE_DOCTOR_QUEUES: JSON.stringify([
@@ -211,16 +241,24 @@ describe.each(ENTRY_POINTS)("$module", ({ module, env, required, consumer }) => 
   });
 });
 
-describe("the backstop drain's entry point", () => {
-  it("refuses a consumer this deployment does not know: it could not fingerprint its jobs as the consumer does", async () => {
-    environment({
-      DATABASE_URL,
-      JOBFENCE_OPS_BUS_NAME: "ops",
-      JOBFENCE_CONSUMER: "no-such-consumer",
-      JOBFENCE_SOURCE_QUEUE_URL: "https://sqs.eu-west-1.amazonaws.com/123456789012/x",
-      JOBFENCE_SOURCE_MAX_RECEIVE_COUNT: "8",
-    });
-    const error = await import("../../functions/backstop-drain/handler.ts").then(
+describe("the backstop drain's entry points", () => {
+  const unknownConsumer = {
+    DATABASE_URL,
+    JOBFENCE_OPS_BUS_NAME: "ops",
+    JOBFENCE_CONSUMER: "no-such-consumer",
+    JOBFENCE_SOURCE_QUEUE_URL: "https://sqs.eu-west-1.amazonaws.com/123456789012/x",
+    JOBFENCE_SOURCE_MAX_RECEIVE_COUNT: "8",
+  };
+
+  it("the package's serves any consumer: it knows no registry, and needs no definition", async () => {
+    environment(unknownConsumer);
+    const loaded = (await import("../../functions/backstop-drain/handler.ts")) as { handler: unknown };
+    expect(typeof loaded.handler).toBe("function");
+  });
+
+  it("the reference deployment's refuses a consumer its registry does not know: it could not fingerprint its jobs as the consumer does", async () => {
+    environment(unknownConsumer);
+    const error = await import("../../functions/backstop-drain/reference-handler.ts").then(
       () => undefined,
       (e: unknown) => e,
     );

@@ -1,6 +1,8 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { createMigrateHandler, handler } from "../../functions/migrate/handler.ts";
+import { handler } from "../../functions/migrate/handler.ts";
+import { createMigrateHandler } from "../../functions/migrate/migrate.ts";
+import { handler as referenceHandler } from "../../functions/migrate/reference-handler.ts";
 import { deploymentMigrationSets } from "../../functions/migrate/sets.ts";
 import { consumerRoleName } from "../../shared/db/queries/provision-login.ts";
 import { ConfigurationError } from "../../shared/errors/configuration.ts";
@@ -91,13 +93,13 @@ describe("migrate function", () => {
     vi.stubEnv("JOBFENCE_LOGIN_SECRETS", "");
   });
 
-  it("migrates the database DATABASE_URL names, and a second invocation is a no-op", async () => {
+  it("as the reference deployment's, migrates the database DATABASE_URL names with its registry's sets, and a second invocation is a no-op", async () => {
     vi.stubEnv("DATABASE_URL", db.url);
     const expected = deploymentMigrationSets().flatMap((set) =>
       set.migrations.map((m) => ({ set: set.name, version: m.version, name: m.name })),
     );
     expect(expected.map((m) => m.set)).toEqual(expect.arrayContaining(["core", "award-points"]));
-    expect(await handler()).toEqual({
+    expect(await referenceHandler()).toEqual({
       applied: expected,
       alreadyApplied: 0,
       consumerRoles: ["jobfence_consumer_award_points", "jobfence_consumer_notify_user"],
@@ -106,7 +108,7 @@ describe("migrate function", () => {
       followUpTargetsRegistered: ["award-points", "notify-user"],
       fenceTtlsRegistered: [],
     });
-    expect(await handler()).toEqual({
+    expect(await referenceHandler()).toEqual({
       applied: [],
       alreadyApplied: expected.length,
       consumerRoles: ["jobfence_consumer_award_points", "jobfence_consumer_notify_user"],

@@ -172,6 +172,7 @@ describe("Doctor", () => {
         database: testEnvironment().database,
         consumers: (props.consumers ?? [awardPoints]).map((d) => ({
           expectedQueues: expectedQueues(d, deployedDeliveryTimings(d)),
+          deployment: d,
         })),
         ...(props.hourUtc !== undefined ? { hourUtc: props.hourUtc } : {}),
       });

@@ -8,7 +8,7 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { deploymentConsumerSchemas } from "../../functions/doctor/doctor.ts";
+import { deploymentConsumerSchemas } from "../../functions/doctor/reference.ts";
 import { deploymentMigrationSets } from "../../functions/migrate/sets.ts";
 import { doctorDatabase } from "../../shared/commands/doctor.ts";
 import { migrateDatabase } from "../../shared/commands/migrate.ts";

@@ -27,7 +27,8 @@ import {
   deployedDeliveryTimings,
   expectedQueues,
 } from "../../functions/consumers.ts";
-import { DOCTOR_METRIC, deploymentConsumerSchemas, doctorInvocation } from "../../functions/doctor/doctor.ts";
+import { DOCTOR_METRIC, doctorInvocation } from "../../functions/doctor/doctor.ts";
+import { deploymentConsumerSchemas } from "../../functions/doctor/reference.ts";
 import { deploymentMigrationSets } from "../../functions/migrate/sets.ts";
 import { localSqsClient } from "../../local/aws-clients.ts";
 import { type SqsEmulator, startSqsEmulator } from "../../local/sqs-emulator.ts";

@@ -421,6 +421,33 @@ describe("jobfence/cdk (infra/cdk.ts)", () => {
     expect(offending).toEqual([]);
   });
 
+  it("bundles jobfence's own functions from entries that reach nothing of the registry", () => {
+    // Every entry the constructs name by jobfenceEntry("<name>"): what a user's app deploys.
+    const named = [...reachableFrom("infra/cdk.ts")]
+      .filter((file) => file.startsWith("infra/") && file.endsWith(".ts"))
+      .flatMap((file) =>
+        [...readFileSync(join(ROOT, file), "utf8").matchAll(/jobfenceEntry\(\s*"([a-z-]+)"\s*\)/g)].map(
+          (m) => m[1] as string,
+        ),
+      );
+    const entries = [...new Set(named)].sort().map((name) => `functions/${name}/handler.ts`);
+    expect(entries).toEqual(
+      expect.arrayContaining([
+        "functions/backstop-drain/handler.ts",
+        "functions/doctor/handler.ts",
+        "functions/migrate/handler.ts",
+      ]),
+    );
+    const offending = entries.flatMap((entry) => {
+      expect(GRAPH.files, entry).toContain(entry);
+      const reached = reachableFrom(entry);
+      return GRAPH.edges
+        .filter((e) => reached.has(e.from) && REGISTRY.includes(e.to))
+        .map((e) => `${entry}: ${e.from}:${e.line} imports ${e.to}`);
+    });
+    expect(offending).toEqual([]);
+  });
+
   it("is the only way the reference stack reaches the constructs, as a user's app does", () => {
     const outside = (IMPORTS.get("infra/reference-stack.ts") ?? [])
       .filter((e) => e.to.startsWith("infra/") && e.to !== "infra/cdk.ts")
