@@ -7,10 +7,11 @@
  *
  * Twice: from this repository's sources (`infra/cdk.ts`, construct tree only), and from the package
  * as it is installed, `node_modules/jobfence/dist/` with the sources compiled to `.js` in the same
- * layout (what the release's build makes; here esbuild's transform stands in for it), synthesized
+ * layout, built by the release's own build (scripts/build.ts), synthesized
  * with real bundling: jobfence's own functions are found beside the compiled constructs, bundled
  * from `.js`, and the migrate and doctor bundles ship the files their modules read.
  */
+import { execFileSync } from "node:child_process";
 import {
   cpSync,
   existsSync,
@@ -23,7 +24,7 @@ import {
   writeFileSync,
 } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join, relative } from "node:path";
+import { join, relative } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { App, Stack, Validations } from "aws-cdk-lib";
 import { Template } from "aws-cdk-lib/assertions";
@@ -33,16 +34,11 @@ import * as lambda from "aws-cdk-lib/aws-lambda";
 import * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
 import * as sns from "aws-cdk-lib/aws-sns";
 import { AwsSolutionsChecks } from "cdk-nag";
-import { transform } from "esbuild";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type * as Cdk from "../../infra/cdk.ts";
 import { logicalId } from "./support.ts";
 
 const REPOSITORY = fileURLToPath(new URL("../..", import.meta.url));
-/** The folders the package's build compiles (the rest of the repository is not shipped). */
-const COMPILED = ["shared", "functions", "infra"];
-/** Relative import specifiers ending in `.ts`, in compiled output: the build rewrites them to `.js`. */
-const TS_SPECIFIER = /((?:\bfrom|\bimport)\s*\(?\s*)(["'])(\.\.?\/[^"']*?)\.ts\2/g;
 
 /** The user's two consumers: invoices on Node 22, receipts on the default runtime (Node 24). */
 const CONSUMER_SOURCE = (name: string) => `
@@ -98,36 +94,17 @@ function writeConsumers(root: string, jobfenceIndex: string): Record<string, str
 }
 
 /**
- * The package as installed: `node_modules/jobfence/dist/` holding the compiled folders in the
- * repository's layout, `.ts` specifiers rewritten to `.js`, every `.sql` and `.txt` copied beside.
+ * The package as installed: `node_modules/jobfence/` with the package's manifest and `dist/` as the
+ * release's build makes it (scripts/build.ts: only what the entry points reach, compiled, with the
+ * files its modules read beside them).
  */
-async function installPackage(root: string): Promise<string> {
-  const dist = join(root, "node_modules", "jobfence", "dist");
-  mkdirSync(dist, { recursive: true });
-  writeFileSync(
-    join(dirname(dist), "package.json"),
-    JSON.stringify({ name: "jobfence", version: "0.0.0-test", type: "module" }),
-  );
-  const sources = COMPILED.flatMap((folder) =>
-    (readdirSync(join(REPOSITORY, folder), { recursive: true }) as string[]).map((f) => join(folder, f)),
-  );
-  for (const file of sources) {
-    const from = join(REPOSITORY, file);
-    const to = join(dist, file);
-    if (file.endsWith(".ts")) {
-      const { code } = await transform(readFileSync(from, "utf8"), {
-        loader: "ts",
-        format: "esm",
-        target: "node22",
-        sourcefile: file,
-      });
-      mkdirSync(dirname(to), { recursive: true });
-      writeFileSync(to.replace(/\.ts$/, ".js"), code.replace(TS_SPECIFIER, "$1$2$3.js$2"));
-    } else if (file.endsWith(".sql") || file.endsWith(".txt")) {
-      mkdirSync(dirname(to), { recursive: true });
-      cpSync(from, to);
-    }
-  }
+function installPackage(root: string): string {
+  const installed = join(root, "node_modules", "jobfence");
+  const dist = join(installed, "dist");
+  execFileSync(process.execPath, [join(REPOSITORY, "scripts/build.ts"), "--out-dir", dist], {
+    stdio: "pipe",
+  });
+  cpSync(join(REPOSITORY, "package.json"), join(installed, "package.json"));
   return dist;
 }
 
@@ -336,11 +313,11 @@ describe("jobfence/cdk from the installed package (compiled .js under node_modul
   let assembly: string;
   beforeAll(async () => {
     root = serviceFolder();
-    dist = await installPackage(root);
+    dist = installPackage(root);
     const cdk = (await import(pathToFileURL(join(dist, "infra", "cdk.js")).href)) as typeof Cdk;
     assembly = join(root, "cdk.out");
     const app = new App({ outdir: assembly });
-    user = await buildUserApp(cdk, app, root, writeConsumers(root, "jobfence/dist/shared/index.js"));
+    user = await buildUserApp(cdk, app, root, writeConsumers(root, "jobfence"));
     app.synth();
     template = Template.fromStack(user.stack);
   }, 240_000);
@@ -374,7 +351,12 @@ describe("jobfence/cdk from the installed package (compiled .js under node_modul
     ).sources as string[];
     expect(consumer.some((s) => s.endsWith("src/invoices/handler.js"))).toBe(true);
     expect(consumer.some((s) => s.includes("jobfence/dist/shared/"))).toBe(true);
-    expect([...sources, ...consumer].filter((s) => s.includes(relative("/", REPOSITORY)))).toEqual([]);
+    // The service's dependencies are the repository's node_modules, linked (serviceFolder): only a
+    // file of the repository's own sources would be a bundle reaching into the repository.
+    const repositorySources = [...sources, ...consumer].filter(
+      (s) => s.includes(relative("/", REPOSITORY)) && !s.includes("/node_modules/"),
+    );
+    expect(repositorySources).toEqual([]);
   });
 
   it("bundles the migrate and doctor functions from .js with the files their modules read beside them", () => {
