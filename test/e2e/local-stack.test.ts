@@ -8,6 +8,7 @@
  * consumer's pool today: local/stack.ts builds that pool without it, so each attempt that waits on
  * a held lock takes the pool's default 5 s. Nothing here depends on the value.)
  */
+import { spawn } from "node:child_process";
 import { GetQueueAttributesCommand, SetQueueAttributesCommand, type SQSClient } from "@aws-sdk/client-sqs";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -27,6 +28,7 @@ import {
   groupAlive,
   type HeldLock,
   holdBalanceLock,
+  REPO_ROOT,
   type StackProcess,
   type StackServices,
   stackNodePid,
@@ -193,6 +195,47 @@ describe("the local stack, started with npm start", () => {
     expect(await effectsOf(sql, job)).toEqual({ ledger: 0, fences: 0, deadLetters: 1 });
     expect(await queueCounts(sqs, queue.url)).toEqual({ visible: 0, inFlight: 0, delayed: 0 });
     expect(await queueCounts(sqs, queue.backstopUrl)).toEqual({ visible: 0, inFlight: 0, delayed: 0 });
+  });
+
+  it("2b. npm run send --raw sends a body as it is, and it ends as a poison dead letter", {
+    timeout: LONG,
+  }, async () => {
+    const s = running();
+    const queue = awardQueue(s.info);
+    const body = '{"job_id": "raw-1", "payload": {'; // cut short: not JSON
+    const sent = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+      const child = spawn("npm", ["run", "--silent", "send", "--", "award-points", "--raw", body], {
+        cwd: REPO_ROOT,
+        env: { ...process.env, JOBFENCE_LOCAL_DIR: localDir.path },
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      let stdout = "";
+      let stderr = "";
+      child.stdout.on("data", (chunk) => {
+        stdout += String(chunk);
+      });
+      child.stderr.on("data", (chunk) => {
+        stderr += String(chunk);
+      });
+      child.on("close", (code) => resolve({ code, stdout, stderr }));
+    });
+    expect(sent.stderr).toBe("");
+    expect(sent.code).toBe(0);
+    const messageId = sent.stdout.match(/^sent\s+message (\S+)$/m)?.[1] ?? "";
+    expect(messageId).not.toBe("");
+
+    const [, id] = await s.waitForLine(deadLine(messageId, "poison", 1));
+    await waitForEmptyQueue(sqs, queue.url);
+    const [row, ...more] = await deadLettersOf(sql, messageId);
+    expect(more).toEqual([]);
+    expect(row).toMatchObject({
+      id,
+      error_kind: "poison",
+      attempts: 1,
+      payload: null,
+      body_form: "text",
+      body,
+    });
   });
 
   it("3. retries a transient failure with growing delays, then applies it once when the lock goes", {
