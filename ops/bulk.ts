@@ -6,6 +6,7 @@
  */
 import type { z } from "zod";
 import type { operationSchema, planResponseSchema } from "../shared/dead-letters/api-schemas.ts";
+import { PLAN_TOKEN_TTL_SECONDS } from "../shared/dead-letters/plan-token.ts";
 import type { Invocation } from "./command.ts";
 import { ApiError } from "./errors.ts";
 import { oneLine, PROGRAM, plural, shellQuote, suggest } from "./format.ts";
@@ -16,6 +17,9 @@ import { clean } from "./text.ts";
 import { finishWatch, watchOperation } from "./watch.ts";
 
 type Plan = z.output<typeof planResponseSchema>;
+
+/** How long a plan's token lasts, as the hint says it. */
+const PLAN_TOKEN_TTL_MINUTES = PLAN_TOKEN_TTL_SECONDS / 60;
 type Operation = z.output<typeof operationSchema>;
 
 export type BulkKind = "replay" | "discard";
@@ -148,5 +152,16 @@ function explain(error: unknown, request: BulkRequest): unknown {
       error.reason === "plan-stale" ? "the matching dead letters changed since the plan" : "the plan expired";
     return error.withHint(`  hint: ${why}; plan again — ${clean(plan)} — and start it with the new token`);
   }
+  if (error.status === 400 && refusesField(error, "token")) {
+    return error.withHint(
+      `  hint: a plan's token works only with the API that issued it, within ${PLAN_TOKEN_TTL_MINUTES} minutes and not after a restart of the local stack; plan again — ${clean(plan)} — and start it with the new token`,
+    );
+  }
   return error;
+}
+
+/** Whether a 400 problem names `field` among the request's invalid fields. */
+function refusesField(error: ApiError, field: string): boolean {
+  const errors = error.problem?.errors;
+  return Array.isArray(errors) && errors.some((e) => (e as { field?: unknown })?.field === field);
 }

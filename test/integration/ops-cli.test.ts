@@ -5,16 +5,21 @@
  * process to prove the entry point.
  */
 import { spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { awardPointsConsumer } from "../../functions/award-points/consumer.ts";
+import { createDeadLetterApi } from "../../functions/dead-letters-api/api.ts";
 import { LOCAL_ACCOUNT } from "../../local/aws-clients.ts";
+import { serveHttpApi } from "../../local/http-adapter.ts";
 import { type OpsIo, runOps, type Terminal } from "../../ops/cli.ts";
 import { runChunk } from "../../shared/dead-letters/bulk-worker.ts";
+import { sealKey } from "../../shared/dead-letters/seal.ts";
 import { PermanentJobError } from "../../shared/errors/job.ts";
+import { createTokenVerifier } from "../../shared/http/auth.ts";
 import { type ApiTestBed, apiTestBed } from "../support/api-harness.ts";
 import { award, invoke, sqsRecord } from "../support/consumer-harness.ts";
 
@@ -782,6 +787,59 @@ describe("dead-letters replay (bulk)", () => {
       "hint: the matching dead letters changed since the plan; plan again — npm run ops -- dead-letters replay --consumer ops-stale --plan — and start it with the new token",
     );
     expect((await rowsOf("ops-stale")).map((r) => r.status)).toEqual(["discarded", "pending_review"]);
+  });
+
+  it("a plan made before the API restarted (a new signing key) is refused as from an earlier run, with how to plan again", async () => {
+    await deadLetters("ops-restart", ["ops-restart-1", "ops-restart-2"]);
+    const plan = await ops(["dead-letters", "replay", "--consumer", "ops-restart", "--plan"]);
+    // The local stack makes its key at every start: a restarted API is one with a new key.
+    const restarted = await serveHttpApi(
+      createDeadLetterApi({
+        pool: bed.opsPool,
+        sqs: bed.sqs,
+        verifier: createTokenVerifier({
+          issuer: bed.issuer.issuer,
+          audience: bed.issuer.audience,
+          jwks: bed.issuer.jwks,
+        }),
+        sealKey: sealKey(randomBytes(32)),
+      }),
+    );
+    try {
+      const response = await fetch(`${restarted.url}/v1/core/dead-letters/replay`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${bed.tokens.admin}`, "content-type": "application/json" },
+        body: JSON.stringify({ filter: { consumer: "ops-restart" }, token: tokenOf(plan) }),
+      });
+      expect(response.status).toBe(400);
+      expect(response.headers.get("content-type")).toContain("application/problem+json");
+      const problem = (await response.json()) as { detail: string; errors: { field: string }[] };
+      expect(problem.detail).toContain("the token's plan was made before the API's signing key changed");
+      expect(problem.detail).toContain(
+        "plan again (POST /v1/core/dead-letters/replay/plan with the same filter; npm run ops -- dead-letters replay <filters> --plan)",
+      );
+      expect(problem.errors.map((e) => e.field)).toEqual(["token"]);
+
+      const run = await ops(
+        [
+          ...["dead-letters", "replay", "--consumer", "ops-restart", "--confirm", tokenOf(plan)],
+          ...["--api", restarted.url, "--token", bed.tokens.admin],
+        ],
+        { connection: false },
+      );
+      expect(run.code).toBe(1);
+      expect(run.err).toMatch(/^error: 400 /m);
+      expect(run.err).toContain("the token's plan was made before the API's signing key changed");
+      expect(run.err).toContain(
+        "hint: a plan's token works only with the API that issued it, within 15 minutes and not after a restart of the local stack; plan again — npm run ops -- dead-letters replay --consumer ops-restart --plan — and start it with the new token",
+      );
+      expect((await rowsOf("ops-restart")).map((r) => r.status)).toEqual([
+        "pending_review",
+        "pending_review",
+      ]);
+    } finally {
+      await restarted.close();
+    }
   });
 
   it("reports the dead letters that failed to send and exits 1 when watching; they stay pending", async () => {
