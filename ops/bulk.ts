@@ -5,7 +5,7 @@
  * the CLI explains each refusal with the command that fixes it.
  */
 import type { z } from "zod";
-import type { operationSchema, planResponseSchema } from "../shared/dead-letters/api-schemas.ts";
+import type { operationStartSchema, planResponseSchema } from "../shared/dead-letters/api-schemas.ts";
 import { PLAN_TOKEN_TTL_SECONDS } from "../shared/dead-letters/plan-token.ts";
 import type { Invocation } from "./command.ts";
 import { ApiError } from "./errors.ts";
@@ -20,7 +20,7 @@ type Plan = z.output<typeof planResponseSchema>;
 
 /** How long a plan's token lasts, as the hint says it. */
 const PLAN_TOKEN_TTL_MINUTES = PLAN_TOKEN_TTL_SECONDS / 60;
-type Operation = z.output<typeof operationSchema>;
+type StartedOperation = z.output<typeof operationStartSchema>;
 
 export type BulkKind = "replay" | "discard";
 
@@ -107,9 +107,11 @@ export async function startBulk(
 ): Promise<number> {
   const { io, json } = invocation;
   const conn = await invocation.connect();
-  let started: ApiResult<Operation>;
+  let started: ApiResult<StartedOperation>;
   try {
-    started = await call<Operation>(conn, "POST", `${BASE_PATH}/${request.kind}`, { body: request.body });
+    started = await call<StartedOperation>(conn, "POST", `${BASE_PATH}/${request.kind}`, {
+      body: request.body,
+    });
   } catch (error) {
     if (error instanceof ApiError && error.status === 409 && error.reason === "nothing-matched") {
       // Nothing left to do is the outcome a re-run after a finished operation wants: not a failure.
@@ -124,6 +126,12 @@ export async function startBulk(
     io.out(
       `started ${op.kind} operation ${clean(op.id)}: ${plural(op.planned, "dead letter")} at up to ${op.rate_per_second}/s`,
     );
+    // A plan's token starts the planned rows only; what matched since stays pending, and says so.
+    if (op.newer_not_included > 0) {
+      io.out(
+        `${plural(op.newer_not_included, "newer matching dead letter")} not included: recorded after the plan, ${op.newer_not_included === 1 ? "it stays" : "they stay"} pending; plan again to include ${op.newer_not_included === 1 ? "it" : "them"}`,
+      );
+    }
   }
   if (!options.watch) {
     if (!json) io.out(`follow it: ${PROGRAM} dead-letters operations status ${shellQuote(op.id)} --watch`);

@@ -462,6 +462,16 @@ export const operationSchema = z.object({
   next_run_at: z.string(),
 });
 
+/** A started operation: the operation, and what its plan left out. */
+export const operationStartSchema = operationSchema.extend({
+  newer_not_included: z
+    .number()
+    .int()
+    .describe(
+      "Pending dead letters the filter matched at the start that were recorded after the plan's last row: not part of the set the plan's token confirmed, so not included and left pending (plan again to include them). Counted at the start; 0 for a start without a token, whose set is everything the filter matched then.",
+    ),
+});
+
 /** One operation with what it left pending. */
 export const operationDetailSchema = operationSchema.extend({
   skipped: z.array(

@@ -789,6 +789,40 @@ describe("dead-letters replay (bulk)", () => {
     expect((await rowsOf("ops-stale")).map((r) => r.status)).toEqual(["discarded", "pending_review"]);
   });
 
+  it("a start with a plan's token acts on the planned rows and says how many newer matching dead letters it left out", async () => {
+    await deadLetters("ops-newer", ["ops-newer-1", "ops-newer-2"]);
+    const plan = await ops(["dead-letters", "discard", "--consumer", "ops-newer", "--plan"]);
+    await deadLetters("ops-newer", ["ops-newer-3", "ops-newer-4"]); // recorded after the plan
+    const run = await ops([
+      "dead-letters",
+      "discard",
+      "--consumer",
+      "ops-newer",
+      "--confirm",
+      tokenOf(plan),
+      "--reason",
+      "r",
+    ]);
+    expect(run.err).toBe("");
+    expect(run.code).toBe(0);
+    expect(run.out).toMatch(/^started discard operation \S+: 2 dead letters at up to/m);
+    expect(run.out).toContain(
+      "2 newer matching dead letters not included: recorded after the plan, they stay pending; plan again to include them",
+    );
+    operationIdOf(run);
+    await nextChunk();
+    expect((await rowsOf("ops-newer")).map((r) => [r.job_id, r.status])).toEqual([
+      ["ops-newer-1", "discarded"],
+      ["ops-newer-2", "discarded"],
+      ["ops-newer-3", "pending_review"],
+      ["ops-newer-4", "pending_review"],
+    ]);
+
+    // --json has the field; a start without a token, whose set is everything matching, leaves none out.
+    const json = await ops(["dead-letters", "discard", "--consumer", "ops-newer", "--reason", "r", "--json"]);
+    expect(JSON.parse(json.out)).toMatchObject({ planned: 2, newer_not_included: 0 });
+  });
+
   it("a plan made before the API restarted (a new signing key) is refused as from an earlier run, with how to plan again", async () => {
     await deadLetters("ops-restart", ["ops-restart-1", "ops-restart-2"]);
     const plan = await ops(["dead-letters", "replay", "--consumer", "ops-restart", "--plan"]);
