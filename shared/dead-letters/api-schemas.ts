@@ -273,6 +273,18 @@ export const deadLetterSummarySchema = z.object({
     .describe("Conflicts: hex fingerprint of the applied job whose job_id the message shares."),
   error_class: z.string().nullable().describe("last_error's class."),
   group: z.string().describe("The failure group (error fingerprint, 32 hex digits)."),
+  replay_of: z
+    .uuid()
+    .nullable()
+    .describe(
+      "The replayed dead letter this one came from: a replay sent that one's body, the run failed again, and recorded this one. Null otherwise.",
+    ),
+  replay_failed_as: z
+    .uuid()
+    .nullable()
+    .describe(
+      "For a replayed dead letter whose replay's run failed again: the dead letter that failure recorded (whose replay_of is this one). Null otherwise.",
+    ),
 });
 
 /** A whole dead letter. */

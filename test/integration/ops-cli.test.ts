@@ -22,6 +22,7 @@ import { PermanentJobError } from "../../shared/errors/job.ts";
 import { createTokenVerifier } from "../../shared/http/auth.ts";
 import { type ApiTestBed, apiTestBed } from "../support/api-harness.ts";
 import { award, invoke, sqsRecord } from "../support/consumer-harness.ts";
+import { receiveAll } from "../support/sqs.ts";
 
 const ROOT = join(import.meta.dirname, "..", "..");
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -480,6 +481,60 @@ describe("dead-letters replay <id> and discard", () => {
     expect(ok.code).toBe(0);
     expect(ok.lines).toHaveLength(1);
     expect(ok.out).not.toContain("note:");
+  });
+
+  it("a replay whose run fails again links both dead letters, in the API (one and list) and in show", async () => {
+    const queue = await bed.queue("ops-relink");
+    await deadLetters("ops-relink", ["ops-relink-1"], 0, queue.url);
+    const first = await idOf("ops-relink", "ops-relink-1");
+    expect((await ops(["dead-letters", "replay", first])).code).toBe(0);
+    // The replayed copy runs, and the consumer refuses it again: a new pending dead letter.
+    const [copy, ...more] = await receiveAll(bed.sqs, queue.url);
+    expect(more).toEqual([]);
+    const consumer = bed.consumer(
+      {
+        ...awardPointsConsumer,
+        name: "ops-relink",
+        work: async (job) => {
+          throw new PermanentJobError(`refused ${job.jobId} again`);
+        },
+      },
+      { queueUrl: queue.url },
+    );
+    expect(await invoke(consumer, [sqsRecord(copy?.Body ?? "")])).toEqual([]);
+    const rows = await rowsOf("ops-relink");
+    expect(rows.map((r) => r.status)).toEqual(["replayed", "pending_review"]);
+    const second = rows[1]?.id as string;
+
+    const one = async (id: string) => JSON.parse((await ops(["dead-letters", "show", id, "--json"])).out);
+    expect(await one(first)).toMatchObject({ id: first, replay_of: null, replay_failed_as: second });
+    expect(await one(second)).toMatchObject({ id: second, replay_of: first, replay_failed_as: null });
+    const list = JSON.parse(
+      (await ops(["dead-letters", "list", "--consumer", "ops-relink", "--status", "replayed", "--json"])).out,
+    );
+    expect(list.items).toEqual([expect.objectContaining({ id: first, replay_failed_as: second })]);
+    const pending = JSON.parse(
+      (
+        await ops([
+          "dead-letters",
+          "list",
+          "--consumer",
+          "ops-relink",
+          "--status",
+          "pending_review",
+          "--json",
+        ])
+      ).out,
+    );
+    expect(pending.items).toEqual([expect.objectContaining({ id: second, replay_of: first })]);
+
+    const shown = await ops(["dead-letters", "show", first]);
+    expect(shown.out).toMatch(
+      new RegExp(`^replay_failed_as\\s+${second} \\(its replay's run failed again as that one\\)$`, "m"),
+    );
+    expect((await ops(["dead-letters", "show", second])).out).toMatch(
+      new RegExp(`^replay_of\\s+${first} \\(replayed; its run failed again as this one\\)$`, "m"),
+    );
   });
 
   it("refuses a replay with the read-only token: prints the 403 problem, exit 1", async () => {

@@ -1,0 +1,68 @@
+-- A replayed dead letter links to the dead letter its replay produced (issue 32).
+--
+-- A replay sends the body exactly as it was received and resolves the row as `replayed`; when the
+-- copy fails again, the consumer records a new pending dead letter of the same (consumer, job_id,
+-- body) (a failure is never merged into a row leaving pending_review, migration 0020). Nothing
+-- tied the two: an operator who replayed a row and saw it come back had to search by job id.
+--
+-- The new row names the row it came from in `replay_of`, written by the database at insert: the
+-- latest `replayed` row of the same consumer, job id and body that no other row names yet. The
+-- other direction (the replayed row's successor) is read through the unique index below, so a
+-- resolved row stays append-only (its guard, migration 0016, is unchanged).
+--
+-- Who may see or set it:
+-- * no role may write the column: it is not in any INSERT or UPDATE grant, and the trigger sets it
+--   whatever an INSERT gives;
+-- * the trigger runs with its owner's rights (an undelivered row is written by
+--   core.outbox_undelivered for the target, and a consumer may not read resolved_at), and it looks
+--   only at rows of NEW.consumer; a row a consumer may not insert is refused by row-level security
+--   after the BEFORE triggers, so what the lookup found is never kept;
+-- * consumers' column grants on core.dead_letters do not include it: no consumer reads any link,
+--   its own or another's. jobfence_ops reads it with the rest of the row.
+-- A failure of another copy of the same message after the replay (a duplicate still in the queue)
+-- is linked the same way: from the row's point of view it is what became of the job next.
+
+ALTER TABLE core.dead_letters
+  ADD COLUMN replay_of uuid REFERENCES core.dead_letters (id);
+
+COMMENT ON COLUMN core.dead_letters.replay_of IS
+  'The replayed dead letter this one came from: the latest replayed row of the same consumer, job id and body not yet linked, set by core.dead_letters_link_replay at insert; NULL otherwise.';
+
+-- One successor per replayed row, and the index its reads (and the trigger's "not yet linked") use.
+CREATE UNIQUE INDEX dead_letters_one_per_replay ON core.dead_letters (replay_of) WHERE replay_of IS NOT NULL;
+
+-- Candidates: the replayed rows of one (consumer, job_id, body), newest resolution first.
+CREATE INDEX dead_letters_replayed_body_idx
+  ON core.dead_letters (consumer, job_id, body_fingerprint, resolved_at)
+  WHERE status = 'replayed';
+
+CREATE FUNCTION core.dead_letters_link_replay() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, core, pg_temp AS $$
+BEGIN
+  -- Runs after dead_letters_fingerprint_body (triggers fire in name order): the fingerprint is
+  -- the database's own.
+  NEW.replay_of := (
+    SELECT r.id FROM core.dead_letters AS r
+     WHERE r.consumer = NEW.consumer AND r.job_id = NEW.job_id AND r.body_fingerprint = NEW.body_fingerprint
+       AND r.status = 'replayed'
+       AND NOT EXISTS (SELECT 1 FROM core.dead_letters AS n WHERE n.replay_of = r.id)
+     ORDER BY r.resolved_at DESC, r.id DESC
+     LIMIT 1);
+  RETURN NEW;
+END
+$$;
+
+REVOKE ALL ON FUNCTION core.dead_letters_link_replay() FROM PUBLIC;
+
+CREATE TRIGGER dead_letters_link_replay
+  BEFORE INSERT ON core.dead_letters
+  FOR EACH ROW EXECUTE FUNCTION core.dead_letters_link_replay();
+
+-- As in 0019: the ops role's view of every dead letter, recreated to show the new column.
+DROP VIEW core.ops_dead_letters;
+CREATE VIEW core.ops_dead_letters WITH (security_invoker = false) AS
+  SELECT * FROM core.dead_letters WHERE pg_catalog.pg_has_role('jobfence_ops', 'USAGE');
+COMMENT ON VIEW core.ops_dead_letters IS
+  'Every dead letter, for jobfence_ops''s filtered reads: planned with the table''s statistics, which row-level security withholds from a session subject to it (ILIKE is not leakproof).';
+REVOKE ALL ON core.ops_dead_letters FROM PUBLIC;
+GRANT SELECT ON core.ops_dead_letters TO jobfence_ops;
