@@ -477,7 +477,7 @@ describe("the local stack, started with npm start", () => {
       .lines(/^\d\d:\d\d:\d\d DEAD /)
       .map((line) => line.match(new RegExp(`dead letter (${UUID})`))?.[1]);
     expect(printed.sort()).toEqual(rows.map((r) => r.id));
-    expect(rows).toHaveLength(3); // two poison, one exhausted
+    expect(rows).toHaveLength(4); // three poison (one sent raw by npm run send), one exhausted
   });
 
   it("8. loses no job and applies none twice when SIGKILLed mid-load and started again", {
