@@ -10,6 +10,7 @@ import { createConnection, createServer, type Server } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { freePort } from "../../local/postgres.ts";
 import {
+  callApi,
   groupAlive,
   REPO_ROOT,
   type StackProcess,
@@ -203,4 +204,85 @@ describe("a signal stops the whole stack, its embedded PostgreSQL included", () 
       expect(stack.stdout()).toContain(`stopping   (${signal})`);
     });
   }
+});
+
+/** Runs `npm run <script> -- <args>` against the stack in `localDir`; its exit and output. */
+function npmRun(
+  localDir: string,
+  script: string,
+  args: readonly string[],
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn("npm", ["run", "--silent", script, "--", ...args], {
+      cwd: REPO_ROOT,
+      env: { ...stackEnv({ localDir }), JOBFENCE_LOCAL_DIR: localDir },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout?.on("data", (chunk) => {
+      stdout += String(chunk);
+    });
+    child.stderr?.on("data", (chunk) => {
+      stderr += String(chunk);
+    });
+    child.on("close", (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+describe("a restart of the stack", () => {
+  it("refuses a plan token from before it, saying the plan is from an earlier run and how to plan again", {
+    timeout: LONG,
+  }, async () => {
+    const ports = await fixedPorts();
+    const dir = await localDir();
+    const first = await startStack({ localDir: dir, env: portEnv(ports) });
+    cleanups.push(() => first.stop(10_000));
+    const sent = await npmRun(dir, "send", ["award-points", "--raw", "not a job"]);
+    expect(sent.code, sent.stderr).toBe(0);
+    await first.waitForLine(/DEAD\s+award-points job \S+: poison after 1 attempt/);
+    const filter = { consumer: "award-points" };
+    const plan = await callApi(
+      first.info,
+      "POST",
+      "/v1/core/dead-letters/discard/plan",
+      first.info.tokens.admin,
+      {
+        filter,
+      },
+    );
+    const token = plan.body?.token as string;
+    expect(token).toEqual(expect.any(String));
+    expect((await first.stop(20_000)).forced).toBe(false);
+
+    const second = await startStack({ localDir: dir, env: portEnv(ports) });
+    cleanups.push(() => second.stop(10_000));
+    const refused = await callApi(
+      second.info,
+      "POST",
+      "/v1/core/dead-letters/discard",
+      second.info.tokens.admin,
+      {
+        filter,
+        token,
+        reason: "from before the restart",
+      },
+    );
+    expect(refused.status).toBe(400);
+    expect(refused.contentType).toContain("application/problem+json");
+    expect(refused.body?.detail).toContain("the token's plan was made before the API's signing key changed");
+    expect(refused.body?.detail).toContain(
+      "plan again (POST /v1/core/dead-letters/discard/plan with the same filter",
+    );
+
+    const cli = await npmRun(dir, "ops", [
+      ...["dead-letters", "discard", "--consumer", "award-points"],
+      ...["--confirm", token, "--reason", "from before the restart"],
+    ]);
+    expect(cli.code).toBe(1);
+    expect(cli.stderr).toContain("the token's plan was made before the API's signing key changed");
+    expect(cli.stderr).toContain(
+      "hint: a plan's token works only with the API that issued it, within 15 minutes and not after a restart of the local stack; plan again — npm run ops -- dead-letters discard --consumer award-points --plan — and start it with the new token",
+    );
+  });
 });
