@@ -6,7 +6,10 @@
 -- tied the two: an operator who replayed a row and saw it come back had to search by job id.
 --
 -- The new row names the row it came from in `replay_of`, written by the database at insert: the
--- latest `replayed` row of the same consumer, job id and body that no other row names yet. The
+-- latest `replayed` row of the same consumer, job id and body that no other row names yet. A body
+-- from which no job id could be read is filed under its SQS message id, and every copy, the
+-- replayed one included, has a message id of its own: such a row is matched by consumer and body
+-- alone, with a replayed row that was filed under its message id too. The
 -- other direction (the replayed row's successor) is read through the unique index below, so a
 -- resolved row stays append-only (its guard, migration 0016, is unchanged).
 --
@@ -31,21 +34,42 @@ COMMENT ON COLUMN core.dead_letters.replay_of IS
 -- One successor per replayed row, and the index its reads (and the trigger's "not yet linked") use.
 CREATE UNIQUE INDEX dead_letters_one_per_replay ON core.dead_letters (replay_of) WHERE replay_of IS NOT NULL;
 
--- Candidates: the replayed rows of one (consumer, job_id, body), newest resolution first.
-CREATE INDEX dead_letters_replayed_body_idx
-  ON core.dead_letters (consumer, job_id, body_fingerprint, resolved_at)
-  WHERE status = 'replayed';
+-- Candidates: the pending and replayed rows of one (consumer, body).
+CREATE INDEX dead_letters_replay_candidates_idx
+  ON core.dead_letters (consumer, body_fingerprint, resolved_at)
+  WHERE status IN ('pending_review', 'replayed');
+
+-- Whether `r` is a row the new row `n` may have come from by a replay: same consumer and body, and
+-- the same job id, or both filed under their own message ids. (A plain SQL predicate, inlined.)
+CREATE FUNCTION core.dead_letter_replay_candidate(r core.dead_letters, n core.dead_letters) RETURNS boolean
+LANGUAGE sql IMMUTABLE SET search_path = pg_catalog AS $$
+  SELECT r.consumer = n.consumer AND r.body_fingerprint = n.body_fingerprint
+     AND (r.job_id = n.job_id
+          OR (n.job_id = n.message_attributes ->> 'message_id' AND r.job_id = r.message_attributes ->> 'message_id'))
+$$;
+
+REVOKE ALL ON FUNCTION core.dead_letter_replay_candidate(core.dead_letters, core.dead_letters) FROM PUBLIC;
 
 CREATE FUNCTION core.dead_letters_link_replay() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, core, pg_temp AS $$
 BEGIN
   -- Runs after dead_letters_fingerprint_body (triggers fire in name order): the fingerprint is
   -- the database's own.
+  --
+  -- A replay holds its row FOR UPDATE while it sends the copy, and the copy may fail before the
+  -- replay commits. A row of the same job id waits for it anyway (the pending row's unique index,
+  -- core.hold_pending_dead_letter); one filed under the copy's own message id does not, so every
+  -- pending candidate is locked FOR SHARE first: a replay in progress is waited for, and is then
+  -- seen as `replayed` by the next statement.
+  PERFORM 1 FROM core.dead_letters AS r
+   WHERE r.consumer = NEW.consumer AND r.body_fingerprint = NEW.body_fingerprint
+     AND r.status = 'pending_review' AND core.dead_letter_replay_candidate(r, NEW)
+     FOR SHARE OF r;
   NEW.replay_of := (
     SELECT r.id FROM core.dead_letters AS r
-     WHERE r.consumer = NEW.consumer AND r.job_id = NEW.job_id AND r.body_fingerprint = NEW.body_fingerprint
-       AND r.status = 'replayed'
-       AND NOT EXISTS (SELECT 1 FROM core.dead_letters AS n WHERE n.replay_of = r.id)
+     WHERE r.consumer = NEW.consumer AND r.body_fingerprint = NEW.body_fingerprint
+       AND r.status = 'replayed' AND core.dead_letter_replay_candidate(r, NEW)
+       AND NOT EXISTS (SELECT 1 FROM core.dead_letters AS s WHERE s.replay_of = r.id)
      ORDER BY r.resolved_at DESC, r.id DESC
      LIMIT 1);
   RETURN NEW;
