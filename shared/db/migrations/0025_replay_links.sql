@@ -34,44 +34,68 @@ COMMENT ON COLUMN core.dead_letters.replay_of IS
 -- One successor per replayed row, and the index its reads (and the trigger's "not yet linked") use.
 CREATE UNIQUE INDEX dead_letters_one_per_replay ON core.dead_letters (replay_of) WHERE replay_of IS NOT NULL;
 
--- Candidates: the pending and replayed rows of one (consumer, body).
-CREATE INDEX dead_letters_replay_candidates_idx
-  ON core.dead_letters (consumer, body_fingerprint, resolved_at)
-  WHERE status IN ('pending_review', 'replayed');
+-- Candidates of a row with a job id: the replayed rows of its (consumer, job_id, body). (Its
+-- pending one has the unique index dead_letters_one_pending_per_body.)
+CREATE INDEX dead_letters_replayed_job_body_idx
+  ON core.dead_letters (consumer, job_id, body_fingerprint)
+  WHERE status = 'replayed';
 
--- Whether `r` is a row the new row `n` may have come from by a replay: same consumer and body, and
--- the same job id, or both filed under their own message ids. (A plain SQL predicate, inlined.)
-CREATE FUNCTION core.dead_letter_replay_candidate(r core.dead_letters, n core.dead_letters) RETURNS boolean
-LANGUAGE sql IMMUTABLE SET search_path = pg_catalog AS $$
-  SELECT r.consumer = n.consumer AND r.body_fingerprint = n.body_fingerprint
-     AND (r.job_id = n.job_id
-          OR (n.job_id = n.message_attributes ->> 'message_id' AND r.job_id = r.message_attributes ->> 'message_id'))
-$$;
-
-REVOKE ALL ON FUNCTION core.dead_letter_replay_candidate(core.dead_letters, core.dead_letters) FROM PUBLIC;
+-- Candidates of a row filed under its message id: the rows of its (consumer, body) filed so too.
+CREATE INDEX dead_letters_message_id_body_idx
+  ON core.dead_letters (consumer, body_fingerprint, status, created_at)
+  WHERE status IN ('pending_review', 'replayed') AND job_id = (message_attributes ->> 'message_id');
 
 CREATE FUNCTION core.dead_letters_link_replay() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, core, pg_temp AS $$
+DECLARE
+  -- Pending rows of one body filed under their message ids that a write waits for at most (below):
+  -- identical unreadable bodies are few; a flood of them must not make each write lock them all.
+  waited_for_at_most constant integer := 100;
+  candidate record;
 BEGIN
   -- Runs after dead_letters_fingerprint_body (triggers fire in name order): the fingerprint is
   -- the database's own.
-  --
-  -- A replay holds its row FOR UPDATE while it sends the copy, and the copy may fail before the
-  -- replay commits. A row of the same job id waits for it anyway (the pending row's unique index,
-  -- core.hold_pending_dead_letter); one filed under the copy's own message id does not, so every
-  -- pending candidate is locked FOR SHARE first: a replay in progress is waited for, and is then
-  -- seen as `replayed` by the next statement.
-  PERFORM 1 FROM core.dead_letters AS r
-   WHERE r.consumer = NEW.consumer AND r.body_fingerprint = NEW.body_fingerprint
-     AND r.status = 'pending_review' AND core.dead_letter_replay_candidate(r, NEW)
-     FOR SHARE OF r;
-  NEW.replay_of := (
-    SELECT r.id FROM core.dead_letters AS r
-     WHERE r.consumer = NEW.consumer AND r.body_fingerprint = NEW.body_fingerprint
-       AND r.status = 'replayed' AND core.dead_letter_replay_candidate(r, NEW)
-       AND NOT EXISTS (SELECT 1 FROM core.dead_letters AS s WHERE s.replay_of = r.id)
-     ORDER BY r.resolved_at DESC, r.id DESC
-     LIMIT 1);
+  IF NEW.job_id IS DISTINCT FROM NEW.message_attributes ->> 'message_id' THEN
+    -- A replay holds its row FOR UPDATE while it sends the copy, and the copy may fail before the
+    -- replay commits. That row is the pending one of this job id and body, if any: waited for here
+    -- (as core.hold_pending_dead_letter does), it is then seen `replayed` by the next statement.
+    -- Found through the job id alone, row by row: a query naming the status as well is planned
+    -- over a partial index of every pending row while the table has no statistics yet (a large
+    -- INSERT … SELECT), and then reads all of them for every row inserted.
+    FOR candidate IN SELECT r.id, r.consumer, r.body_fingerprint, r.status FROM core.dead_letters AS r
+                      WHERE r.job_id = NEW.job_id LOOP
+      IF candidate.consumer = NEW.consumer AND candidate.body_fingerprint = NEW.body_fingerprint
+         AND candidate.status = 'pending_review' THEN
+        PERFORM 1 FROM core.dead_letters AS r WHERE r.id = candidate.id FOR SHARE OF r;
+      END IF;
+    END LOOP;
+    NEW.replay_of := (
+      SELECT r.id FROM core.dead_letters AS r
+       WHERE r.consumer = NEW.consumer AND r.job_id = NEW.job_id AND r.body_fingerprint = NEW.body_fingerprint
+         AND r.status = 'replayed'
+         AND NOT EXISTS (SELECT 1 FROM core.dead_letters AS s WHERE s.replay_of = r.id)
+       ORDER BY r.resolved_at DESC, r.id DESC
+       LIMIT 1);
+  ELSE
+    -- Filed under its own message id (no job id could be read): every copy has another, so the
+    -- pending rows of the same body filed so are the ones a replay may be sending; the newest are
+    -- waited for.
+    PERFORM 1 FROM (
+      SELECT r.id FROM core.dead_letters AS r
+       WHERE r.consumer = NEW.consumer AND r.body_fingerprint = NEW.body_fingerprint
+         AND r.status = 'pending_review' AND r.job_id = (r.message_attributes ->> 'message_id')
+       ORDER BY r.created_at DESC
+       LIMIT waited_for_at_most) AS newest
+      JOIN core.dead_letters AS r ON r.id = newest.id
+       FOR SHARE OF r;
+    NEW.replay_of := (
+      SELECT r.id FROM core.dead_letters AS r
+       WHERE r.consumer = NEW.consumer AND r.body_fingerprint = NEW.body_fingerprint
+         AND r.status = 'replayed' AND r.job_id = (r.message_attributes ->> 'message_id')
+         AND NOT EXISTS (SELECT 1 FROM core.dead_letters AS s WHERE s.replay_of = r.id)
+       ORDER BY r.resolved_at DESC, r.id DESC
+       LIMIT 1);
+  END IF;
   RETURN NEW;
 END
 $$;
