@@ -92,7 +92,14 @@ export async function serveHttpApi(
       response.end(JSON.stringify({ message: "Internal Server Error" }));
     }
   });
-  await new Promise<void>((resolve) => server.listen(options.port ?? 0, "127.0.0.1", resolve));
+  // A port another process holds is a rejection the caller can explain, not an unhandled 'error'.
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(options.port ?? 0, "127.0.0.1", () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
   const address = server.address();
   const port = typeof address === "object" && address ? address.port : 0;
   return {

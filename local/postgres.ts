@@ -6,6 +6,7 @@ import { chmod, mkdir, mkdtemp, rm, stat } from "node:fs/promises";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { EmbeddedPostgresStartError } from "../shared/errors/local-stack.ts";
 
 /**
  * The package, imported only when used: as soon as it is loaded it installs process-wide exit
@@ -62,6 +63,9 @@ export interface RunningPostgres {
   stop(): Promise<void>;
 }
 
+/** Log lines kept to explain a server that exits while starting. */
+const LOG_LINES_KEPT = 8;
+
 const SUPERUSER = "postgres";
 const PASSWORD = "jobfence-local";
 
@@ -77,7 +81,13 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions = {
   await chmod(parent, 0o755);
   const databaseDir = options.dataDir ?? join(parent, "data");
   const port = options.port || (await freePort()); // 0, like undefined, means any free port
-  const log = options.log ?? (() => {});
+  // Its last lines explain an early exit: the package rejects the start with nothing.
+  const recent: string[] = [];
+  const log = (line: string) => {
+    recent.push(...line.split("\n").filter((l) => l.trim() !== ""));
+    recent.splice(0, Math.max(0, recent.length - LOG_LINES_KEPT));
+    options.log?.(line);
+  };
   const fast = options.durability === "fast";
 
   const { default: EmbeddedPostgres } = await importEmbeddedPostgres();
@@ -105,7 +115,9 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions = {
   });
 
   if (!(await exists(join(databaseDir, "PG_VERSION")))) await server.initialise();
-  await server.start();
+  await server.start().catch((error: unknown) => {
+    throw error instanceof Error ? error : new EmbeddedPostgresStartError(recent);
+  });
   return {
     url: `postgres://${SUPERUSER}:${PASSWORD}@127.0.0.1:${port}/postgres`,
     async stop() {

@@ -1,7 +1,8 @@
 /**
  * `npm run send -- <consumer> <payload-json> [options]`: sends jobs to a consumer of the running
  * local stack, built and checked as a producer would (jobEnvelope, sendJobs), and says what was
- * sent. Everything the command decides is here; scripts/send.ts only wires it to the process.
+ * sent. `--raw`/`--raw-file` send a body as it is instead, to try the poison path. Everything the
+ * command decides is here; scripts/send.ts only wires it to the process.
  *
  * Exit codes: 0 every job sent; 1 SQS failed some (each is printed); 2 nothing sent, because the
  * command line, the payload or the stack is not usable.
@@ -9,7 +10,7 @@
 import { randomUUID } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
-import { GetQueueAttributesCommand, type SQSClient } from "@aws-sdk/client-sqs";
+import { GetQueueAttributesCommand, SendMessageCommand, type SQSClient } from "@aws-sdk/client-sqs";
 import type { z } from "zod";
 import { CONSUMERS } from "../functions/consumers.ts";
 import { parseJson } from "../shared/envelope/parse-json.ts";
@@ -22,12 +23,15 @@ import { stackFilePath } from "./local-dir.ts";
 import type { StackInfo } from "./stack.ts";
 
 export const SEND_USAGE = `usage: npm run send -- <consumer> <payload-json> [options]
+       npm run send -- <consumer> --raw <text> | --raw-file <path>
 
   --job-id <id>          the job's id (default: derived from --key, printed)
   --key <key>            derive the job ids from this key (default: a random one, printed)
   --tenant <id>          the tenant (default: t_local)
   --correlation-id <id>  the correlation id (default: none; the job id stands in)
-  --count <n>            send n jobs with this payload, ids derived from the key and 1…n (default 1)`;
+  --count <n>            send n jobs with this payload, ids derived from the key and 1…n (default 1)
+  --raw <text>           send <text> as the message body, unchanged and unchecked (try the poison path)
+  --raw-file <path>      the same, with the body read from a file (UTF-8 text: SQS bodies are text)`;
 
 /** The default tenant of jobs sent from the command line. */
 export const SEND_DEFAULT_TENANT = "t_local";
@@ -45,8 +49,17 @@ export interface SendRequest {
   readonly count: number;
 }
 
+/** A body to send as it is, not a job: `text` given on the command line, or the file at `file`. */
+export interface RawSendRequest {
+  readonly consumer: string;
+  readonly raw: { readonly text: string } | { readonly file: string };
+}
+
+/** The options that build a job, which a raw body has none of. */
+const JOB_OPTIONS = ["job-id", "key", "tenant", "correlation-id", "count"] as const;
+
 /** Reads the command line; a string is the usage error to print. Pure. */
-export function parseSendArgs(argv: readonly string[]): SendRequest | string {
+export function parseSendArgs(argv: readonly string[]): SendRequest | RawSendRequest | string {
   let parsed: ReturnType<typeof parse>;
   try {
     parsed = parse(argv);
@@ -54,6 +67,20 @@ export function parseSendArgs(argv: readonly string[]): SendRequest | string {
     return error instanceof Error ? error.message : String(error);
   }
   const { values, positionals } = parsed;
+  if (values.raw !== undefined || values["raw-file"] !== undefined) {
+    if (values.raw !== undefined && values["raw-file"] !== undefined)
+      return "give --raw or --raw-file, not both";
+    if (positionals.length !== 1)
+      return positionals.length < 1
+        ? "a consumer is required"
+        : "--raw and --raw-file send a body as it is: give the consumer only, no payload";
+    const jobOption = JOB_OPTIONS.find((name) => values[name] !== undefined);
+    if (jobOption) return `--${jobOption} builds a job; a raw body is sent as it is, with none`;
+    return {
+      consumer: positionals[0] as string,
+      raw: values.raw !== undefined ? { text: values.raw } : { file: values["raw-file"] as string },
+    };
+  }
   if (positionals.length !== 2)
     return positionals.length < 2
       ? "a consumer and a payload are required"
@@ -91,6 +118,8 @@ function parse(argv: readonly string[]) {
       tenant: { type: "string" },
       "correlation-id": { type: "string" },
       count: { type: "string" },
+      raw: { type: "string" },
+      "raw-file": { type: "string" },
     },
   });
 }
@@ -147,6 +176,7 @@ export async function runSend(argv: readonly string[], context: SendContext): Pr
       `no consumer ${JSON.stringify(request.consumer)}; the registry (functions/consumers.ts) has: ${consumers.map((c) => c.definition.name).join(", ")}`,
     );
   }
+  if ("raw" in request) return sendRaw(request, context, refuse);
 
   let payload: unknown;
   try {
@@ -178,23 +208,10 @@ export async function runSend(argv: readonly string[], context: SendContext): Pr
     throw error;
   }
 
-  const stackFile = stackFilePath(context.localDir);
-  const info = await readStackInfo(context.localDir);
-  if (!info) return refuse(`no running local stack found (${stackFile}): start one with npm start`);
-  const queueUrl = info.queues[request.consumer]?.url;
-  if (!queueUrl) return refuse(`the local stack (${stackFile}) has no queue for ${request.consumer}`);
-
-  const sqs = (context.sqs ?? localSqsClient)(info.sqsEndpoint);
+  const target = await reachQueue(context, request.consumer);
+  if (typeof target === "string") return refuse(target);
+  const { sqs, queueUrl } = target;
   try {
-    // stack.json outlives the stack: ask its queue before sending, so a stopped stack is a refusal.
-    try {
-      await sqs.send(new GetQueueAttributesCommand({ QueueUrl: queueUrl, AttributeNames: ["QueueArn"] }));
-    } catch (error) {
-      return refuse(
-        `the local stack of ${stackFile} does not answer at ${info.sqsEndpoint} (${error instanceof Error ? error.name : "error"}): start it with npm start`,
-      );
-    }
-
     out(
       `sending ${envelopes.length} ${request.consumer} job${envelopes.length === 1 ? "" : "s"} to ${queueUrl} (tenant ${request.tenantId})`,
     );
@@ -229,3 +246,93 @@ export async function runSend(argv: readonly string[], context: SendContext): Pr
     sqs.destroy();
   }
 }
+
+/**
+ * The consumer's queue in the running stack, with a client for it (the caller destroys it), or
+ * the refusal to print when there is no stack, no such queue, or the stack does not answer.
+ */
+async function reachQueue(
+  context: SendContext,
+  consumer: string,
+): Promise<{ sqs: SQSClient; queueUrl: string } | string> {
+  const stackFile = stackFilePath(context.localDir);
+  const info = await readStackInfo(context.localDir);
+  if (!info) return `no running local stack found (${stackFile}): start one with npm start`;
+  const queueUrl = info.queues[consumer]?.url;
+  if (!queueUrl) return `the local stack (${stackFile}) has no queue for ${consumer}`;
+  const sqs = (context.sqs ?? localSqsClient)(info.sqsEndpoint);
+  // stack.json outlives the stack: ask its queue before sending, so a stopped stack is a refusal.
+  try {
+    await sqs.send(new GetQueueAttributesCommand({ QueueUrl: queueUrl, AttributeNames: ["QueueArn"] }));
+  } catch (error) {
+    sqs.destroy();
+    return `the local stack of ${stackFile} does not answer at ${info.sqsEndpoint} (${error instanceof Error ? error.name : "error"}): start it with npm start`;
+  }
+  return { sqs, queueUrl };
+}
+
+/**
+ * Sends a body exactly as given, as a producer with a bug or a foreign system would: nothing is
+ * built or checked, so a body the consumer cannot read takes the poison path (one attempt, a dead
+ * letter under the message id when no job id can be read). SQS carries text only, so a file must
+ * be UTF-8; what SQS itself refuses (an empty body, characters it does not allow) is printed.
+ */
+async function sendRaw(
+  request: RawSendRequest,
+  context: SendContext,
+  refuse: (message: string) => number,
+): Promise<number> {
+  const { out, err } = context;
+  let body: string;
+  if ("text" in request.raw) {
+    body = request.raw.text;
+  } else {
+    let bytes: Buffer;
+    try {
+      bytes = await readFile(request.raw.file);
+    } catch (error) {
+      return refuse(
+        `cannot read ${request.raw.file} (${(error as NodeJS.ErrnoException).code ?? String(error)})`,
+      );
+    }
+    try {
+      body = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
+    } catch {
+      return refuse(`${request.raw.file} is not UTF-8 text, and an SQS message body can only be text`);
+    }
+  }
+  if (body.length === 0) return refuse("the body is empty, and SQS takes no empty message body");
+
+  const target = await reachQueue(context, request.consumer);
+  if (typeof target === "string") return refuse(target);
+  const { sqs, queueUrl } = target;
+  try {
+    const bytes = Buffer.byteLength(body, "utf8");
+    out(`sending a raw body of ${bytes} byte${bytes === 1 ? "" : "s"} to ${queueUrl}, unchecked`);
+    try {
+      const sent = await sqs.send(
+        new SendMessageCommand({ QueueUrl: queueUrl, MessageBody: body, ...fifoFields(queueUrl) }),
+      );
+      out(`sent    message ${sent.MessageId}`);
+      out(
+        `a body ${request.consumer} cannot read is dead-lettered as poison after one attempt; without a job id in it, under the message id ${sent.MessageId}`,
+      );
+      return 0;
+    } catch (error) {
+      const e = error as { name?: string; message?: string };
+      err(`failed  ${e.name ?? "Error"}: ${e.message ?? String(error)}`);
+      return 1;
+    }
+  } finally {
+    sqs.destroy();
+  }
+}
+
+/** A FIFO queue needs a group and a deduplication id on every message; a raw body gets fresh ones. */
+function fifoFields(queueUrl: string): { MessageGroupId?: string; MessageDeduplicationId?: string } {
+  if (!queueUrl.endsWith(".fifo")) return {};
+  return { MessageGroupId: RAW_FIFO_GROUP, MessageDeduplicationId: randomUUID() };
+}
+
+/** The message group of raw bodies sent to a FIFO consumer. */
+export const RAW_FIFO_GROUP = "raw";

@@ -10,6 +10,7 @@ import { ConfigurationError } from "../shared/errors/configuration.ts";
 import type { DeliveryTimings } from "../shared/retry/delivery-timings.ts";
 import type { RetryPolicy } from "../shared/retry/policy.ts";
 import { localDirFromEnv } from "./local-dir.ts";
+import { LOCAL_PORTS } from "./ports.ts";
 
 /** Local retry timing: seconds, not minutes, so a demo shows retries and exhaustion quickly. */
 export const LOCAL_RETRY_POLICY: RetryPolicy = Object.freeze({
@@ -17,9 +18,6 @@ export const LOCAL_RETRY_POLICY: RetryPolicy = Object.freeze({
   baseSeconds: 2,
   capSeconds: 10,
 });
-
-/** Default ports; 0 means any free port. Fixed by default so queue URLs stored in dead letters stay valid across restarts. */
-export const LOCAL_PORTS = Object.freeze({ postgres: 54329, sqs: 9324, api: 8787 });
 
 const port = z.coerce.number().int().min(0).max(65_535);
 

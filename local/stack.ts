@@ -43,6 +43,7 @@ import { runBulkOperations } from "../shared/dead-letters/bulk-worker.ts";
 import { escalateStaleDeadLetters, resolveHealedDeadLetters } from "../shared/dead-letters/escalation.ts";
 import { sealKey } from "../shared/dead-letters/seal.ts";
 import { describeError } from "../shared/errors/last-error.ts";
+import { EmbeddedPostgresStartError } from "../shared/errors/local-stack.ts";
 import { runFenceCleanup } from "../shared/fence/cleanup.ts";
 import { createTokenVerifier } from "../shared/http/auth.ts";
 import { METRICS_NAMESPACE } from "../shared/metrics/names.ts";
@@ -53,6 +54,7 @@ import { type EventBridgeSink, startEventBridgeSink } from "./eventbridge-sink.t
 import { serveHttpApi } from "./http-adapter.ts";
 import { stackFilePath } from "./local-dir.ts";
 import { type Poller, startPoller } from "./poller.ts";
+import { ensurePortFree, listeningOn, portTaken } from "./ports.ts";
 import { type RunningPostgres, startEmbeddedPostgres } from "./postgres.ts";
 import { type SqsEmulator, startSqsEmulator } from "./sqs-emulator.ts";
 import { type LocalStackConfig, localDeliveryTimings } from "./stack-config.ts";
@@ -93,6 +95,8 @@ export async function startLocalStack(
   try {
     return await start(config, say, cleanups, stop);
   } catch (error) {
+    // Whatever had started (PostgreSQL, the emulator, pools, pollers) stops: nothing is left behind.
+    if (cleanups.length > 0) say("start      failed; stopping what had started");
     await stop();
     throw error;
   }
@@ -115,7 +119,16 @@ async function start(
   } else {
     const dataDir = join(config.localDir, "pg", "data");
     await stopOrphanedPostgres(dataDir, say);
-    const embedded: RunningPostgres = await startEmbeddedPostgres({ dataDir, port: config.ports.postgres });
+    const port = config.ports.postgres;
+    await ensurePortFree("postgres", port);
+    const embedded: RunningPostgres = await listeningOn("postgres", port, () =>
+      startEmbeddedPostgres({ dataDir, port }).catch((error: unknown) => {
+        // Taken between the probe and the server's bind: its log is all that says so.
+        throw error instanceof EmbeddedPostgresStartError && error.addressInUse
+          ? portTaken("postgres", port, error)
+          : error;
+      }),
+    );
     cleanups.push(() => embedded.stop());
     databaseUrl = embedded.url;
     say(`postgres   embedded PostgreSQL, data in ${dataDir}`);
@@ -132,10 +145,9 @@ async function start(
   if (sqsEndpoint) {
     say(`sqs        using SQS_ENDPOINT ${sqsEndpoint}`);
   } else {
-    const emulator: SqsEmulator = await startSqsEmulator({
-      port: config.ports.sqs,
-      dataDir: join(config.localDir, "sqs"),
-    });
+    const emulator: SqsEmulator = await listeningOn("sqs", config.ports.sqs, () =>
+      startSqsEmulator({ port: config.ports.sqs, dataDir: join(config.localDir, "sqs") }),
+    );
     cleanups.push(() => emulator.stop());
     sqsEndpoint = emulator.endpoint;
     say(`sqs        fauxqs emulator at ${sqsEndpoint}, messages kept in ${join(config.localDir, "sqs")}`);
@@ -331,7 +343,9 @@ async function start(
     bulk: { confirmAbove: config.bulkConfirmAbove },
     logger,
   });
-  const server = await serveHttpApi(api, { port: config.ports.api });
+  const server = await listeningOn("api", config.ports.api, () =>
+    serveHttpApi(api, { port: config.ports.api }),
+  );
   cleanups.push(() => server.close());
   say(`api        ${server.url}/v1/core/dead-letters`);
 

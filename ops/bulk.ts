@@ -5,7 +5,8 @@
  * the CLI explains each refusal with the command that fixes it.
  */
 import type { z } from "zod";
-import type { operationSchema, planResponseSchema } from "../shared/dead-letters/api-schemas.ts";
+import type { operationStartSchema, planResponseSchema } from "../shared/dead-letters/api-schemas.ts";
+import { PLAN_TOKEN_TTL_SECONDS } from "../shared/dead-letters/plan-token.ts";
 import type { Invocation } from "./command.ts";
 import { ApiError } from "./errors.ts";
 import { oneLine, PROGRAM, plural, shellQuote, suggest } from "./format.ts";
@@ -16,7 +17,10 @@ import { clean } from "./text.ts";
 import { finishWatch, watchOperation } from "./watch.ts";
 
 type Plan = z.output<typeof planResponseSchema>;
-type Operation = z.output<typeof operationSchema>;
+
+/** How long a plan's token lasts, as the hint says it. */
+const PLAN_TOKEN_TTL_MINUTES = PLAN_TOKEN_TTL_SECONDS / 60;
+type StartedOperation = z.output<typeof operationStartSchema>;
 
 export type BulkKind = "replay" | "discard";
 
@@ -103,9 +107,11 @@ export async function startBulk(
 ): Promise<number> {
   const { io, json } = invocation;
   const conn = await invocation.connect();
-  let started: ApiResult<Operation>;
+  let started: ApiResult<StartedOperation>;
   try {
-    started = await call<Operation>(conn, "POST", `${BASE_PATH}/${request.kind}`, { body: request.body });
+    started = await call<StartedOperation>(conn, "POST", `${BASE_PATH}/${request.kind}`, {
+      body: request.body,
+    });
   } catch (error) {
     if (error instanceof ApiError && error.status === 409 && error.reason === "nothing-matched") {
       // Nothing left to do is the outcome a re-run after a finished operation wants: not a failure.
@@ -120,6 +126,12 @@ export async function startBulk(
     io.out(
       `started ${op.kind} operation ${clean(op.id)}: ${plural(op.planned, "dead letter")} at up to ${op.rate_per_second}/s`,
     );
+    // A plan's token starts the planned rows only; what matched since stays pending, and says so.
+    if (op.newer_not_included > 0) {
+      io.out(
+        `${plural(op.newer_not_included, "newer matching dead letter")} not included: recorded after the plan, ${op.newer_not_included === 1 ? "it stays" : "they stay"} pending; plan again to include ${op.newer_not_included === 1 ? "it" : "them"}`,
+      );
+    }
   }
   if (!options.watch) {
     if (!json) io.out(`follow it: ${PROGRAM} dead-letters operations status ${shellQuote(op.id)} --watch`);
@@ -148,5 +160,16 @@ function explain(error: unknown, request: BulkRequest): unknown {
       error.reason === "plan-stale" ? "the matching dead letters changed since the plan" : "the plan expired";
     return error.withHint(`  hint: ${why}; plan again — ${clean(plan)} — and start it with the new token`);
   }
+  if (error.status === 400 && refusesField(error, "token")) {
+    return error.withHint(
+      `  hint: a plan's token works only with the API that issued it, within ${PLAN_TOKEN_TTL_MINUTES} minutes and not after a restart of the local stack; plan again — ${clean(plan)} — and start it with the new token`,
+    );
+  }
   return error;
+}
+
+/** Whether a 400 problem names `field` among the request's invalid fields. */
+function refusesField(error: ApiError, field: string): boolean {
+  const errors = error.problem?.errors;
+  return Array.isArray(errors) && errors.some((e) => (e as { field?: unknown })?.field === field);
 }

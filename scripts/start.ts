@@ -1,10 +1,13 @@
 /**
  * `npm start`: the local stack (see local/stack.ts). Writes .local/stack.json when ready, prints
- * progress and every dead letter readably, and stops everything cleanly on Ctrl-C.
+ * progress and every dead letter readably, and stops everything cleanly on Ctrl-C, SIGTERM, SIGHUP or
+ * the end of the process that started it.
  */
 import { join } from "node:path";
 import { registryImportProblem } from "../functions/registry.ts";
 import { stackFilePath } from "../local/local-dir.ts";
+import { watchOwners } from "../local/owner-watch.ts";
+import { portsLine } from "../local/ports.ts";
 import { ConfigurationError } from "../shared/errors/configuration.ts";
 
 // Imported here, not above: the stack imports the consumer registry, and a registry that imports a
@@ -37,6 +40,9 @@ let stack: Awaited<ReturnType<typeof startLocalStack>> | undefined;
 let stopping = false;
 let signalledWhileStarting: string | undefined;
 
+/** The signals that stop the stack: Ctrl-C, a service manager's stop, a closed terminal. */
+const STOP_SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
+
 /** Exits once everything written to stdout has reached the pipe (exit alone can drop it). */
 const exitAfterFlush = (code: number) => process.stdout.write("", () => process.exit(code));
 
@@ -59,12 +65,14 @@ const shutdown = async (signal: string) => {
  * process as soon as PostgreSQL is down, cutting the pollers' orderly stop short.
  */
 const ownSignals = () => {
-  process.removeAllListeners("SIGINT");
-  process.removeAllListeners("SIGTERM");
-  process.on("SIGINT", () => void shutdown("SIGINT"));
-  process.on("SIGTERM", () => void shutdown("SIGTERM"));
+  for (const signal of STOP_SIGNALS) {
+    process.removeAllListeners(signal);
+    process.on(signal, () => void shutdown(signal));
+  }
 };
 ownSignals();
+// npm forwards SIGTERM to its shell only: the stack stops when what started it is gone.
+watchOwners((pid) => void shutdown(`process ${pid} that started it ended`));
 
 try {
   stack = await startLocalStack(config, say);
@@ -75,6 +83,12 @@ try {
 ownSignals();
 
 const { info } = stack;
+const portOf = (url: string) => Number(new URL(url).port);
+const listeningPorts = {
+  ...(config.databaseUrl ? {} : { postgres: portOf(info.databaseUrl) }),
+  ...(config.sqsEndpoint ? {} : { sqs: portOf(info.sqsEndpoint) }),
+  api: portOf(info.apiUrl),
+};
 say(`ready      wrote ${stackFilePath(config.localDir)}`);
 console.log(`
   API        ${info.apiUrl}/v1/core/dead-letters   (tokens in stack.json: admin, read, replay, discard, none)
@@ -83,6 +97,7 @@ console.log(`
     .map(([name, q]) => `${name}: ${q.url}`)
     .join("\n             ")}
   database   ${info.databaseUrl}
+  ports      ${portsLine(listeningPorts)}
   retries    ${config.retryPolicy.maxAttempts} attempts, ${config.retryPolicy.baseSeconds}s base, ${config.retryPolicy.capSeconds}s cap (JOBFENCE_RETRY_* to change)
 
   try it:    npm run demo        ops CLI: npm run ops -- dead-letters stats

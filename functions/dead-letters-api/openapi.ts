@@ -14,6 +14,7 @@ import {
   deadLetterSummarySchema,
   groupSchema,
   operationSchema,
+  operationStartSchema,
 } from "../../shared/dead-letters/api-schemas.ts";
 import { DEAD_LETTER_STATUSES } from "../../shared/dead-letters/status.ts";
 import { PROBLEM, type ProblemKind } from "../../shared/errors/http.ts";
@@ -97,6 +98,7 @@ const OUTPUT_NAMES: ReadonlyMap<z.ZodType, string> = new Map<z.ZodType, string>(
   [deadLetterSummarySchema, "DeadLetterSummary"],
   [groupSchema, "FailureGroup"],
   [operationSchema, "BulkOperation"],
+  [operationStartSchema, "StartedBulkOperation"],
   [problemSchema, "Problem"],
 ]);
 const INPUT_NAMES: ReadonlyMap<z.ZodType, string> = new Map<z.ZodType, string>([

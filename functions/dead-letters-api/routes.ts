@@ -24,6 +24,7 @@ import {
   listResponseSchema,
   operationDetailSchema,
   operationSchema,
+  operationStartSchema,
   operationsQuerySchema,
   operationsResponseSchema,
   planResponseSchema,
@@ -243,7 +244,7 @@ export const ROUTES: readonly RouteSpec[] = [
     summary: "Start a paced bulk replay of the pending dead letters a filter matches",
     permission: PERMISSION.replay,
     body: bulkReplayBodySchema,
-    success: { status: 202, schema: operationSchema },
+    success: { status: 202, schema: operationStartSchema },
     errors: [409, 428],
     operate: async ({ event, actor, deps }) =>
       startOperation(deps, { kind: "replay", ...parseJsonBody(event, bulkReplayBodySchema) }, actor),
@@ -267,7 +268,7 @@ export const ROUTES: readonly RouteSpec[] = [
     summary: "Start a paced bulk discard, with a reason, of the pending dead letters a filter matches",
     permission: PERMISSION.discard,
     body: bulkDiscardBodySchema,
-    success: { status: 202, schema: operationSchema },
+    success: { status: 202, schema: operationStartSchema },
     errors: [409, 428],
     operate: async ({ event, actor, deps }) =>
       startOperation(deps, { kind: "discard", ...parseJsonBody(event, bulkDiscardBodySchema) }, actor),

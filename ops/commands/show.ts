@@ -65,6 +65,10 @@ function describe(d: DeadLetter): string[] {
     ["job_fingerprint", d.job_fingerprint],
     ["fence_fingerprint", d.fence_fingerprint],
   ];
+  // The replay links, when there are: where this one came from, and what its replay became.
+  if (d.replay_of) fields.push(["replay_of", `${d.replay_of} (replayed; its run failed again as this one)`]);
+  if (d.replay_failed_as)
+    fields.push(["replay_failed_as", `${d.replay_failed_as} (its replay's run failed again as that one)`]);
   const lines = table(FIELD_COLUMNS, fields, { header: false });
   if (d.last_error?.stack) {
     lines.push("", "stack:");

@@ -273,6 +273,18 @@ export const deadLetterSummarySchema = z.object({
     .describe("Conflicts: hex fingerprint of the applied job whose job_id the message shares."),
   error_class: z.string().nullable().describe("last_error's class."),
   group: z.string().describe("The failure group (error fingerprint, 32 hex digits)."),
+  replay_of: z
+    .uuid()
+    .nullable()
+    .describe(
+      "The replayed dead letter this one came from: a replay sent that one's body, the run failed again, and recorded this one. Null otherwise.",
+    ),
+  replay_failed_as: z
+    .uuid()
+    .nullable()
+    .describe(
+      "For a replayed dead letter whose replay's run failed again: the dead letter that failure recorded (whose replay_of is this one). Null otherwise.",
+    ),
 });
 
 /** A whole dead letter. */
@@ -460,6 +472,16 @@ export const operationSchema = z.object({
   finished_at: z.string().nullable(),
   updated_at: z.string(),
   next_run_at: z.string(),
+});
+
+/** A started operation: the operation, and what its plan left out. */
+export const operationStartSchema = operationSchema.extend({
+  newer_not_included: z
+    .number()
+    .int()
+    .describe(
+      "Pending dead letters the filter matched at the start that were recorded after the plan's last row: not part of the set the plan's token confirmed, so not included and left pending (plan again to include them). Counted at the start; 0 for a start without a token, whose set is everything the filter matched then.",
+    ),
 });
 
 /** One operation with what it left pending. */

@@ -19,6 +19,7 @@ import {
   matchedSet,
   type OperationRow,
   operationSkips,
+  pendingAfter,
   pendingSample,
   pendingTotal,
 } from "../db/queries/bulk-operations.ts";
@@ -39,6 +40,7 @@ import {
   type BulkReplayRequest,
   type operationDetailSchema,
   type operationSchema,
+  type operationStartSchema,
   type planResponseSchema,
 } from "./api-schemas.ts";
 import { confirmationRequired, issuePlanToken, readPlanToken } from "./plan-token.ts";
@@ -64,6 +66,7 @@ export interface BulkDeps {
 
 export type Plan = z.output<typeof planResponseSchema>;
 export type Operation = z.output<typeof operationSchema>;
+export type StartedOperation = z.output<typeof operationStartSchema>;
 export type OperationDetail = z.output<typeof operationDetailSchema>;
 
 /** Kinds of bulk operation. */
@@ -133,14 +136,18 @@ export async function planOperation(
   };
 }
 
-/** Starts a bulk replay or discard by `actor`; the worker runs it. */
+/**
+ * Starts a bulk replay or discard by `actor`; the worker runs it. With a plan's token it acts on the
+ * planned rows only: dead letters recorded since that match the filter are counted
+ * (`newer_not_included`) and left pending, never added to a set the operator did not see.
+ */
 export async function startOperation(
   deps: BulkDeps,
   request:
     | ({ kind: "replay" } & Omit<BulkReplayRequest, "force_outlived"> & { force_outlived?: boolean })
     | ({ kind: "discard" } & BulkDiscardRequest),
   actor: string,
-): Promise<Operation> {
+): Promise<StartedOperation> {
   const settings = deps.bulk ?? DEFAULT_BULK_SETTINGS;
   const now = (deps.now ?? Date.now)();
   const { kind, filter, token } = request;
@@ -184,9 +191,10 @@ export async function startOperation(
     });
     const written = await insertOperationItems(tx, operation.id, filter, bound);
     if (written !== set.matched) throw new PlanStaleError(set.matched, written);
-    return operation;
+    // In the same snapshot: what the plan's bound leaves out now.
+    return { operation, newer: planned ? await pendingAfter(tx, filter, bound) : 0 };
   });
-  return toOperation(row);
+  return { ...toOperation(row.operation), newer_not_included: row.newer };
 }
 
 /** One operation with the rows it left pending (the first 100). */

@@ -8,9 +8,13 @@
 import { randomBytes } from "node:crypto";
 import { z } from "zod";
 import type { KeysetPosition } from "../db/queries/dead-letter-columns.ts";
-import { InvalidPlanTokenError, PlanExpiredError } from "../errors/bulk-operation.ts";
+import {
+  InvalidPlanTokenError,
+  PlanExpiredError,
+  PlanFromEarlierKeyError,
+} from "../errors/bulk-operation.ts";
 import { filterFingerprint } from "./cursor.ts";
-import { type SealKey, seal, unseal } from "./seal.ts";
+import { readUnverified, type SealKey, seal, unseal } from "./seal.ts";
 import { timestampSchema } from "./timestamp.ts";
 
 /** How long a plan's token may be used. */
@@ -70,7 +74,15 @@ export function readPlanToken(
   nowMs: number,
 ): PlannedSet {
   const parsed = payloadSchema.safeParse(unseal(key, PURPOSE, token));
-  if (!parsed.success) throw new InvalidPlanTokenError("the token is not one this API issued");
+  if (!parsed.success) {
+    // A plan token in every part but its MAC: sealed under a key this API no longer has.
+    if (payloadSchema.safeParse(readUnverified(token)).success) {
+      throw new PlanFromEarlierKeyError(
+        `the token's plan was made before the API's signing key changed (the local stack makes a new key at every start; a deployment, when its key is rotated), so it can no longer start anything; ${planAgain(kind)}`,
+      );
+    }
+    throw new InvalidPlanTokenError(`the token is not one this API issued; ${planAgain(kind)}`);
+  }
   const p = parsed.data;
   if (p.k !== kind) throw new InvalidPlanTokenError(`the token confirms a ${p.k}, not a ${kind}`);
   if (p.f !== filterFingerprint(filter)) {
@@ -78,8 +90,16 @@ export function readPlanToken(
       "the token was issued for another filter; send the plan's filter unchanged",
     );
   }
-  if (p.e * 1000 <= nowMs) throw new PlanExpiredError("the plan's token has expired; plan again");
+  if (p.e * 1000 <= nowMs)
+    throw new PlanExpiredError(
+      `the plan's token expired at ${new Date(p.e * 1000).toISOString()}; ${planAgain(kind)}`,
+    );
   return { kind: p.k, matched: p.n, checksum: p.c, bound: { createdAt: p.t, id: p.i } };
+}
+
+/** How to get a usable token: plan the same set again and start with the new one. */
+function planAgain(kind: "replay" | "discard"): string {
+  return `plan again (POST /v1/core/dead-letters/${kind}/plan with the same filter; npm run ops -- dead-letters ${kind} <filters> --plan) and start it with the new token`;
 }
 
 /**

@@ -46,6 +46,20 @@ export function seal(key: SealKey, purpose: string, value: unknown): string {
   return `${body}.${mac(key, purpose, body).toString("base64url")}`;
 }
 
+/**
+ * The value in `text`, read WITHOUT checking its MAC: only to explain a refusal (a well-formed
+ * value that fails {@link unseal} was sealed under another key), never to act on.
+ */
+export function readUnverified(text: string): unknown {
+  const match = /^([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]+)$/.exec(text);
+  if (!match) return undefined;
+  try {
+    return JSON.parse(Buffer.from(match[1] ?? "", "base64url").toString("utf8"));
+  } catch {
+    return undefined;
+  }
+}
+
 /** The value sealed in `text` for `purpose`, or undefined when it is malformed, edited or not ours. */
 export function unseal(key: SealKey, purpose: string, text: string): unknown {
   const match = /^([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]+)$/.exec(text);

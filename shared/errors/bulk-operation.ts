@@ -19,6 +19,15 @@ export class PlanExpiredError extends BulkOperationError {
   override name = "PlanExpiredError";
 }
 
+/**
+ * A plan token sealed under another signing key: a plan made before the local stack restarted (it
+ * makes its key at start) or before the deployment's key was rotated. Refused as any token this API
+ * cannot verify, with what happened and what to do: plan again.
+ */
+export class PlanFromEarlierKeyError extends InvalidPlanTokenError {
+  override name = "PlanFromEarlierKeyError";
+}
+
 /** The set a plan matched has changed since (rows resolved, recorded, or another operation ran): plan again. */
 export class PlanStaleError extends BulkOperationError {
   override name = "PlanStaleError";

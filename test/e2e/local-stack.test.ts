@@ -8,6 +8,7 @@
  * consumer's pool today: local/stack.ts builds that pool without it, so each attempt that waits on
  * a held lock takes the pool's default 5 s. Nothing here depends on the value.)
  */
+import { spawn } from "node:child_process";
 import { GetQueueAttributesCommand, SetQueueAttributesCommand, type SQSClient } from "@aws-sdk/client-sqs";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -27,6 +28,7 @@ import {
   groupAlive,
   type HeldLock,
   holdBalanceLock,
+  REPO_ROOT,
   type StackProcess,
   type StackServices,
   stackNodePid,
@@ -92,6 +94,29 @@ async function notificationsOf(jobIds: readonly string[]): Promise<number> {
     [jobIds.map((id) => deriveJobId("notify-user", "award-points", id, 0))],
   );
   return rows[0]?.n ?? 0;
+}
+
+/** `npm run <script> -- <args>` against the running stack (its stack.json): exit and output. */
+function npmRun(
+  script: string,
+  args: readonly string[],
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn("npm", ["run", "--silent", script, "--", ...args], {
+      cwd: REPO_ROOT,
+      env: { ...process.env, JOBFENCE_LOCAL_DIR: localDir.path },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (chunk) => {
+      stdout += String(chunk);
+    });
+    child.stderr.on("data", (chunk) => {
+      stderr += String(chunk);
+    });
+    child.on("close", (code) => resolve({ code, stdout, stderr }));
+  });
 }
 
 describe("the local stack, started with npm start", () => {
@@ -193,6 +218,50 @@ describe("the local stack, started with npm start", () => {
     expect(await effectsOf(sql, job)).toEqual({ ledger: 0, fences: 0, deadLetters: 1 });
     expect(await queueCounts(sqs, queue.url)).toEqual({ visible: 0, inFlight: 0, delayed: 0 });
     expect(await queueCounts(sqs, queue.backstopUrl)).toEqual({ visible: 0, inFlight: 0, delayed: 0 });
+  });
+
+  it("2b. npm run send --raw sends a body as it is; it ends as a poison dead letter, and its replay's failure links back to it", {
+    timeout: LONG,
+  }, async () => {
+    const s = running();
+    const queue = awardQueue(s.info);
+    const body = '{"job_id": "raw-1", "payload": {'; // cut short: not JSON
+    const sent = await npmRun("send", ["award-points", "--raw", body]);
+    expect(sent.stderr).toBe("");
+    expect(sent.code).toBe(0);
+    const messageId = sent.stdout.match(/^sent\s+message (\S+)$/m)?.[1] ?? "";
+    expect(messageId).not.toBe("");
+
+    const [, id = ""] = await s.waitForLine(deadLine(messageId, "poison", 1));
+    await waitForEmptyQueue(sqs, queue.url);
+    const [row, ...more] = await deadLettersOf(sql, messageId);
+    expect(more).toEqual([]);
+    expect(row).toMatchObject({
+      id,
+      error_kind: "poison",
+      attempts: 1,
+      payload: null,
+      body_form: "text",
+      body,
+    });
+
+    // Replayed, the body fails again, as a new dead letter filed under the copy's own message id:
+    // the two are linked, in the API and in the CLI's show.
+    const replayed = await callApi(s.info, "POST", `${DEAD_LETTERS}/${id}/replay`, s.info.tokens.admin);
+    expect(replayed.status).toBe(200);
+    const copy = String(replayed.body?.message_id);
+    const [, next = ""] = await s.waitForLine(deadLine(copy, "poison", 1));
+    const one = async (dl: string) =>
+      (await callApi(s.info, "GET", `${DEAD_LETTERS}/${dl}`, s.info.tokens.read)).body;
+    expect(await one(id)).toMatchObject({ status: "replayed", replay_of: null, replay_failed_as: next });
+    expect(await one(next)).toMatchObject({
+      status: "pending_review",
+      replay_of: id,
+      replay_failed_as: null,
+    });
+    const shown = await npmRun("ops", ["dead-letters", "show", id]);
+    expect(shown.code).toBe(0);
+    expect(shown.stdout).toMatch(new RegExp(`^replay_failed_as\\s+${next} `, "m"));
   });
 
   it("3. retries a transient failure with growing delays, then applies it once when the lock goes", {
@@ -434,7 +503,7 @@ describe("the local stack, started with npm start", () => {
       .lines(/^\d\d:\d\d:\d\d DEAD /)
       .map((line) => line.match(new RegExp(`dead letter (${UUID})`))?.[1]);
     expect(printed.sort()).toEqual(rows.map((r) => r.id));
-    expect(rows).toHaveLength(3); // two poison, one exhausted
+    expect(rows).toHaveLength(5); // four poison (one sent raw by npm run send, and its replay), one exhausted
   });
 
   it("8. loses no job and applies none twice when SIGKILLed mid-load and started again", {

@@ -28,6 +28,8 @@ export interface StackServices {
   readonly localDir: string;
   /** The repository `npm start` runs in. @default this one */
   readonly cwd?: string;
+  /** Variables set last, over the rest (a fixed port, say). @default none */
+  readonly env?: NodeJS.ProcessEnv;
 }
 
 /** How a stack process ended. */
@@ -79,6 +81,7 @@ export function stackEnv(services: StackServices): NodeJS.ProcessEnv {
     JOBFENCE_MAX_ATTEMPTS: String(E2E_RETRY.maxAttempts),
     JOBFENCE_LOCK_TIMEOUT_MS: "500",
     JOBFENCE_POLL_WAIT_SECONDS: "1",
+    ...services.env,
   };
 }
 

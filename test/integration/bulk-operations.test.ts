@@ -150,7 +150,13 @@ describe("the guard", () => {
     const late = await seedDeadLetters(bed.db, [{ consumer: "guard-token", job_id: "guard-token-late" }]);
     const started = await start({ filter, token: again.body.token, rate_per_second: 1000 });
     expect(started.status).toBe(202);
-    expect(started.body).toMatchObject({ planned: 24, reason: "noise", submitted_by: "local-discarder" });
+    expect(started.body).toMatchObject({
+      planned: 24,
+      reason: "noise",
+      submitted_by: "local-discarder",
+      // The row recorded after the plan matches the filter too: counted, and left out.
+      newer_not_included: 1,
+    });
     const done = await runToEnd(started.body.id);
     expect(done).toMatchObject({ status: "completed", processed: 24, discarded: 24 });
     const rows = await bed.db.withClient(async (c) => {

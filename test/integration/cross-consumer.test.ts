@@ -97,6 +97,12 @@ beforeAll(async () => {
      VALUES ($1, 'b:parent', $2, 'b:follow-up', 't', 'c', '{"payload":{}}', '${FINGERPRINT}')`,
     [B, A],
   );
+  // And a replayed dead letter of B's, of a job id and body A will write too (migration 0025).
+  const replayedB = await insertDeadLetter(admin, { job_id: "shared:replayed", consumer: B, queue: QUEUE_B });
+  await admin.query(
+    "UPDATE core.dead_letters SET status = 'replayed', resolved_at = now(), resolved_by = 'ops' WHERE id = $1",
+    [replayedB],
+  );
   loginA = await connectAs(A);
   loginB = await connectAs(B);
   baseline = await rowsOfB();
@@ -426,6 +432,7 @@ describe("the functions a consumer may call, each argument B's", () => {
       "core.dead_letters_group_inserted",
       "core.dead_letters_group_updated",
       "core.dead_letters_guard_update",
+      "core.dead_letters_link_replay",
     ]) {
       const { error } = await attempt(loginA, `SELECT ${fn}()`);
       expect(error?.code, fn).toBe("42501");
@@ -439,6 +446,52 @@ describe("the functions a consumer may call, each argument B's", () => {
     );
     expect(own.error).toBeUndefined();
     await admin.query("DELETE FROM core.dead_letters WHERE job_id = 'a:dead'").catch(() => {});
+    await expectBUntouched();
+  });
+});
+
+describe("the replay link (migration 0025)", () => {
+  /** The rows that name `id` as the replayed dead letter they came from. */
+  const successorsOf = async (id: string) =>
+    (await admin.query("SELECT id, consumer FROM core.dead_letters WHERE replay_of = $1", [id])).rows;
+  const replayedOfB = async () =>
+    (
+      await admin.query<{ id: string }>(
+        "SELECT id FROM core.dead_letters WHERE consumer = $1 AND job_id = 'shared:replayed'",
+        [B],
+      )
+    ).rows[0]?.id as string;
+
+  it("A's login can neither set nor read a link, and its dead letters never link to B's replayed rows", async () => {
+    const b = await replayedOfB();
+    const insert = (consumer: string, extra = "") =>
+      `INSERT INTO core.dead_letters (job_id, consumer, queue, attempts, error_kind, last_error, correlation_id, body_form, body${extra ? ", replay_of" : ""})
+       VALUES ('shared:replayed', '${consumer}', '${consumer === A ? QUEUE_A : QUEUE_B}', 1, 'hard', '{"class":"E","message":"m"}', 'c', 'text', '{}'${extra}) RETURNING id`;
+    // Setting the link, to B's row or any: no privilege on the column.
+    expect((await attempt(loginA, insert(A, `, '${b}'`))).error?.code).toBe("42501");
+    // Reading any link, its own rows' included: no privilege on the column.
+    expect((await attempt(loginA, "SELECT replay_of FROM core.dead_letters")).error?.code).toBe("42501");
+    expect((await attempt(loginA, "SELECT * FROM core.dead_letters")).error?.code).toBe("42501");
+    // A row filed under B: refused by row-level security after the trigger looked; nothing kept.
+    expect((await attempt(loginA, insert(B))).error?.code).toBe("42501");
+    // A's own dead letter of the same job id and body as B's replayed one: not linked to it.
+    const own = await attempt(loginA, insert(A));
+    expect(own.error).toBeUndefined();
+    const ownId = own.rows[0]?.id as string;
+    const { rows } = await admin.query("SELECT replay_of FROM core.dead_letters WHERE id = $1", [ownId]);
+    expect(rows).toEqual([{ replay_of: null }]);
+    expect(await successorsOf(b)).toEqual([]);
+    await expectBUntouched();
+
+    // A's own replayed row is linked, by the database, to A's next failure of it.
+    await admin.query(
+      "UPDATE core.dead_letters SET status = 'replayed', resolved_at = now(), resolved_by = 'ops' WHERE id = $1",
+      [ownId],
+    );
+    const next = await attempt(loginA, insert(A));
+    expect(next.error).toBeUndefined();
+    expect(await successorsOf(ownId)).toEqual([{ id: next.rows[0]?.id, consumer: A }]);
+    expect(await successorsOf(b)).toEqual([]);
     await expectBUntouched();
   });
 });

@@ -5,18 +5,24 @@
  * process to prove the entry point.
  */
 import { spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { awardPointsConsumer } from "../../functions/award-points/consumer.ts";
+import { createDeadLetterApi } from "../../functions/dead-letters-api/api.ts";
 import { LOCAL_ACCOUNT } from "../../local/aws-clients.ts";
+import { serveHttpApi } from "../../local/http-adapter.ts";
 import { type OpsIo, runOps, type Terminal } from "../../ops/cli.ts";
 import { runChunk } from "../../shared/dead-letters/bulk-worker.ts";
+import { sealKey } from "../../shared/dead-letters/seal.ts";
 import { PermanentJobError } from "../../shared/errors/job.ts";
+import { createTokenVerifier } from "../../shared/http/auth.ts";
 import { type ApiTestBed, apiTestBed } from "../support/api-harness.ts";
 import { award, invoke, sqsRecord } from "../support/consumer-harness.ts";
+import { receiveAll } from "../support/sqs.ts";
 
 const ROOT = join(import.meta.dirname, "..", "..");
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -477,6 +483,60 @@ describe("dead-letters replay <id> and discard", () => {
     expect(ok.out).not.toContain("note:");
   });
 
+  it("a replay whose run fails again links both dead letters, in the API (one and list) and in show", async () => {
+    const queue = await bed.queue("ops-relink");
+    await deadLetters("ops-relink", ["ops-relink-1"], 0, queue.url);
+    const first = await idOf("ops-relink", "ops-relink-1");
+    expect((await ops(["dead-letters", "replay", first])).code).toBe(0);
+    // The replayed copy runs, and the consumer refuses it again: a new pending dead letter.
+    const [copy, ...more] = await receiveAll(bed.sqs, queue.url);
+    expect(more).toEqual([]);
+    const consumer = bed.consumer(
+      {
+        ...awardPointsConsumer,
+        name: "ops-relink",
+        work: async (job) => {
+          throw new PermanentJobError(`refused ${job.jobId} again`);
+        },
+      },
+      { queueUrl: queue.url },
+    );
+    expect(await invoke(consumer, [sqsRecord(copy?.Body ?? "")])).toEqual([]);
+    const rows = await rowsOf("ops-relink");
+    expect(rows.map((r) => r.status)).toEqual(["replayed", "pending_review"]);
+    const second = rows[1]?.id as string;
+
+    const one = async (id: string) => JSON.parse((await ops(["dead-letters", "show", id, "--json"])).out);
+    expect(await one(first)).toMatchObject({ id: first, replay_of: null, replay_failed_as: second });
+    expect(await one(second)).toMatchObject({ id: second, replay_of: first, replay_failed_as: null });
+    const list = JSON.parse(
+      (await ops(["dead-letters", "list", "--consumer", "ops-relink", "--status", "replayed", "--json"])).out,
+    );
+    expect(list.items).toEqual([expect.objectContaining({ id: first, replay_failed_as: second })]);
+    const pending = JSON.parse(
+      (
+        await ops([
+          "dead-letters",
+          "list",
+          "--consumer",
+          "ops-relink",
+          "--status",
+          "pending_review",
+          "--json",
+        ])
+      ).out,
+    );
+    expect(pending.items).toEqual([expect.objectContaining({ id: second, replay_of: first })]);
+
+    const shown = await ops(["dead-letters", "show", first]);
+    expect(shown.out).toMatch(
+      new RegExp(`^replay_failed_as\\s+${second} \\(its replay's run failed again as that one\\)$`, "m"),
+    );
+    expect((await ops(["dead-letters", "show", second])).out).toMatch(
+      new RegExp(`^replay_of\\s+${first} \\(replayed; its run failed again as this one\\)$`, "m"),
+    );
+  });
+
   it("refuses a replay with the read-only token: prints the 403 problem, exit 1", async () => {
     await deadLetters("ops-forbidden", ["ops-forbidden-1"]);
     const id = await idOf("ops-forbidden", "ops-forbidden-1");
@@ -782,6 +842,93 @@ describe("dead-letters replay (bulk)", () => {
       "hint: the matching dead letters changed since the plan; plan again — npm run ops -- dead-letters replay --consumer ops-stale --plan — and start it with the new token",
     );
     expect((await rowsOf("ops-stale")).map((r) => r.status)).toEqual(["discarded", "pending_review"]);
+  });
+
+  it("a start with a plan's token acts on the planned rows and says how many newer matching dead letters it left out", async () => {
+    await deadLetters("ops-newer", ["ops-newer-1", "ops-newer-2"]);
+    const plan = await ops(["dead-letters", "discard", "--consumer", "ops-newer", "--plan"]);
+    await deadLetters("ops-newer", ["ops-newer-3", "ops-newer-4"]); // recorded after the plan
+    const run = await ops([
+      "dead-letters",
+      "discard",
+      "--consumer",
+      "ops-newer",
+      "--confirm",
+      tokenOf(plan),
+      "--reason",
+      "r",
+    ]);
+    expect(run.err).toBe("");
+    expect(run.code).toBe(0);
+    expect(run.out).toMatch(/^started discard operation \S+: 2 dead letters at up to/m);
+    expect(run.out).toContain(
+      "2 newer matching dead letters not included: recorded after the plan, they stay pending; plan again to include them",
+    );
+    operationIdOf(run);
+    await nextChunk();
+    expect((await rowsOf("ops-newer")).map((r) => [r.job_id, r.status])).toEqual([
+      ["ops-newer-1", "discarded"],
+      ["ops-newer-2", "discarded"],
+      ["ops-newer-3", "pending_review"],
+      ["ops-newer-4", "pending_review"],
+    ]);
+
+    // --json has the field; a start without a token, whose set is everything matching, leaves none out.
+    const json = await ops(["dead-letters", "discard", "--consumer", "ops-newer", "--reason", "r", "--json"]);
+    expect(JSON.parse(json.out)).toMatchObject({ planned: 2, newer_not_included: 0 });
+  });
+
+  it("a plan made before the API restarted (a new signing key) is refused as from an earlier run, with how to plan again", async () => {
+    await deadLetters("ops-restart", ["ops-restart-1", "ops-restart-2"]);
+    const plan = await ops(["dead-letters", "replay", "--consumer", "ops-restart", "--plan"]);
+    // The local stack makes its key at every start: a restarted API is one with a new key.
+    const restarted = await serveHttpApi(
+      createDeadLetterApi({
+        pool: bed.opsPool,
+        sqs: bed.sqs,
+        verifier: createTokenVerifier({
+          issuer: bed.issuer.issuer,
+          audience: bed.issuer.audience,
+          jwks: bed.issuer.jwks,
+        }),
+        sealKey: sealKey(randomBytes(32)),
+      }),
+    );
+    try {
+      const response = await fetch(`${restarted.url}/v1/core/dead-letters/replay`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${bed.tokens.admin}`, "content-type": "application/json" },
+        body: JSON.stringify({ filter: { consumer: "ops-restart" }, token: tokenOf(plan) }),
+      });
+      expect(response.status).toBe(400);
+      expect(response.headers.get("content-type")).toContain("application/problem+json");
+      const problem = (await response.json()) as { detail: string; errors: { field: string }[] };
+      expect(problem.detail).toContain("the token's plan was made before the API's signing key changed");
+      expect(problem.detail).toContain(
+        "plan again (POST /v1/core/dead-letters/replay/plan with the same filter; npm run ops -- dead-letters replay <filters> --plan)",
+      );
+      expect(problem.errors.map((e) => e.field)).toEqual(["token"]);
+
+      const run = await ops(
+        [
+          ...["dead-letters", "replay", "--consumer", "ops-restart", "--confirm", tokenOf(plan)],
+          ...["--api", restarted.url, "--token", bed.tokens.admin],
+        ],
+        { connection: false },
+      );
+      expect(run.code).toBe(1);
+      expect(run.err).toMatch(/^error: 400 /m);
+      expect(run.err).toContain("the token's plan was made before the API's signing key changed");
+      expect(run.err).toContain(
+        "hint: a plan's token works only with the API that issued it, within 15 minutes and not after a restart of the local stack; plan again — npm run ops -- dead-letters replay --consumer ops-restart --plan — and start it with the new token",
+      );
+      expect((await rowsOf("ops-restart")).map((r) => r.status)).toEqual([
+        "pending_review",
+        "pending_review",
+      ]);
+    } finally {
+      await restarted.close();
+    }
   });
 
   it("reports the dead letters that failed to send and exits 1 when watching; they stay pending", async () => {

@@ -749,6 +749,51 @@ describe("npm run send (local/send.ts)", () => {
     expect(await queueDepth(sqs, target.url)).toBe(0);
   });
 
+  it("--raw and --raw-file send the body unchanged and unchecked; wrong combinations and unusable bodies are refused", async () => {
+    const target = await queue("send-raw");
+    const dir = await stack({ notes: target.url });
+    const bodies = [
+      '{"job_id": "half',
+      "not JSON at all",
+      '{"job_id":"j","tenant_id":"t","payload":{"text":""}}',
+      "é ✓ \\u0000",
+    ];
+    for (const body of bodies) {
+      const result = await run(["notes", "--raw", body], dir);
+      expect(result.err).toBe("");
+      expect(result.code).toBe(0);
+      expect(result.out).toMatch(
+        /^sending a raw body of \d+ bytes to .*, unchecked\nsent {4}message \S+\na body notes cannot read is dead-lettered as poison/,
+      );
+    }
+    const file = join(tmp, "raw-body.txt");
+    await writeFile(file, "line one\nline two\n");
+    expect((await run(["notes", "--raw-file", file], dir)).code).toBe(0);
+    expect((await receiveAll(sqs, target.url)).map((m) => m.Body)).toEqual([
+      ...bodies,
+      "line one\nline two\n",
+    ]);
+
+    const depth = await queueDepth(sqs, target.url); // received, not deleted
+    const notUtf8 = join(tmp, "raw-latin1.bin");
+    await writeFile(notUtf8, Buffer.from([0x63, 0x61, 0x66, 0xe9]));
+    const cases: [string[], RegExp][] = [
+      [["notes", "--raw", "x", "--raw-file", file], /give --raw or --raw-file, not both/],
+      [["notes", "{}", "--raw", "x"], /give the consumer only, no payload/],
+      [["notes", "--raw", "x", "--job-id", "j"], /--job-id builds a job; a raw body is sent as it is/],
+      [["notes", "--raw", ""], /the body is empty/],
+      [["notes", "--raw-file", join(tmp, "missing.txt")], /cannot read .*missing\.txt \(ENOENT\)/],
+      [["notes", "--raw-file", notUtf8], /raw-latin1\.bin is not UTF-8 text/],
+      [["nobody", "--raw", "x"], /no consumer "nobody"/],
+    ];
+    for (const [argv, message] of cases) {
+      const result = await run(argv, dir);
+      expect({ argv, code: result.code }).toEqual({ argv, code: 2 });
+      expect(result.err).toMatch(message);
+    }
+    expect(await queueDepth(sqs, target.url)).toBe(depth);
+  });
+
   it("uses the registry of functions/consumers.ts by default", async () => {
     const target = await queue("send-registry");
     const dir = await stack({ "award-points": target.url });

@@ -137,6 +137,23 @@ export async function pendingSample(
   return rows;
 }
 
+/**
+ * Pending rows `filter` matches that lie after `bound` (a plan's last row): recorded since the plan,
+ * so not part of the set it confirmed.
+ */
+export async function pendingAfter(
+  db: Queryable,
+  filter: BulkFilterColumns,
+  bound: KeysetPosition,
+): Promise<number> {
+  const where = pendingSetWhere(filter, undefined, bound);
+  const { rows } = await db.query<{ newer: string }>(
+    `SELECT count(*) AS newer FROM ${OPS_DEAD_LETTERS} ${sqlWhere(where)}`,
+    where.params,
+  );
+  return Number(rows[0]?.newer ?? 0);
+}
+
 /** Pending dead letters in all, from the trigger-maintained counts. */
 export async function pendingTotal(db: Queryable): Promise<number> {
   const { rows } = await db.query<{ total: string | null }>(

@@ -17,12 +17,18 @@ export function utc(column: string): string {
   return `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
 }
 
-/** Every column but the body, the payload and the message attributes; fingerprints as hex. */
+/**
+ * Every column but the body, the payload and the message attributes; fingerprints as hex; and the
+ * replay links both ways (the successor through its unique index). The row is named `dead_letters`
+ * in every query that uses it (the table, or core.ops_dead_letters under that alias).
+ */
 export const SUMMARY_COLUMNS = `
   id, job_id, consumer, queue, tenant_id, attempts, error_kind, last_error, status, discard_reason,
   correlation_id, ${utc("created_at")} AS created_at, ${utc("resolved_at")} AS resolved_at, resolved_by,
   body_form, encode(job_fingerprint, 'hex') AS job_fingerprint, encode(fence_fingerprint, 'hex') AS fence_fingerprint,
-  error_class, encode(error_fingerprint, 'hex') AS "group"`;
+  error_class, encode(error_fingerprint, 'hex') AS "group", replay_of,
+  (SELECT successor.id FROM core.dead_letters AS successor WHERE successor.replay_of = dead_letters.id)
+    AS replay_failed_as`;
 
 /** A dead letter as the API returns it. */
 export interface DeadLetterSummaryRow {
@@ -46,6 +52,10 @@ export interface DeadLetterSummaryRow {
   error_class: string | null;
   /** The failure group: the error fingerprint as hex. */
   group: string;
+  /** The replayed dead letter whose replay's failure recorded this one (migration 0025). */
+  replay_of: string | null;
+  /** This one replayed, and its replay's run failed again: the dead letter that failure recorded. */
+  replay_failed_as: string | null;
 }
 
 /** A whole dead letter. */
