@@ -31,7 +31,8 @@ export async function consumersOf(flags: ConsumerFlags, cwd: string): Promise<Se
   const found: ServiceConsumer[] = [];
   for (const path of flags.definitions) {
     const module = (await import(pathToFileURL(resolve(cwd, path)).href)) as Record<string, unknown>;
-    const definitions = Object.values(module).filter(isDefinition);
+    // A definition exported twice (named and default, say) is one consumer.
+    const definitions = [...new Set(Object.values(module).filter(isDefinition))];
     if (definitions.length === 0) {
       throw new Error(`${path} exports no consumer definition (an object with name, payload and work)`);
     }
