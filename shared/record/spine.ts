@@ -153,6 +153,10 @@ export class RecordSpine<S extends z.ZodType> {
         rc.ledger = await claimRedelivery(this.#o, rc);
         rc.claimed = true;
       }
+      // A claim answered after the deadline (its COMMIT acknowledged late) came back when the
+      // invocation's interruption had already looked for a claim to release and found none: the
+      // work never started, so the marker goes, or the next delivery would count an interruption.
+      if (rc.signal?.aborted) await this.#releaseClaim(rc);
       throwIfAborted(rc);
     }
     const settlement = rc.settlement ?? (await this.#openFence(message, rc.signal));

@@ -1,0 +1,109 @@
+/**
+ * A redelivery's claim whose COMMIT the server applies before the invocation's deadline and whose
+ * acknowledgement arrives after it (latency, a stalled network). The invocation's interruption has
+ * already run and found no claim to release; the claim then returns with the work never started.
+ * Its marker must not stay behind: the next delivery would count an interruption of a work that
+ * never ran, and enough of them dead-letter a job as `interrupted` that was never attempted.
+ */
+import type { SQSEvent } from "aws-lambda";
+import pg from "pg";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { awardPointsConsumer } from "../../functions/award-points/consumer.ts";
+import { lambdaContext } from "../../local/lambda-context.ts";
+import { createConsumer, type HostedConsumer } from "../../shared/consumer.ts";
+import { consumerRoleName } from "../../shared/db/queries/provision-login.ts";
+import { createTestQueue } from "../../testing/queue.ts";
+import { startTestServices, TEST_OPS_BUS, type TestServices } from "../../testing/services.ts";
+import { award, sqsRecord } from "../support/consumer-harness.ts";
+import { createTestDatabase, type TestDatabase } from "../support/database.ts";
+
+/** The function's timeout, and how late the one slowed COMMIT's acknowledgement comes: past it. */
+const TIMEOUT_MS = 3000;
+const LATE_ACK_MS = 2800;
+
+let db: TestDatabase;
+let services: TestServices;
+let handler: HostedConsumer;
+let worked = 0;
+/** The next COMMIT's acknowledgement is held back this long (then the delay is spent). */
+let lateAckMs = 0;
+const query = pg.Client.prototype.query;
+
+beforeAll(async () => {
+  [db, services] = await Promise.all([createTestDatabase(), startTestServices()]);
+  const queueUrl = (await createTestQueue(services.sqs, services.emulator.endpoint, "award-points")).url;
+  const notifyUrl = (await createTestQueue(services.sqs, services.emulator.endpoint, "notify-user")).url;
+  (pg.Client.prototype as { query: unknown }).query = function (this: pg.Client, ...args: unknown[]) {
+    const sent = (query as (...a: unknown[]) => unknown).apply(this, args);
+    if (args[0] !== "COMMIT" || lateAckMs === 0 || !(sent instanceof Promise)) return sent;
+    const ms = lateAckMs;
+    lateAckMs = 0;
+    return sent.then((answer) => new Promise((resolve) => setTimeout(() => resolve(answer), ms)));
+  };
+  handler = createConsumer(
+    {
+      ...awardPointsConsumer,
+      work: async (job, tx) => {
+        worked++;
+        await awardPointsConsumer.work(job, tx);
+      },
+    },
+    {
+      config: {
+        databaseUrl: db.url,
+        dbRole: consumerRoleName("award-points"),
+        opsBusName: TEST_OPS_BUS,
+        queueUrl,
+        outboxQueues: { "notify-user": notifyUrl },
+        functionTimeoutSeconds: TIMEOUT_MS / 1000,
+        lockTimeoutMs: 400,
+        recordBudgetMs: 1000,
+        returnReserveMs: 500,
+      },
+      sqs: services.sqs,
+      eventBridge: services.eventBridge,
+    },
+  );
+});
+
+afterAll(async () => {
+  (pg.Client.prototype as { query: unknown }).query = query;
+  await handler?.pool.end();
+  await services?.stop();
+  await db?.drop();
+});
+
+/** Delivers the one message as its `receiveCount`-th delivery; `late`: its claim's COMMIT is acknowledged after the deadline. */
+async function deliver(receiveCount: number, late: boolean) {
+  lateAckMs = late ? LATE_ACK_MS : 0;
+  const event: SQSEvent = {
+    Records: [sqsRecord(JSON.stringify(award("late-claim", 1)), { messageId: "m-late-claim", receiveCount })],
+  };
+  const response = await handler(event, lambdaContext("award-points", TIMEOUT_MS));
+  // The late acknowledgement and whatever follows it land before the next delivery.
+  await new Promise((resolve) => setTimeout(resolve, LATE_ACK_MS - 2000 + 500));
+  return response;
+}
+
+it("counts no interruption for a claim acknowledged after the deadline, and the job is applied once", async () => {
+  expect((await deliver(2, true)).batchItemFailures).toHaveLength(1);
+  expect((await deliver(3, true)).batchItemFailures).toHaveLength(1);
+  expect(worked).toBe(0);
+  expect((await deliver(4, false)).batchItemFailures).toEqual([]);
+  const [ledger] = await db.withClient(
+    async (c) =>
+      (
+        await c.query(
+          "SELECT started, interruptions FROM core.message_attempts WHERE message_id = 'm-late-claim'",
+        )
+      ).rows,
+  );
+  const letters = await db.withClient(
+    async (c) => (await c.query("SELECT error_kind FROM core.dead_letters WHERE job_id = 'late-claim'")).rows,
+  );
+  expect({ worked, letters, interruptions: ledger?.interruptions }).toEqual({
+    worked: 1,
+    letters: [],
+    interruptions: 0,
+  });
+});
