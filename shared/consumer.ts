@@ -176,7 +176,7 @@ export function prepareConsumer<S extends z.ZodType, F extends FollowUpSchemas =
   definition: ConsumerDefinition<S, F>,
   runtime: ConsumerRuntime = {},
 ): PreparedConsumer<S> {
-  const { config, retryPolicy, timings } = checkConsumer({
+  const { config, managed, retryPolicy, timings } = checkConsumer({
     name: definition.name,
     ...(definition.retry ? { retry: definition.retry } : {}),
     ...(definition.sends ? { sends: definition.sends } : {}),
@@ -197,6 +197,8 @@ export function prepareConsumer<S extends z.ZodType, F extends FollowUpSchemas =
       lockTimeoutMs: config.lockTimeoutMs,
       ...(config.dbRole ? { role: config.dbRole } : {}),
       applicationName: `jobfence:${consumer}`,
+      // Concurrent invocations may outnumber the connections: each waits within its own deadline.
+      ...(managed ? { busyWait: "caller" as const } : {}),
       onIdleError: (error) => logger.warn("idle database connection failed", { error: error.message }),
     });
   const sqs = runtime.sqs ?? createSqsClient();

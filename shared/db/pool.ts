@@ -67,6 +67,16 @@ export interface PoolSettings {
    * @default 1000
    */
   readonly connectionCheckIntervalMs?: number;
+  /**
+   * What bounds a checkout that waits for a busy pool (every connection in use): `pool`, the pool
+   * itself after connectionTimeoutMs; or `caller`, only the caller, which bounds every checkout by
+   * its own deadline (shared/db/connect-before.ts). Opening a new connection is bounded by
+   * connectionTimeoutMs either way. A consumer on Lambda Managed Instances, whose concurrent
+   * invocations may outnumber its connections, waits `caller`: a record's wait for a connection then
+   * ends at its deadline (interrupted, not a failed attempt), never at an earlier fixed timeout.
+   * @default "pool"
+   */
+  readonly busyWait?: "pool" | "caller";
   /** Shown in pg_stat_activity. @default "jobfence" */
   readonly applicationName?: string;
   /** Receives errors of idle connections (a restarted server); without a listener they would crash the process. */
@@ -82,6 +92,7 @@ export const POOL_DEFAULTS = Object.freeze({
   connectionTimeoutMs: 10_000,
   connectionCheckIntervalMs: 1000,
   applicationName: "jobfence",
+  busyWait: "pool",
 });
 
 /** Creates a pool with jobfence's session settings. */
@@ -92,7 +103,10 @@ export function createPool(options: PoolOptions): pg.Pool {
     lock_timeout: o.lockTimeoutMs,
     statement_timeout: o.statementTimeoutMs,
     idle_in_transaction_session_timeout: o.idleInTransactionTimeoutMs,
-    connectionTimeoutMillis: o.connectionTimeoutMs,
+    // pg-pool applies its connectionTimeoutMillis to both kinds of wait; with the caller bounding a
+    // busy pool's, the pool gets none and each new client bounds its own connect (pg.Client's).
+    connectionTimeoutMillis: o.busyWait === "caller" ? 0 : o.connectionTimeoutMs,
+    ...(o.busyWait === "caller" ? { Client: clientConnectingWithin(pg.Client, o.connectionTimeoutMs) } : {}),
     application_name: o.applicationName,
     options: [
       ...(o.role ? [`-c role=${o.role}`] : []),
@@ -102,7 +116,12 @@ export function createPool(options: PoolOptions): pg.Pool {
   const pool =
     options.secret === undefined
       ? new pg.Pool({ ...settings, connectionString: options.connectionString })
-      : new SecretLoginPool(settings, options.secret, credentialsOf(options));
+      : new SecretLoginPool(
+          settings,
+          options.secret,
+          credentialsOf(options),
+          o.busyWait === "caller" ? o.connectionTimeoutMs : undefined,
+        );
   pool.on("error", o.onIdleError ?? (() => {}));
   // pg-pool listens for errors only while a client is idle. A checked-out client whose backend
   // dies (terminated, the server restarted) emits 'error' too, and with no listener that is an
@@ -112,6 +131,19 @@ export function createPool(options: PoolOptions): pg.Pool {
     client.on("error", () => {});
   });
   return pool;
+}
+
+/** A client class that gives up opening its connection after `timeoutMs` (pg.Client's own bound). */
+function clientConnectingWithin(base: typeof pg.Client, timeoutMs: number): typeof pg.Client {
+  return class extends base {
+    constructor(config?: string | pg.ClientConfig) {
+      super(
+        typeof config === "string"
+          ? { connectionString: config, connectionTimeoutMillis: timeoutMs }
+          : { ...config, connectionTimeoutMillis: timeoutMs },
+      );
+    }
+  };
 }
 
 /**
@@ -125,10 +157,19 @@ export function createPool(options: PoolOptions): pg.Pool {
 class SecretLoginPool extends pg.Pool {
   readonly #credentials: SecretCredentials;
 
-  constructor(settings: pg.PoolConfig, endpoint: SecretEndpoint, credentials: SecretCredentials) {
+  constructor(
+    settings: pg.PoolConfig,
+    endpoint: SecretEndpoint,
+    credentials: SecretCredentials,
+    connectTimeoutMs: number | undefined,
+  ) {
     class SecretLoginClient extends pg.Client {
       constructor(config?: pg.ClientConfig) {
-        super({ ...config, ...secretClientConfig(endpoint, credentials) });
+        super({
+          ...config,
+          ...secretClientConfig(endpoint, credentials),
+          ...(connectTimeoutMs === undefined ? {} : { connectionTimeoutMillis: connectTimeoutMs }),
+        });
       }
     }
     super({ ...settings, Client: SecretLoginClient });
