@@ -185,7 +185,9 @@ export function prepareConsumer<S extends z.ZodType, F extends FollowUpSchemas =
   });
   if (definition.data !== undefined) assertDataDeclaration(definition.name, definition.data);
   const consumer = definition.name;
-  const logger = runtime.logger ?? new Logger({ serviceName: consumer });
+  // A logger the host gives may serve several consumers (the local stack's): each gets a child of
+  // its own, so one consumer's key never overwrites another's.
+  const logger = runtime.logger?.createChild() ?? new Logger({ serviceName: consumer });
   logger.appendPersistentKeys({ consumer });
   const metrics = runtime.metrics ?? new Metrics({ namespace: METRICS_NAMESPACE, serviceName: consumer });
   reportJsonRuntime({ logger, metrics });

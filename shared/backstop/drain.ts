@@ -154,7 +154,8 @@ export function createBackstopDrain(
   runtime: BackstopDrainRuntime = {},
 ): BackstopDrainHandler {
   const service = backstopDrainService(config.consumer);
-  const logger = runtime.logger ?? new Logger({ serviceName: service });
+  // A child of a logger the host gives (shared by several drains locally), as the consumer's is.
+  const logger = runtime.logger?.createChild() ?? new Logger({ serviceName: service });
   logger.appendPersistentKeys({ consumer: config.consumer });
   const metrics = runtime.metrics ?? new Metrics({ namespace: METRICS_NAMESPACE, serviceName: service });
   reportJsonRuntime({ logger, metrics });
