@@ -37,6 +37,7 @@ export async function runJobfence(argv: readonly string[], io: JobfenceIo): Prom
     case "ops":
       return runOps(rest, {
         ...io,
+        program: "jobfence ops",
         stackFile: io.stackFile ?? stackFilePath(localDirFromEnv(io.env, io.cwd ?? process.cwd())),
       });
     case "version":

@@ -9,7 +9,7 @@ import type { operationStartSchema, planResponseSchema } from "../shared/dead-le
 import { PLAN_TOKEN_TTL_SECONDS } from "../shared/dead-letters/plan-token.ts";
 import type { Invocation } from "./command.ts";
 import { ApiError } from "./errors.ts";
-import { oneLine, PROGRAM, plural, shellQuote, suggest } from "./format.ts";
+import { oneLine, plural, programOf, shellQuote, suggest } from "./format.ts";
 import { type ApiResult, BASE_PATH, call } from "./http.ts";
 import { EXIT } from "./io.ts";
 import { summaryTable } from "./summaries.ts";
@@ -80,14 +80,17 @@ export async function planBulk(invocation: Invocation, request: BulkRequest): Pr
     `start it with this plan's token (${plan.confirmation_required ? "required for this set" : "it pins the set"}; ` +
       `it expires at ${clean(plan.token_expires_at)}):`,
   );
-  io.out(`  ${clean(startCommand(request, plan.token))}`);
+  io.out(`  ${clean(startCommand(request, plan.token, programOf(io)))}`);
   io.out("nothing was changed");
   return EXIT.ok;
 }
 
 /** The command that starts a planned operation. */
-function startCommand(request: BulkRequest, token: string): string {
-  const command = suggest([request.kind, ...request.selection, ...request.extras, "--confirm", token]);
+function startCommand(request: BulkRequest, token: string, program: string): string {
+  const command = suggest(
+    [request.kind, ...request.selection, ...request.extras, "--confirm", token],
+    program,
+  );
   // A discard needs its reason; the plan did not, so the operator may still have to write one.
   return request.kind === "discard" && !request.extras.includes("--reason")
     ? `${command} --reason "<why>"`
@@ -118,7 +121,7 @@ export async function startBulk(
       (json ? io.err : io.out)(`no pending dead letters match: nothing to ${request.kind}`);
       return EXIT.ok;
     }
-    throw explain(error, request);
+    throw explain(error, request, programOf(io));
   }
   const op = started.body;
   if (json) io.out(oneLine(started.text));
@@ -134,12 +137,13 @@ export async function startBulk(
     }
   }
   if (!options.watch) {
-    if (!json) io.out(`follow it: ${PROGRAM} dead-letters operations status ${shellQuote(op.id)} --watch`);
+    if (!json)
+      io.out(`follow it: ${programOf(io)} dead-letters operations status ${shellQuote(op.id)} --watch`);
     return EXIT.ok;
   }
   if (!json) {
     io.err(
-      `watching; Ctrl-C stops watching, not the operation (${PROGRAM} dead-letters operations cancel ${shellQuote(op.id)} does)`,
+      `watching; Ctrl-C stops watching, not the operation (${programOf(io)} dead-letters operations cancel ${shellQuote(op.id)} does)`,
     );
   }
   const last = await watchOperation(conn, io, op.id, { json, intervalMs: options.intervalMs });
@@ -147,9 +151,9 @@ export async function startBulk(
 }
 
 /** A refused start with what to do about it. */
-function explain(error: unknown, request: BulkRequest): unknown {
+function explain(error: unknown, request: BulkRequest, program: string): unknown {
   if (!(error instanceof ApiError)) return error;
-  const plan = suggest([request.kind, ...request.selection, "--plan"]);
+  const plan = suggest([request.kind, ...request.selection, "--plan"], program);
   if (error.status === 428) {
     return error.withHint(
       `  hint: plan it first — ${clean(plan)} — then start it with the --confirm <plan-token> it prints`,

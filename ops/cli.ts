@@ -20,7 +20,7 @@ import { registerReplay } from "./commands/replay.ts";
 import { registerShow } from "./commands/show.ts";
 import { registerStats } from "./commands/stats.ts";
 import { CliFailure, UsageError } from "./errors.ts";
-import { PROGRAM } from "./format.ts";
+import { programOf } from "./format.ts";
 import { EXIT, LineWriter, type OpsIo } from "./io.ts";
 
 export { EXIT, type OpsIo, type Terminal } from "./io.ts";
@@ -37,7 +37,7 @@ all it planned; 2 usage or configuration error.`;
 /** The program: global connection and output flags, and the dead-letters commands. */
 function program(runtime: Runtime, out: LineWriter, err: LineWriter): Command {
   // Set before the subcommands are made: commander copies these settings into each of them.
-  const root = new Command(PROGRAM)
+  const root = new Command(programOf(runtime.io))
     .usage("dead-letters <command> [options]")
     .description("Manage dead letters through the jobfence management API.")
     .option("--api <url>", "API base URL (else $JOBFENCE_API_URL, else apiUrl of .local/stack.json)")

@@ -45,7 +45,12 @@ export function shellQuote(arg: string): string {
   return /^[\w@%+=:,./-]+$/.test(arg) ? arg : `'${arg.replaceAll("'", `'\\''`)}'`;
 }
 
+/** How the operator ran the CLI (`npm run ops --`, or `jobfence ops` from the package): what its suggestions start with. */
+export function programOf(io: { readonly program?: string }): string {
+  return io.program ?? PROGRAM;
+}
+
 /** A command line the operator can paste: `npm run ops -- dead-letters …`. */
-export function suggest(args: readonly string[]): string {
-  return [PROGRAM, "dead-letters", ...args.map(shellQuote)].join(" ");
+export function suggest(args: readonly string[], program: string = PROGRAM): string {
+  return [program, "dead-letters", ...args.map(shellQuote)].join(" ");
 }

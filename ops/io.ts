@@ -19,6 +19,11 @@ export interface OpsIo {
    * place. Absent (pipes, files, tests by default), progress is printed as plain lines.
    */
   readonly terminal?: Terminal;
+  /**
+   * How the operator runs the CLI, for the commands it suggests and its usage line.
+   * @default "npm run ops --" (this repository); the package's `jobfence ops` says "jobfence ops"
+   */
+  readonly program?: string;
   /** @default a timer; tests may pass their own to poll without waiting */
   readonly sleep?: (ms: number) => Promise<void>;
 }

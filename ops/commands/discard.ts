@@ -16,7 +16,7 @@ import { addBulkFlags, bulkFlagGiven, selection } from "../bulk-flags.ts";
 import { defineAction, type Invocation, type Runtime } from "../command.ts";
 import { UsageError } from "../errors.ts";
 import { addApiFlags, asTyped, collect, FILTER_FIELDS, validate, watchSettings } from "../flags.ts";
-import { oneLine, PROGRAM } from "../format.ts";
+import { oneLine, programOf } from "../format.ts";
 import { call, idPath } from "../http.ts";
 import { EXIT } from "../io.ts";
 import { clean } from "../text.ts";
@@ -42,8 +42,8 @@ export function registerDiscard(group: Command, runtime: Runtime): void {
     .usage(
       [
         '<id> --reason "<why>"',
-        `       ${PROGRAM} dead-letters discard <filters…> | --all  --plan`,
-        `       ${PROGRAM} dead-letters discard <filters…> | --all  --reason "<why>" [--confirm <plan-token>] [--rate <n>] [--watch]`,
+        `       ${programOf(runtime.io)} dead-letters discard <filters…> | --all  --plan`,
+        `       ${programOf(runtime.io)} dead-letters discard <filters…> | --all  --reason "<why>" [--confirm <plan-token>] [--rate <n>] [--watch]`,
       ].join("\n"),
     );
   addApiFlags(command, "Discard:", ["reason"], {

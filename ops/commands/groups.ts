@@ -8,7 +8,7 @@ import {
 } from "../../shared/dead-letters/api-schemas.ts";
 import { defineAction, type Runtime } from "../command.ts";
 import { addApiFlags, collect, validate } from "../flags.ts";
-import { oneLine, PROGRAM, plural } from "../format.ts";
+import { oneLine, plural, programOf } from "../format.ts";
 import { groupTable } from "../groups-table.ts";
 import { BASE_PATH, call, queryOf } from "../http.ts";
 import { EXIT } from "../io.ts";
@@ -52,7 +52,7 @@ export function registerGroups(group: Command, runtime: Runtime): void {
     for (const line of groupTable(items)) io.out(line);
     io.out("");
     io.out(
-      `${plural(items.length, "group")}; the dead letters of one: ${PROGRAM} dead-letters list --group <group>`,
+      `${plural(items.length, "group")}; the dead letters of one: ${programOf(io)} dead-letters list --group <group>`,
     );
     return EXIT.ok;
   });

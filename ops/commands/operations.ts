@@ -12,7 +12,7 @@ import {
 } from "../../shared/dead-letters/api-schemas.ts";
 import { defineAction, type Runtime } from "../command.ts";
 import { addApiFlags, addWatchFlags, collect, validate, watchSettings } from "../flags.ts";
-import { oneLine, PROGRAM, plural } from "../format.ts";
+import { oneLine, plural, programOf } from "../format.ts";
 import { call, idPath, OPERATIONS_PATH, queryOf } from "../http.ts";
 import { EXIT } from "../io.ts";
 import {
@@ -67,7 +67,7 @@ function registerList(operations: Command, runtime: Runtime): void {
     for (const line of operationTable(items)) io.out(line);
     io.out("");
     io.out(
-      `${plural(items.length, "operation")}; one in full: ${PROGRAM} dead-letters operations status <id>`,
+      `${plural(items.length, "operation")}; one in full: ${programOf(io)} dead-letters operations status <id>`,
     );
     return EXIT.ok;
   });

@@ -16,7 +16,7 @@ import { addBulkFlags, bulkFlagGiven, selection } from "../bulk-flags.ts";
 import { defineAction, type Invocation, type Runtime } from "../command.ts";
 import { UsageError } from "../errors.ts";
 import { addApiFlags, asTyped, collect, FILTER_FIELDS, validate, watchSettings } from "../flags.ts";
-import { oneLine, PROGRAM } from "../format.ts";
+import { oneLine, programOf } from "../format.ts";
 import { call, idPath } from "../http.ts";
 import { EXIT } from "../io.ts";
 import { clean } from "../text.ts";
@@ -41,8 +41,8 @@ export function registerReplay(group: Command, runtime: Runtime): void {
     .usage(
       [
         "<id> [--delay <seconds>] [--force-outlived --reason <why>]",
-        `       ${PROGRAM} dead-letters replay <filters…> | --all  --plan [--delay <seconds>]`,
-        `       ${PROGRAM} dead-letters replay <filters…> | --all  [--confirm <plan-token>] [--rate <n>] [--delay <seconds>] [--watch]`,
+        `       ${programOf(runtime.io)} dead-letters replay <filters…> | --all  --plan [--delay <seconds>]`,
+        `       ${programOf(runtime.io)} dead-letters replay <filters…> | --all  [--confirm <plan-token>] [--rate <n>] [--delay <seconds>] [--watch]`,
       ].join("\n"),
     );
   addApiFlags(command, "Replay:", ["delay_seconds", "force_outlived", "reason"], {

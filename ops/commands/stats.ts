@@ -4,7 +4,7 @@ import type { z } from "zod";
 import type { statsResponseSchema } from "../../shared/dead-letters/api-schemas.ts";
 import { DEAD_LETTER_STATUSES } from "../../shared/dead-letters/status.ts";
 import { defineAction, type Runtime } from "../command.ts";
-import { age, oneLine, PROGRAM, plural, shortTime } from "../format.ts";
+import { age, oneLine, plural, programOf, shortTime } from "../format.ts";
 import { groupTable } from "../groups-table.ts";
 import { BASE_PATH, call } from "../http.ts";
 import { EXIT } from "../io.ts";
@@ -45,12 +45,12 @@ export function registerStats(group: Command, runtime: Runtime): void {
       io.out(oneLine(result.text));
       return EXIT.ok;
     }
-    for (const line of describe(result.body, Date.now())) io.out(line);
+    for (const line of describe(result.body, Date.now(), programOf(io))) io.out(line);
     return EXIT.ok;
   });
 }
 
-function describe(stats: StatsResponse, now: number): string[] {
+function describe(stats: StatsResponse, now: number, program: string): string[] {
   const { counts, oldest_pending: oldest } = stats;
   if (counts.length === 0) return ["no dead letters"];
   const lines = table(
@@ -81,7 +81,7 @@ function describe(stats: StatsResponse, now: number): string[] {
     const shown = groups.slice(0, STATS_GROUPS);
     lines.push(
       "",
-      `biggest pending failure groups (${shown.length} of ${groups.length}; all: ${PROGRAM} dead-letters groups):`,
+      `biggest pending failure groups (${shown.length} of ${groups.length}; all: ${program} dead-letters groups):`,
     );
     lines.push(...groupTable(shown));
   }

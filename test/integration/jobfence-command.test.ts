@@ -127,9 +127,13 @@ describe("jobfence", () => {
     expect(unknown.err).toMatch(/unknown command "migrat"/);
   });
 
-  it("runs the ops CLI under `ops`", async () => {
+  it("runs the ops CLI under `ops`, suggesting commands as `jobfence ops`", async () => {
     const help = await jobfence("ops", "--help");
     expect(help.code).toBe(0);
-    expect(help.out).toMatch(/dead-letters/);
+    expect(help.out).toMatch(/^Usage: jobfence ops dead-letters <command>/m);
+    // What it suggests can be pasted where the package is installed: no `npm run ops --`.
+    const replay = await jobfence("ops", "dead-letters", "replay", "--help");
+    expect(replay.out).toMatch(/jobfence ops dead-letters replay <filters…> \| --all {2}--plan/);
+    expect(`${help.out}\n${replay.out}`).not.toContain("npm run ops");
   });
 });
