@@ -71,10 +71,7 @@ const api = new DeadLetterApi(stack, "DeadLetters", {
 const bulk = new BulkOperationsWorker(stack, "Bulk", { database, consumerQueues: [payments.queue] });
 const cleanup = new FenceCleanup(stack, "Cleanup", { database, opsBus: alerting.bus });
 const doctor = new Doctor(stack, "Doctor", { database, consumers: [payments] });
-new DatabaseMigrations(stack, "Migrations", {
-  database,
-  consumerQueues: { [payments.consumerName]: payments.queue },
-});
+new DatabaseMigrations(stack, "Migrations", { database, consumers: [payments] });
 alerting.notifyAlarmTopic([
   ...payments.allAlarms,
   ...Object.values(api.alarms),
