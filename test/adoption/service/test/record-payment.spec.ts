@@ -80,6 +80,11 @@ test("jobfence doctor finds the database as the definitions declare it", () => {
   assert.match(report, /no findings/);
 });
 
+test("jobfence ops is the ops CLI, suggesting commands as the service runs it", () => {
+  const help = execFileSync("npx", ["jobfence", "ops", "dead-letters", "replay", "--help"], { encoding: "utf8" });
+  assert.match(help, /jobfence ops dead-letters replay <filters…>/);
+});
+
 test("the payload's types come from the consumer's schema", () => {
   // @ts-expect-error amount_cents is a number: a kit whose types were lost would accept this
   kit.job({ invoice_id: "inv-1", amount_cents: "200" });
