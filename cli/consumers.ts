@@ -13,9 +13,6 @@ export interface ConsumerFlags {
   readonly definitions: readonly string[];
 }
 
-/** A repeatable flag's parser for commander. */
-export const repeatable = (value: string, previous: string[]): string[] => [...previous, value];
-
 /** Whether `value` is shaped like a consumer definition: a name, a payload schema and a work. */
 function isDefinition(value: unknown): value is ServiceConsumer {
   if (typeof value !== "object" || value === null) return false;

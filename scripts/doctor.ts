@@ -28,6 +28,7 @@ import {
   localStackConfigFromEnv,
 } from "../local/stack-config.ts";
 import { createSqsClient } from "../shared/aws/clients.ts";
+import { withoutPassword } from "../shared/db/connection-text.ts";
 import type { ExpectedConsumerQueues } from "../shared/doctor/check-queues.ts";
 import { runDoctor } from "../shared/doctor/doctor.ts";
 import { type DoctorReport, formatFinding } from "../shared/doctor/findings.ts";
@@ -73,17 +74,6 @@ async function readStack(path: string): Promise<StackFile | undefined> {
 
 function text(value: unknown): string | undefined {
   return typeof value === "string" && value !== "" ? value : undefined;
-}
-
-/** A connection string without its password, for printing. */
-function withoutPassword(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password) parsed.password = "***";
-    return parsed.toString();
-  } catch {
-    return "(the database URL)";
-  }
 }
 
 /** Where the queues are, and what they are checked against. */

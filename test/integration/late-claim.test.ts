@@ -8,21 +8,16 @@
 import type { SQSEvent } from "aws-lambda";
 import pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { awardPointsConsumer } from "../../functions/award-points/consumer.ts";
 import { lambdaContext } from "../../local/lambda-context.ts";
-import { createConsumer, type HostedConsumer } from "../../shared/consumer.ts";
-import { consumerRoleName } from "../../shared/db/queries/provision-login.ts";
-import { createTestQueue } from "../../testing/queue.ts";
-import { startTestServices, TEST_OPS_BUS, type TestServices } from "../../testing/services.ts";
+import type { HostedConsumer } from "../../shared/consumer.ts";
+import { type AwardPointsBed, awardPointsBed } from "../support/award-points-bed.ts";
 import { award, sqsRecord } from "../support/consumer-harness.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 
 /** The function's timeout, and how late the one slowed COMMIT's acknowledgement comes: past it. */
 const TIMEOUT_MS = 3000;
 const LATE_ACK_MS = 2800;
 
-let db: TestDatabase;
-let services: TestServices;
+let bed: AwardPointsBed;
 let handler: HostedConsumer;
 let worked = 0;
 /** The next COMMIT's acknowledgement is held back this long (then the delay is spent). */
@@ -30,9 +25,7 @@ let lateAckMs = 0;
 const query = pg.Client.prototype.query;
 
 beforeAll(async () => {
-  [db, services] = await Promise.all([createTestDatabase(), startTestServices()]);
-  const queueUrl = (await createTestQueue(services.sqs, services.emulator.endpoint, "award-points")).url;
-  const notifyUrl = (await createTestQueue(services.sqs, services.emulator.endpoint, "notify-user")).url;
+  bed = await awardPointsBed();
   (pg.Client.prototype as { query: unknown }).query = function (this: pg.Client, ...args: unknown[]) {
     const sent = (query as (...a: unknown[]) => unknown).apply(this, args);
     if (args[0] !== "COMMIT" || lateAckMs === 0 || !(sent instanceof Promise)) return sent;
@@ -40,37 +33,22 @@ beforeAll(async () => {
     lateAckMs = 0;
     return sent.then((answer) => new Promise((resolve) => setTimeout(() => resolve(answer), ms)));
   };
-  handler = createConsumer(
-    {
-      ...awardPointsConsumer,
-      work: async (job, tx) => {
-        worked++;
-        await awardPointsConsumer.work(job, tx);
-      },
+  handler = bed.consumer({
+    before: async () => {
+      worked++;
     },
-    {
-      config: {
-        databaseUrl: db.url,
-        dbRole: consumerRoleName("award-points"),
-        opsBusName: TEST_OPS_BUS,
-        queueUrl,
-        outboxQueues: { "notify-user": notifyUrl },
-        functionTimeoutSeconds: TIMEOUT_MS / 1000,
-        lockTimeoutMs: 400,
-        recordBudgetMs: 1000,
-        returnReserveMs: 500,
-      },
-      sqs: services.sqs,
-      eventBridge: services.eventBridge,
+    configure: {
+      functionTimeoutSeconds: TIMEOUT_MS / 1000,
+      lockTimeoutMs: 400,
+      recordBudgetMs: 1000,
+      returnReserveMs: 500,
     },
-  );
+  });
 });
 
 afterAll(async () => {
   (pg.Client.prototype as { query: unknown }).query = query;
-  await handler?.pool.end();
-  await services?.stop();
-  await db?.drop();
+  await bed?.close();
 });
 
 /** Delivers the one message as its `receiveCount`-th delivery; `late`: its claim's COMMIT is acknowledged after the deadline. */
@@ -90,7 +68,7 @@ it("counts no interruption for a claim acknowledged after the deadline, and the 
   expect((await deliver(3, true)).batchItemFailures).toHaveLength(1);
   expect(worked).toBe(0);
   expect((await deliver(4, false)).batchItemFailures).toEqual([]);
-  const [ledger] = await db.withClient(
+  const [ledger] = await bed.db.withClient(
     async (c) =>
       (
         await c.query(
@@ -98,7 +76,7 @@ it("counts no interruption for a claim acknowledged after the deadline, and the 
         )
       ).rows,
   );
-  const letters = await db.withClient(
+  const letters = await bed.db.withClient(
     async (c) => (await c.query("SELECT error_kind FROM core.dead_letters WHERE job_id = 'late-claim'")).rows,
   );
   expect({ worked, letters, interruptions: ledger?.interruptions }).toEqual({

@@ -6,66 +6,40 @@
  */
 import type { SQSEvent } from "aws-lambda";
 import { afterAll, beforeAll, expect, it, vi } from "vitest";
-import { awardPointsConsumer } from "../../functions/award-points/consumer.ts";
 import { concurrentInvocations, type InvocationStore } from "../../local/invoke-store.ts";
 import { lambdaContext } from "../../local/lambda-context.ts";
-import { createConsumer, type HostedConsumer } from "../../shared/consumer.ts";
+import type { HostedConsumer } from "../../shared/consumer.ts";
 import { POOL_DEFAULTS } from "../../shared/db/pool.ts";
-import { consumerRoleName } from "../../shared/db/queries/provision-login.ts";
 import { MANAGED_INSTANCE_ENV } from "../../shared/invocation/concurrency.ts";
-import { createTestQueue } from "../../testing/queue.ts";
-import { startTestServices, TEST_OPS_BUS, type TestServices } from "../../testing/services.ts";
+import { type AwardPointsBed, awardPointsBed } from "../support/award-points-bed.ts";
 import { award, sqsRecord } from "../support/consumer-harness.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 
 /** The function's timeout: far beyond the pool's own checkout timeout. */
 const TIMEOUT_MS = 60_000;
 /** How long the first record holds the one connection: past the pool's checkout timeout. */
 const HOLD_SECONDS = POOL_DEFAULTS.connectionTimeoutMs / 1000 + 2;
 
-let db: TestDatabase;
-let services: TestServices;
+let bed: AwardPointsBed;
 let invocations: InvocationStore;
 let handler: HostedConsumer;
 
 beforeAll(async () => {
-  [db, services] = await Promise.all([createTestDatabase(), startTestServices()]);
-  const queueUrl = (await createTestQueue(services.sqs, services.emulator.endpoint, "award-points")).url;
-  const notifyUrl = (await createTestQueue(services.sqs, services.emulator.endpoint, "notify-user")).url;
+  bed = await awardPointsBed();
   invocations = concurrentInvocations(4);
   vi.stubEnv(MANAGED_INSTANCE_ENV.maxConcurrency, "4");
   vi.stubEnv(MANAGED_INSTANCE_ENV.workerCount, "1");
-  handler = createConsumer(
-    {
-      ...awardPointsConsumer,
-      work: async (job, tx) => {
-        if (job.jobId === "wait-holder") await tx.query(`SELECT pg_sleep(${HOLD_SECONDS})`);
-        await awardPointsConsumer.work(job, tx);
-      },
-    },
-    {
-      config: {
-        databaseUrl: db.url,
-        dbRole: consumerRoleName("award-points"),
-        opsBusName: TEST_OPS_BUS,
-        queueUrl,
-        outboxQueues: { "notify-user": notifyUrl },
-        // Capped below the environment's concurrency of 4.
-        poolMax: 1,
-        functionTimeoutSeconds: TIMEOUT_MS / 1000,
-      },
-      sqs: services.sqs,
-      eventBridge: services.eventBridge,
-    },
-  );
+  handler = bed.consumer({
+    before: (job, tx) =>
+      job.jobId === "wait-holder" ? tx.query(`SELECT pg_sleep(${HOLD_SECONDS})`) : Promise.resolve(),
+    // Capped below the environment's concurrency of 4.
+    configure: { poolMax: 1, functionTimeoutSeconds: TIMEOUT_MS / 1000 },
+  });
 }, 60_000);
 
 afterAll(async () => {
   vi.unstubAllEnvs();
   invocations?.release();
-  await handler?.pool.end();
-  await services?.stop();
-  await db?.drop();
+  await bed?.close();
 });
 
 async function invoke(jobId: string) {
@@ -83,12 +57,12 @@ it("a record waiting for a capped pool waits past the pool's checkout timeout, w
   const waiter = await invoke("wait-waiter");
   expect(await holder).toEqual({ batchItemFailures: [] });
   expect(waiter).toEqual({ batchItemFailures: [] });
-  const attempts = await db.withClient(
+  const attempts = await bed.db.withClient(
     async (c) =>
       (await c.query("SELECT job_id, failures FROM core.message_attempts WHERE job_id LIKE 'wait-%'")).rows,
   );
   expect(attempts).toEqual([]);
-  const fences = await db.withClient(
+  const fences = await bed.db.withClient(
     async (c) =>
       (await c.query("SELECT job_id FROM core.processed_jobs WHERE job_id LIKE 'wait-%' ORDER BY job_id"))
         .rows,

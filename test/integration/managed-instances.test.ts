@@ -12,32 +12,22 @@
  */
 import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from "aws-lambda";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { awardPointsConsumer } from "../../functions/award-points/consumer.ts";
 import { concurrentInvocations, type InvocationStore } from "../../local/invoke-store.ts";
 import { lambdaContext } from "../../local/lambda-context.ts";
 import type { ConsumerConfigInput } from "../../shared/config/consumer-config.ts";
-import { type ConsumerHandler, createConsumer } from "../../shared/consumer.ts";
-import { consumerRoleName } from "../../shared/db/queries/provision-login.ts";
+import type { HostedConsumer } from "../../shared/consumer.ts";
 import { installFaultHook } from "../../shared/fault-points.ts";
 import { MANAGED_INSTANCE_ENV } from "../../shared/invocation/concurrency.ts";
-import { createTestQueue } from "../../testing/queue.ts";
-import { startTestServices, TEST_OPS_BUS, type TestServices } from "../../testing/services.ts";
+import { type AwardPointsBed, awardPointsBed } from "../support/award-points-bed.ts";
 import { award, sqsRecord } from "../support/consumer-harness.ts";
-import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 
 const CONCURRENCY = 32;
 
-let db: TestDatabase;
-let services: TestServices;
+let bed: AwardPointsBed;
 let invocations: InvocationStore;
-let queueUrl: string;
-let notifyUrl: string;
-const handlers: ConsumerHandler[] = [];
 
 beforeAll(async () => {
-  [db, services] = await Promise.all([createTestDatabase(), startTestServices()]);
-  queueUrl = (await createTestQueue(services.sqs, services.emulator.endpoint, "award-points")).url;
-  notifyUrl = (await createTestQueue(services.sqs, services.emulator.endpoint, "notify-user")).url;
+  bed = await awardPointsBed();
   // As the managed runtime starts: its per-invocation store first, then the environment it sets.
   invocations = concurrentInvocations(CONCURRENCY);
   vi.stubEnv(MANAGED_INSTANCE_ENV.maxConcurrency, String(CONCURRENCY));
@@ -48,44 +38,23 @@ afterAll(async () => {
   installFaultHook(undefined);
   vi.unstubAllEnvs();
   invocations?.release();
-  await Promise.all(handlers.map((h) => h.pool.end()));
-  await services?.stop();
-  await db?.drop();
+  await bed?.close();
 });
 
 /** The real consumer, building its own pool from the configuration and the environment. */
 function consumer(
   work: (jobId: string, sleep: (seconds: number) => Promise<unknown>) => Promise<void>,
   configure: Partial<ConsumerConfigInput> = {},
-): ConsumerHandler {
-  const handler = createConsumer(
-    {
-      ...awardPointsConsumer,
-      work: async (job, tx) => {
-        await work(job.jobId, (seconds) => tx.query("SELECT pg_sleep($1)", [seconds]));
-        await awardPointsConsumer.work(job, tx);
-      },
-    },
-    {
-      config: {
-        databaseUrl: db.url,
-        dbRole: consumerRoleName("award-points"),
-        opsBusName: TEST_OPS_BUS,
-        queueUrl,
-        outboxQueues: { "notify-user": notifyUrl },
-        ...configure,
-      },
-      sqs: services.sqs,
-      eventBridge: services.eventBridge,
-    },
-  );
-  handlers.push(handler);
-  return handler;
+): HostedConsumer {
+  return bed.consumer({
+    before: (job, tx) => work(job.jobId, (seconds) => tx.query("SELECT pg_sleep($1)", [seconds])),
+    configure,
+  });
 }
 
 /** One invocation as the managed runtime runs it: in its own store, with its own deadline. */
 async function invoke(
-  handler: ConsumerHandler,
+  handler: HostedConsumer,
   records: SQSRecord[],
   timeoutMs = 30_000,
 ): Promise<{ response: SQSBatchResponse; ms: number; returnedAt: number }> {
@@ -97,7 +66,7 @@ async function invoke(
 }
 
 async function ledgerRows(prefix: string): Promise<Map<string, number>> {
-  return db.withClient(async (c) => {
+  return bed.db.withClient(async (c) => {
     const { rows } = await c.query<{ job_id: string; n: number }>(
       "SELECT job_id, count(*)::int AS n FROM award_points.ledger WHERE job_id LIKE $1 GROUP BY job_id",
       [`${prefix}%`],
@@ -215,7 +184,7 @@ describe("Lambda Managed Instances", () => {
     await new Promise((resolve) => setTimeout(resolve, 1500));
     installFaultHook(undefined);
     const deadLetters = () =>
-      db.withClient(async (c) => {
+      bed.db.withClient(async (c) => {
         const { rows } = await c.query<{ n: number }>(
           "SELECT count(*)::int AS n FROM core.dead_letters WHERE job_id = 'lmi-dl-poison'",
         );

@@ -294,10 +294,8 @@ describe("a bulk replay chunk whose replayed messages fail again before the chun
  * row and its next statement, and runs `meanwhile` there.
  */
 function pauseAfterConflict(pool: pg.Pool, meanwhile: () => Promise<void>) {
-  const query = pool.query.bind(pool) as (text: unknown, params?: unknown) => Promise<pg.QueryResult>;
   let armed = true;
-  pool.query = (async (text: unknown, params?: unknown) => {
-    const result = await query(text, params);
+  const after = async (text: unknown, result: pg.QueryResult) => {
     if (
       armed &&
       typeof text === "string" &&
@@ -308,7 +306,27 @@ function pauseAfterConflict(pool: pg.Pool, meanwhile: () => Promise<void>) {
       await meanwhile();
     }
     return result;
-  }) as typeof pool.query;
+  };
+  // The dead-letter write runs on a pooled client the harness checks out within the record's
+  // deadline (shared/db/connect-before.ts), or on pool.query: both are watched.
+  const query = pool.query.bind(pool) as (text: unknown, params?: unknown) => Promise<pg.QueryResult>;
+  pool.query = (async (text: unknown, params?: unknown) =>
+    after(text, await query(text, params))) as typeof pool.query;
+  const watched = new WeakSet<pg.PoolClient>();
+  const connect = pool.connect.bind(pool) as () => Promise<pg.PoolClient>;
+  pool.connect = (async () => {
+    const client = await connect();
+    if (!watched.has(client)) {
+      watched.add(client);
+      const clientQuery = client.query.bind(client) as (
+        text: unknown,
+        params?: unknown,
+      ) => Promise<pg.QueryResult>;
+      client.query = (async (text: unknown, params?: unknown) =>
+        after(text, await clientQuery(text, params))) as typeof client.query;
+    }
+    return client;
+  }) as typeof pool.connect;
 }
 
 /**
