@@ -59,6 +59,9 @@ export function declaredSharing(
   p: CatalogPrivilege,
 ): Sharing | undefined | null {
   if (cover === undefined) return null;
+  // A table of its own schema may be declared, to share it: its declaration is the one that counts.
+  const table = RELATION_TARGETS.has(p.target) ? cover.tables.get(p.object) : undefined;
+  if (table?.privileges.includes(p.privilege as TableUse["privileges"][number])) return table.shared;
   const schema = cover.schemas.get(p.schema);
   if (schema !== undefined) return schema.shared;
   if (p.target === "schema") {
