@@ -53,11 +53,10 @@ export const CONSUMER_NAME = /^(?!(?:public|core|information-schema)$|pg-)[a-z][
  */
 export function consumerNameCollision(name: string): string | undefined {
   const schema = name.replaceAll("-", "_");
-  if (schema === "public" || schema === "information_schema" || schema.startsWith("pg_")) {
-    return `consumer name "${name}" is refused: its schema would be ${schema === "public" || schema === "information_schema" ? schema : "pg_…"}, PostgreSQL's own, and every object in it would count as the consumer's`;
-  }
-  return schema === "core"
-    ? `consumer name "${name}" is refused: its schema would be core, jobfence's own`
+  const reserved =
+    schema === "public" || schema === "information_schema" || schema === "core" || schema.startsWith("pg_");
+  return reserved
+    ? `consumer name "${name}" is refused: its schema would be ${schema}, which PostgreSQL or jobfence already uses (${schema === "core" ? "jobfence's own" : "PostgreSQL's own"}), and every object in it would count as the consumer's: choose another name`
     : undefined;
 }
 
