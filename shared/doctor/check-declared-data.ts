@@ -10,7 +10,11 @@
  * - an object that several consumers' roles hold privileges on is a finding only when one of them
  *   does not declare it shared with the others. Declared sharing is not a finding.
  *
- * A privilege granted to PUBLIC counts as held by every role. Pure.
+ * - a privilege on an object in another consumer's own schema, which that consumer does not declare
+ *   shared with the holder, is a finding even when its own role holds nothing on it.
+ *
+ * PUBLIC's privileges, counted as every consumer's, are check-public-reach.ts's; what a consumer
+ * reaches through objects that run as another role, check-reach.ts's. Pure.
  */
 import type { CatalogPrivilege, CatalogSnapshot } from "../db/catalog.ts";
 import { sqlIdentifier } from "../db/catalog-description.ts";
