@@ -1,6 +1,7 @@
 /**
  * What the catalogs say about the ways a role reaches objects beyond its own privileges: views
- * (which read their tables with their owner's rights), triggers (whose SECURITY DEFINER function runs
+ * (which read their tables with their owner's rights), rules on tables (whose actions run with the
+ * table owner's), triggers (whose SECURITY DEFINER function runs
  * as its owner), inheritance and partitions (a query on a parent reads and changes its children with
  * the parent's privileges checked only), and foreign keys whose ON DELETE / ON UPDATE action changes
  * another table's rows as that table's owner. Besides, the privileges granted on PostgreSQL's own
@@ -18,6 +19,15 @@ export interface CatalogView {
   /** `security_invoker` (PostgreSQL 15+): it reads its tables with the caller's rights. */
   readonly securityInvoker: boolean;
   /** The relations its query names, schema-qualified, sorted. */
+  readonly reads: readonly string[];
+}
+
+/** A rule on a table (not a view's) outside the system schemas: its actions run as the table's owner. */
+export interface CatalogRule {
+  readonly table: string;
+  readonly name: string;
+  readonly owner: string;
+  /** The relations its actions name, schema-qualified, sorted (the table itself left out). */
   readonly reads: readonly string[];
 }
 
@@ -53,6 +63,7 @@ export interface CatalogForeignKey {
 /** Everything {@link readReach} reads. */
 export interface CatalogReach {
   readonly views: readonly CatalogView[];
+  readonly rules: readonly CatalogRule[];
   readonly triggers: readonly CatalogTrigger[];
   readonly inheritance: readonly CatalogInheritance[];
   readonly foreignKeys: readonly CatalogForeignKey[];
@@ -92,6 +103,17 @@ const VIEWS_SQL = `
                 ORDER BY 1) AS reads
     FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
    WHERE ${USER_SCHEMA("n")} AND c.relkind IN ('v', 'm')`;
+
+const RULES_SQL = `
+  SELECT n.nspname || '.' || c.relname AS "table", r.rulename AS name, pg_get_userbyid(c.relowner) AS owner,
+         ARRAY(SELECT DISTINCT rn.nspname || '.' || rc.relname
+                 FROM pg_depend d
+                 JOIN pg_class rc ON rc.oid = d.refobjid JOIN pg_namespace rn ON rn.oid = rc.relnamespace
+                WHERE d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid
+                  AND d.refclassid = 'pg_class'::regclass AND d.refobjid <> c.oid
+                ORDER BY 1) AS reads
+    FROM pg_rewrite r JOIN pg_class c ON c.oid = r.ev_class JOIN pg_namespace n ON n.oid = c.relnamespace
+   WHERE ${USER_SCHEMA("n")} AND c.relkind IN ('r', 'p', 'f')`;
 
 const TRIGGERS_SQL = `
   SELECT n.nspname || '.' || c.relname AS "table", t.tgname AS name, ${signatureSql("p", "pn")} AS function,
@@ -162,6 +184,7 @@ export async function readReach(client: Queryable): Promise<CatalogReach> {
   ).map(({ column, ...rest }) => (column === null ? rest : { ...rest, column }));
   return {
     views: await rowsOf<CatalogView>(VIEWS_SQL),
+    rules: await rowsOf<CatalogRule>(RULES_SQL),
     triggers: await rowsOf<CatalogTrigger>(TRIGGERS_SQL),
     inheritance: await rowsOf<CatalogInheritance>(INHERITANCE_SQL),
     foreignKeys: await rowsOf<CatalogForeignKey>(FOREIGN_KEYS_SQL),

@@ -6,7 +6,8 @@
  *   that is `definer-public-execute`), owned by another role: it runs with its owner's rights, and
  *   what it touches cannot be read from the catalogs;
  * - a view (not `security_invoker`) its role holds privileges on, owned by another role: it reads
- *   its relations with its owner's rights, so each must be one the consumer may reach;
+ *   its relations with its owner's rights, so each must be one the consumer may reach; and so for a
+ *   rule on a table its role holds privileges on (its actions run as the table's owner);
  * - a SECURITY DEFINER trigger function, owned by another role, of a table its role may write (an
  *   ordinary trigger function runs with the writer's own rights, so reaches nothing more);
  * - a foreign key whose ON DELETE (ON UPDATE) action is CASCADE, SET NULL or SET DEFAULT, to a table
@@ -39,6 +40,7 @@ export function checkReach(snapshot: CatalogSnapshot, consumers: Consumers): Fin
   return roles.flatMap(([role, consumer]) => [
     ...definerFunctions(snapshot, role, consumer),
     ...views(snapshot, consumers, role, consumer),
+    ...rules(snapshot, consumers, role, consumer),
     ...definerTriggers(snapshot, role, consumer),
     ...foreignKeyActions(snapshot, consumers, role, consumer),
     ...inheritedChildren(snapshot, consumers, role, consumer),
@@ -81,6 +83,28 @@ function views(snapshot: CatalogSnapshot, consumers: Consumers, role: string, co
           `consumer ${consumer} reaches ${relation} through it (${role} holds ${[...held].sort().join(", ")}), ` +
           `and it reads ${relation} as its owner ${view.owner} (not security_invoker): ${problem}`,
         todo: `ALTER VIEW ${view.name} SET (security_invoker = true), granting ${role} what it needs on ${relation} (declared in ${consumer}'s data), or revoke ${role}'s privileges on ${view.name}`,
+      });
+    }
+  }
+  return findings;
+}
+
+function rules(snapshot: CatalogSnapshot, consumers: Consumers, role: string, consumer: string): Finding[] {
+  const findings: Finding[] = [];
+  for (const rule of snapshot.reach.rules) {
+    if (rule.owner === role || !outsideCore(rule.table)) continue;
+    const held = privilegesOn(snapshot, role, rule.table);
+    if (held.size === 0) continue;
+    for (const relation of rule.reads) {
+      const problem = reachProblem(consumers, consumer, relation);
+      if (problem === undefined) continue;
+      findings.push({
+        check: CHECK.reachAsAnotherRole,
+        where: `rule ${rule.name} on ${rule.table}`,
+        what:
+          `consumer ${consumer} reaches ${relation} through it (${role} holds ${[...held].sort().join(", ")} on ${rule.table}), ` +
+          `and a rule's actions run as the table's owner ${rule.owner}: ${problem}`,
+        todo: `DROP RULE ${rule.name} ON ${rule.table} (a trigger, SECURITY INVOKER, does the same with ${role}'s own rights), or declare ${relation} in ${consumer}'s data`,
       });
     }
   }

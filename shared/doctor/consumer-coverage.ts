@@ -106,16 +106,28 @@ export function reachProblem(consumers: Consumers, consumer: string, relation: s
   return `consumer ${consumer} does not declare it`;
 }
 
+/** Each relation's privileges (its table's and its columns'), by object: read once per snapshot. */
+const relationPrivileges = new WeakMap<CatalogSnapshot, Map<string, CatalogPrivilege[]>>();
+
+function privilegesByRelation(snapshot: CatalogSnapshot): Map<string, CatalogPrivilege[]> {
+  const known = relationPrivileges.get(snapshot);
+  if (known !== undefined) return known;
+  const index = new Map<string, CatalogPrivilege[]>();
+  for (const p of snapshot.privileges) {
+    if (!RELATION_TARGETS.has(p.target)) continue;
+    const list = index.get(p.object);
+    if (list === undefined) index.set(p.object, [p]);
+    else list.push(p);
+  }
+  relationPrivileges.set(snapshot, index);
+  return index;
+}
+
 /** The privileges `role` holds on `object` (a relation: its table's and its columns'), PUBLIC's included. */
 export function privilegesOn(snapshot: CatalogSnapshot, role: string, object: string): Set<string> {
   return new Set(
-    snapshot.privileges
-      .filter(
-        (p) =>
-          p.object === object &&
-          (p.target === "table" || p.target === "column" || p.target === "sequence") &&
-          (p.grantee === role || p.grantee === "PUBLIC"),
-      )
+    (privilegesByRelation(snapshot).get(object) ?? [])
+      .filter((p) => p.grantee === role || p.grantee === "PUBLIC")
       .map((p) => p.privilege),
   );
 }

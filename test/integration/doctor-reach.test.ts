@@ -93,6 +93,18 @@ describe("the doctor follows what a consumer reaches through objects that run as
     expect(found).toEqual([`${CHECK.reachAsAnotherRole} view ${sa}.theirs`]);
   });
 
+  it("a rule on a table A declares and writes, whose action writes B's own table as the table's owner", async () => {
+    const found = await findingsOf({
+      data: { a: { tables: { "billing.orders": { privileges: ["INSERT"] } } } },
+      sql: `${B_LEDGER}
+        CREATE SCHEMA billing; CREATE TABLE billing.orders (x int);
+        GRANT USAGE ON SCHEMA billing TO ${roleA}; GRANT INSERT ON billing.orders TO ${roleA};
+        CREATE RULE mirror AS ON INSERT TO billing.orders DO ALSO INSERT INTO ${sb}.ledger VALUES (NEW.x);`,
+      probe: "INSERT INTO billing.orders VALUES (99)",
+    });
+    expect(found).toEqual([`${CHECK.reachAsAnotherRole} rule mirror on billing.orders`]);
+  });
+
   it("a SECURITY DEFINER trigger on a table A declares and writes, writing B's own table", async () => {
     const found = await findingsOf({
       data: { a: { tables: { "billing.orders": { privileges: ["INSERT"] } } } },
@@ -204,6 +216,16 @@ describe("the doctor counts what a consumer holds without a grant of its own", (
       probe: `SELECT lo_get(${oid})`,
     });
     expect(found).toEqual([`${CHECK.systemPrivileges} large object ${oid}`]);
+  });
+});
+
+describe("the doctor names objects with their schema", () => {
+  it("a function in schema public prints as public.f()", async () => {
+    const found = await findingsOf({
+      sql: "CREATE FUNCTION public.f() RETURNS int LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS 'SELECT 1';",
+      probe: "SELECT public.f()",
+    });
+    expect(found).toEqual([`${CHECK.definerPublicExecute} function public.f()`]);
   });
 });
 

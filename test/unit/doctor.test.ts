@@ -232,7 +232,7 @@ function healthy(): CatalogSnapshot {
         withCheck: null,
       },
     ],
-    reach: { views: [], triggers: [], inheritance: [], foreignKeys: [], systemPrivileges: [] },
+    reach: { views: [], rules: [], triggers: [], inheritance: [], foreignKeys: [], systemPrivileges: [] },
     definitions: {
       columns: ["processed_jobs.consumer_id smallint NOT NULL", "processed_jobs.job_id text NOT NULL"],
       constraints: ["core.processed_jobs processed_jobs_pkey: PRIMARY KEY (job_id, consumer_id)"],
