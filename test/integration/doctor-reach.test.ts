@@ -93,6 +93,17 @@ describe("the doctor follows what a consumer reaches through objects that run as
     expect(found).toEqual([`${CHECK.reachAsAnotherRole} view ${sa}.theirs`]);
   });
 
+  it("... and none for a security_invoker view, which reads with A's own rights (it cannot read B's table)", async () => {
+    const found = await findingsOf({
+      sql: `${B_LEDGER}
+        CREATE SCHEMA ${sa}; GRANT USAGE ON SCHEMA ${sa} TO ${roleA};
+        CREATE VIEW ${sa}.theirs WITH (security_invoker) AS SELECT * FROM ${sb}.ledger;
+        GRANT SELECT ON ${sa}.theirs TO ${roleA};`,
+      probe: `SELECT has_table_privilege('${sa}.theirs', 'SELECT')`,
+    });
+    expect(found).toEqual([]);
+  });
+
   it("a rule on a table A declares and writes, whose action writes B's own table as the table's owner", async () => {
     const found = await findingsOf({
       data: { a: { tables: { "billing.orders": { privileges: ["INSERT"] } } } },
