@@ -32,7 +32,7 @@ export const CHECK = {
   /**
    * A consumer reaches an object it does not declare (or another consumer's own, not shared with it)
    * through one that runs as another role: a SECURITY DEFINER function it may execute, a view
-   * (not security_invoker) it holds privileges on, a SECURITY DEFINER trigger of a table it writes,
+   * (not security_invoker) or a table with a rule it holds privileges on, a SECURITY DEFINER trigger of a table it writes,
    * a foreign key whose ON DELETE / ON UPDATE action changes another table as that table's owner.
    */
   reachAsAnotherRole: "reach-as-another-role",
