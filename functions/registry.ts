@@ -13,7 +13,7 @@
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { CONSUMER_NAME } from "../shared/config/fields.ts";
+import { consumerNameCollision } from "../shared/config/fields.ts";
 import { loadMigrations, type MigrationSet } from "../shared/db/migrations.ts";
 import { consumerRoleName } from "../shared/db/queries/provision-login.ts";
 import { dataDeclarationProblems } from "../shared/doctor/declared-data.ts";
@@ -109,18 +109,13 @@ const RESERVED_NAMES: Readonly<Record<string, string>> = {
 
 /** Why `name` cannot be a registered consumer's name, or undefined when it can. */
 export function consumerNameProblem(name: unknown): string | undefined {
-  if (
-    typeof name !== "string" ||
-    name.length > 63 ||
-    !CONSUMER_NAME.test(name) ||
-    !REGISTRY_NAME.test(name)
-  ) {
+  if (typeof name !== "string" || name.length > 63 || !REGISTRY_NAME.test(name)) {
     return `consumer name ${JSON.stringify(name)} must be words of lowercase letters and digits joined by single dashes, starting with a letter, at most 63 characters (e.g. record-payment)`;
   }
   // Own keys only: `constructor` is a fine name, not Object.prototype's.
   return Object.hasOwn(RESERVED_NAMES, name)
     ? `consumer name "${name}" is reserved: ${RESERVED_NAMES[name]}`
-    : undefined;
+    : consumerNameCollision(name);
 }
 
 /**

@@ -16,6 +16,7 @@ import {
   type ConsumerDeploymentSettings,
   resolveDeliveryTimings,
 } from "../../functions/consumer-deployment.ts";
+import { CONSUMER_NAME, consumerNameCollision } from "../../shared/config/fields.ts";
 import { ConfigurationError } from "../../shared/errors/configuration.ts";
 import { TTL_DEFAULTS, validateFenceTtl } from "../../shared/fence/ttl.ts";
 import { type DeliveryTimings, validateDeliveryTimings } from "../../shared/retry/delivery-timings.ts";
@@ -94,7 +95,6 @@ const MAX_BATCH_WITHOUT_WINDOW = 10;
 const MAX_CONCURRENCY = { min: 2, max: 1000 } as const;
 /** SQS provisioned mode's poller bounds. */
 const PROVISIONED_POLLERS = { minimum: { min: 2, max: 200 }, maximum: { min: 2, max: 2000 } } as const;
-const CONSUMER_NAME = /^[a-z][a-z0-9-]{0,62}$/;
 
 /** A consumer's resolved settings, after validation. */
 export interface ConsumerSettings {
@@ -119,7 +119,10 @@ export function resolveConsumerSettings(props: ConsumerSettingsProps): ConsumerS
   const runtime = props.runtime ?? CONSUMER_DEPLOYMENT_DEFAULTS.runtime;
   const problems: string[] = [...runtimeProblems(runtime)];
   if (!CONSUMER_NAME.test(name)) {
-    problems.push(`name "${name}" must be 1–63 lowercase letters, digits or dashes, starting with a letter`);
+    problems.push(
+      consumerNameCollision(name) ??
+        `name "${name}" must be 1–63 lowercase letters, digits or dashes, starting with a letter`,
+    );
   }
 
   let retryPolicy: RetryPolicy = DEFAULT_RETRY_POLICY;

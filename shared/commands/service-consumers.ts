@@ -3,7 +3,7 @@
  * name and what its definition declares it works on. A `ConsumerDefinition` is one, so a command
  * can be given the service's definitions as they are. Pure.
  */
-import { CONSUMER_NAME } from "../config/fields.ts";
+import { consumerNameProblem } from "../config/fields.ts";
 import {
   type DataDeclaration,
   type DeclaredConsumerData,
@@ -26,10 +26,9 @@ export function checkServiceConsumers(
   const problems: string[] = [];
   const seen = new Set<string>();
   for (const c of consumers) {
-    if (typeof c?.name !== "string" || !CONSUMER_NAME.test(c.name)) {
-      problems.push(
-        `consumer name ${JSON.stringify(c?.name)} must be 1–63 lowercase letters, digits or dashes, starting with a letter`,
-      );
+    const nameProblem = consumerNameProblem(c?.name);
+    if (nameProblem !== undefined) {
+      problems.push(nameProblem);
       continue;
     }
     if (seen.has(c.name)) problems.push(`consumer ${c.name} is given twice`);

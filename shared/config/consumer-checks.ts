@@ -27,7 +27,7 @@ import {
   consumerConfigFromEnv,
   parseConsumerConfig,
 } from "./consumer-config.ts";
-import { CONSUMER_NAME } from "./fields.ts";
+import { CONSUMER_NAME, consumerNameCollision } from "./fields.ts";
 
 /** A definition's `sends`, as far as it is checked here: each target's name and what it parses with. */
 type DeclaredTargets = Readonly<Record<string, unknown>>;
@@ -60,7 +60,8 @@ export function checkConsumer(c: ConsumerToCheck): CheckedConsumer {
   const problems: string[] = [];
   if (!CONSUMER_NAME.test(c.name)) {
     problems.push(
-      `name "${c.name}" must be 1–63 lowercase letters, digits or dashes, starting with a letter`,
+      consumerNameCollision(c.name) ??
+        `name "${c.name}" must be 1–63 lowercase letters, digits or dashes, starting with a letter`,
     );
   }
   const parsed = collect(problems, () =>

@@ -39,8 +39,36 @@ export function jsonField<S extends z.ZodType>(schema: S, notJson = "must be JSO
     .pipe(schema);
 }
 
-/** A consumer's name: lowercase letters, digits and dashes, starting with a letter, at most 63. */
-export const CONSUMER_NAME = /^[a-z][a-z0-9-]{0,62}$/;
+/**
+ * A consumer's name: lowercase letters, digits and dashes, starting with a letter, at most 63; and
+ * none whose schema (its name with `-` as `_`) would be PostgreSQL's or jobfence's (see
+ * {@link consumerNameCollision}).
+ */
+export const CONSUMER_NAME = /^(?!(?:public|core|information-schema)$|pg-)[a-z][a-z0-9-]{0,62}$/;
+
+/**
+ * Why `name` cannot be a consumer's because its schema or role would be one PostgreSQL or jobfence
+ * has (`public`, `core`, `information_schema`, `pg_…`: the consumer would own it, and every object
+ * in it would count as its own), or undefined.
+ */
+export function consumerNameCollision(name: string): string | undefined {
+  const schema = name.replaceAll("-", "_");
+  const reserved =
+    schema === "public" || schema === "information_schema" || schema === "core" || schema.startsWith("pg_");
+  return reserved
+    ? `consumer name "${name}" is refused: its schema would be ${schema}, which PostgreSQL or jobfence already uses (${schema === "core" ? "jobfence's own" : "PostgreSQL's own"}), and every object in it would count as the consumer's: choose another name`
+    : undefined;
+}
+
+/** Why `name` cannot be a consumer's, one line, or undefined. */
+export function consumerNameProblem(name: unknown): string | undefined {
+  if (typeof name === "string" && CONSUMER_NAME.test(name)) return undefined;
+  const collision = typeof name === "string" ? consumerNameCollision(name) : undefined;
+  return (
+    collision ??
+    `consumer name ${JSON.stringify(name)} must be 1–63 lowercase letters, digits or dashes, starting with a letter`
+  );
+}
 
 const targetQueues = z.record(z.string().regex(CONSUMER_NAME, "must be a consumer name"), z.url());
 

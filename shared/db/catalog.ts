@@ -8,6 +8,8 @@
  * The impure edge of the schema snapshot and the doctor: `catalog-description.ts` turns a snapshot
  * into the committed description of `core`, and `shared/doctor/` checks it.
  */
+import type { CatalogPrivilege } from "./catalog-privilege.ts";
+import { type CatalogReach, readReach, signatureSql } from "./catalog-reach.ts";
 import type { Queryable } from "./queryable.ts";
 
 /** A role and the attributes that matter to jobfence. */
@@ -29,31 +31,7 @@ export interface CatalogMembership {
   readonly adminOption: boolean;
 }
 
-/** What a privilege is on. */
-export type PrivilegeTarget = "database" | "schema" | "table" | "sequence" | "column" | "function";
-
-/**
- * One privilege one role (or PUBLIC) holds on one object of this database, as its ACL grants it;
- * the owner's own privileges are left out. An object without an ACL has its type's default one
- * (`acldefault`), so a function nobody revoked EXECUTE on shows EXECUTE to PUBLIC.
- */
-export interface CatalogPrivilege {
-  readonly target: PrivilegeTarget;
-  /** The object's schema; the database's name for `database`. */
-  readonly schema: string;
-  /**
-   * The object as the description names it: `core`, `core.dead_letters`,
-   * `core.hold_fence(text,text)`; for a column, its table.
-   */
-  readonly object: string;
-  /** The column, for `column`. */
-  readonly column?: string;
-  /** A role name, or `PUBLIC`. */
-  readonly grantee: string;
-  /** SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER, MAINTAIN, EXECUTE, USAGE, CREATE, CONNECT, TEMPORARY. */
-  readonly privilege: string;
-  readonly grantable: boolean;
-}
+export type { CatalogPrivilege, PrivilegeTarget } from "./catalog-privilege.ts";
 
 /** A function (or procedure) outside the system schemas. */
 export interface CatalogFunction {
@@ -123,6 +101,8 @@ export interface CatalogSnapshot {
   readonly relations: readonly CatalogRelation[];
   readonly functions: readonly CatalogFunction[];
   readonly policies: readonly CatalogPolicy[];
+  /** Views, triggers, inheritance, foreign keys, and privileges on PostgreSQL's own objects. */
+  readonly reach: CatalogReach;
   /** `core`'s columns, constraints, indexes, triggers and function bodies, one line each. */
   readonly definitions: Readonly<Record<DefinitionSection, readonly string[]>>;
   /**
@@ -193,7 +173,7 @@ const PRIVILEGES_SQL = `
    WHERE ${USER_SCHEMA} AND t.attacl IS NOT NULL AND t.attnum > 0 AND NOT t.attisdropped
      AND a.grantee <> c.relowner
   UNION ALL
-  SELECT 'function', n.nspname, p.oid::regprocedure::text, NULL, ${GRANTEE}, a.privilege_type, a.is_grantable
+  SELECT 'function', n.nspname, ${signatureSql("p", "n")}, NULL, ${GRANTEE}, a.privilege_type, a.is_grantable
     FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace,
          aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
    WHERE ${USER_SCHEMA} AND a.grantee <> p.proowner`;
@@ -210,7 +190,7 @@ const RELATIONS_SQL = `
    WHERE ${USER_SCHEMA} AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S')`;
 
 const FUNCTIONS_SQL = `
-  SELECT n.nspname AS schema, p.oid::regprocedure::text AS signature, p.prosecdef AS "securityDefiner",
+  SELECT n.nspname AS schema, ${signatureSql("p", "n")} AS signature, p.prosecdef AS "securityDefiner",
          coalesce(p.proconfig, '{}') AS settings, pg_get_userbyid(p.proowner) AS owner
     FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
    WHERE ${USER_SCHEMA}`;
@@ -336,6 +316,7 @@ async function read(client: Queryable): Promise<CatalogSnapshot> {
     relations: await rowsOf<CatalogRelation>(RELATIONS_SQL),
     functions: await rowsOf<CatalogFunction>(FUNCTIONS_SQL),
     policies,
+    reach: await readReach(client),
     definitions,
     consumerRoles: context.registry_readable
       ? await rowsOf<{ consumer: string; role: string; queues: string[] }>(

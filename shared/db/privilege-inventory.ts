@@ -10,7 +10,9 @@
  * the test of every entry that still exists; test/integration/privilege-inventory.test.ts fails
  * when the two disagree or an entry's test does not exist.
  */
+
 import { type CatalogSnapshot, readCatalog } from "./catalog.ts";
+import { signatureSql } from "./catalog-reach.ts";
 import type { Queryable } from "./queryable.ts";
 
 /** The roles every deployment creates, besides one group role per consumer. */
@@ -71,8 +73,9 @@ const LARGE_OBJECTS_SQL = `
 
 // The same text as readCatalog's signatures: read with its search path (pg_catalog, public).
 const EXTENSION_FUNCTIONS_SQL = `
-  SELECT p.oid::regprocedure::text AS signature, e.extname AS extension
+  SELECT ${signatureSql("p", "n")} AS signature, e.extname AS extension
     FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid JOIN pg_proc p ON p.oid = d.objid
+    JOIN pg_namespace n ON n.oid = p.pronamespace
    WHERE d.classid = 'pg_proc'::regclass AND d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'`;
 
 /** Reads what {@link inventoryEntries} needs beyond `readCatalog`'s snapshot. */

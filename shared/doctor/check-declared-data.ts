@@ -10,23 +10,25 @@
  * - an object that several consumers' roles hold privileges on is a finding only when one of them
  *   does not declare it shared with the others. Declared sharing is not a finding.
  *
- * A privilege granted to PUBLIC counts as held by every role. Pure.
+ * - a privilege on an object in another consumer's own schema, which that consumer does not declare
+ *   shared with the holder, is a finding even when its own role holds nothing on it.
+ *
+ * PUBLIC's privileges, counted as every consumer's, are check-public-reach.ts's; what a consumer
+ * reaches through objects that run as another role, check-reach.ts's. Pure.
  */
 import type { CatalogPrivilege, CatalogSnapshot } from "../db/catalog.ts";
 import { sqlIdentifier } from "../db/catalog-description.ts";
-import { consumerSchemaName } from "../db/consumer-catalog.ts";
 import { consumerRoleName } from "../db/queries/provision-login.ts";
 import { revokeStatement } from "./check-privileges.ts";
-import type { DeclaredConsumerData, Sharing, TableUse } from "./declared-data.ts";
+import {
+  type Coverage,
+  consumersOf,
+  declaredSharing,
+  ownerSharing,
+  sharesWith,
+} from "./consumer-coverage.ts";
+import type { DeclaredConsumerData } from "./declared-data.ts";
 import { CHECK, type Finding } from "./findings.ts";
-import { classifyRoles } from "./role-kinds.ts";
-
-/** What a consumer may hold outside core: its declared tables, and schemas it works on whole. */
-interface Coverage {
-  readonly tables: ReadonlyMap<string, TableUse>;
-  /** Declared schemas, and its own (named after it, not shared). */
-  readonly schemas: ReadonlyMap<string, { readonly shared?: Sharing }>;
-}
 
 /** Inputs of {@link checkDeclaredData}. */
 export interface DeclaredDataInput {
@@ -37,18 +39,10 @@ export interface DeclaredDataInput {
   readonly consumers?: readonly string[];
 }
 
-const RELATION_TARGETS: ReadonlySet<CatalogPrivilege["target"]> = new Set(["table", "sequence", "column"]);
-
 /** Every finding about consumers' privileges outside core against their declarations. */
 export function checkDeclaredData(input: DeclaredDataInput): Finding[] {
   const { snapshot, declarations } = input;
-  const kinds = classifyRoles(snapshot);
-  const consumerOf = new Map(kinds.registered);
-  const names = [...declarations.map((d) => d.consumer), ...(input.consumers ?? [])];
-  for (const name of names) consumerOf.set(consumerRoleName(name), name);
-  const coverage = new Map<string, Coverage>();
-  for (const name of [...consumerOf.values()]) coverage.set(name, coverageOf(name, undefined));
-  for (const d of declarations) coverage.set(d.consumer, coverageOf(d.consumer, d));
+  const { kinds, consumerOf, coverage, ownSchemas } = consumersOf(snapshot, declarations, input.consumers);
   const outside = snapshot.privileges.filter(
     (p) => p.target !== "database" && p.schema !== "core" && kinds.consumerRoles.has(p.grantee),
   );
@@ -56,27 +50,8 @@ export function checkDeclaredData(input: DeclaredDataInput): Finding[] {
     ...undeclared(outside, consumerOf, coverage),
     ...missingDeclared(snapshot, declarations, new Set(snapshot.roles.map((r) => r.name))),
     ...undeclaredSharing(outside, consumerOf, coverage),
+    ...inOtherConsumersSchemas(outside, consumerOf, coverage, ownSchemas),
   ];
-}
-
-function coverageOf(consumer: string, declared: DeclaredConsumerData | undefined): Coverage {
-  const schemas = new Map<string, { readonly shared?: Sharing }>([[consumerSchemaName(consumer), {}]]);
-  for (const [name, use] of Object.entries(declared?.data.schemas ?? {})) schemas.set(name, use);
-  return { tables: new Map(Object.entries(declared?.data.tables ?? {})), schemas };
-}
-
-/** The sharing a consumer declares for what `p` is on, or null when it does not declare it at all. */
-function declaredSharing(cover: Coverage | undefined, p: CatalogPrivilege): Sharing | undefined | null {
-  if (cover === undefined) return null;
-  const schema = cover.schemas.get(p.schema);
-  if (schema !== undefined) return schema.shared;
-  if (p.target === "schema") {
-    const inIt = [...cover.tables.keys()].some((t) => t.startsWith(`${p.object}.`));
-    return p.privilege === "USAGE" && inIt ? true : null;
-  }
-  if (!RELATION_TARGETS.has(p.target)) return null;
-  const use = cover.tables.get(p.object);
-  return use?.privileges.includes(p.privilege as TableUse["privileges"][number]) ? use.shared : null;
 }
 
 function where(p: CatalogPrivilege): string {
@@ -234,6 +209,44 @@ function undeclaredSharing(
         todo: `if the sharing is meant, declare it in ${consumer}'s data (shared: [${named.map((n) => `"${n}"`).join(", ")}], or true); otherwise revoke the others' privileges`,
       });
     }
+  }
+  return findings;
+}
+
+/**
+ * A consumer's privilege on an object in another consumer's own schema, which it declares: a finding
+ * unless that other consumer declares it shared with this one, whether or not its role holds anything
+ * on it (when it does, {@link undeclaredSharing} reports it from its side).
+ */
+function inOtherConsumersSchemas(
+  privileges: readonly CatalogPrivilege[],
+  consumerOf: ReadonlyMap<string, string>,
+  coverage: ReadonlyMap<string, Coverage>,
+  ownSchemas: ReadonlyMap<string, string>,
+): Finding[] {
+  const findings: Finding[] = [];
+  const seen = new Set<string>();
+  for (const p of privileges) {
+    const consumer = consumerOf.get(p.grantee);
+    const owner = ownSchemas.get(p.schema);
+    if (consumer === undefined || owner === undefined || owner === consumer || p.target === "schema")
+      continue;
+    // Not declared by the holder: the undeclared privilege is the finding.
+    if (declaredSharing(coverage.get(consumer), p) === null) continue;
+    const ownerRole = [...consumerOf].find(([, name]) => name === owner)?.[0];
+    if (privileges.some((q) => q.object === p.object && q.grantee === ownerRole)) continue;
+    if (sharesWith(ownerSharing(coverage.get(owner), p.object), consumer)) continue;
+    const key = `${p.object} ${p.grantee}`;
+    if (seen.has(key)) continue;
+    seen.add(key);
+    findings.push({
+      check: CHECK.undeclaredSharing,
+      where: `${p.target === "column" ? "table" : p.target} ${p.object}`,
+      what:
+        `${p.grantee} holds ${p.privilege} on it, in consumer ${owner}'s own schema, and ${owner} does not ` +
+        `declare sharing it with ${consumer}: one consumer reaching another's own data acts as it`,
+      todo: `if the sharing is meant, declare it in ${owner}'s data (tables: { "${p.object}": { privileges: [...], shared: ["${consumer}"] } }); otherwise ${revokeStatement(p)}`,
+    });
   }
   return findings;
 }

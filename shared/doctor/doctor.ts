@@ -21,13 +21,16 @@ import { checkDefinerFunctions } from "./check-functions.ts";
 import { checkMigrations } from "./check-migrations.ts";
 import { checkOwnership } from "./check-ownership.ts";
 import { checkPrivileges } from "./check-privileges.ts";
+import { checkPublicReach } from "./check-public-reach.ts";
 import {
   checkQueues,
   checkReplayQueues,
   type ExpectedConsumerQueues,
   type ObservedConsumerQueues,
 } from "./check-queues.ts";
+import { checkReach } from "./check-reach.ts";
 import { checkRoles } from "./check-roles.ts";
+import { consumersOf } from "./consumer-coverage.ts";
 import { type DeclaredConsumerData, declaredSchemas } from "./declared-data.ts";
 import { CHECK, type DoctorReport, type Finding, type Skipped } from "./findings.ts";
 import { observeQueues } from "./read-queues.ts";
@@ -101,14 +104,15 @@ export function diagnose(input: DiagnoseInput): DoctorReport {
     } else {
       findings.push(...checkMigrations(catalog.migrationHistory, input.sets));
     }
+    const declarations = input.declarations ?? [];
+    const setConsumers = input.sets.flatMap((set) => (set.consumer === undefined ? [] : [set.consumer]));
+    const consumers = consumersOf(catalog, declarations, setConsumers);
     findings.push(
       ...checkRoles(catalog),
       ...checkPrivileges(catalog),
-      ...checkDeclaredData({
-        snapshot: catalog,
-        declarations: input.declarations ?? [],
-        consumers: input.sets.flatMap((set) => (set.consumer === undefined ? [] : [set.consumer])),
-      }),
+      ...checkDeclaredData({ snapshot: catalog, declarations, consumers: setConsumers }),
+      ...checkReach(catalog, consumers),
+      ...checkPublicReach(catalog, consumers),
       ...checkDefinerFunctions(catalog),
       ...checkOwnership(catalog),
     );

@@ -29,6 +29,19 @@ export const CHECK = {
   declaredPrivilegeMissing: "declared-privilege-missing",
   /** Several consumers' roles hold privileges on one object, and one of them does not declare it shared with the others. */
   undeclaredSharing: "undeclared-sharing",
+  /**
+   * A consumer reaches an object it does not declare (or another consumer's own, not shared with it)
+   * through one that runs as another role: a SECURITY DEFINER function it may execute, a view
+   * (not security_invoker) or a table with a rule it holds privileges on, a SECURITY DEFINER trigger of a table it writes,
+   * a foreign key whose ON DELETE / ON UPDATE action changes another table as that table's owner.
+   */
+  reachAsAnotherRole: "reach-as-another-role",
+  /** A table a consumer reads or writes has an inheritance child (or a partition elsewhere) it does not declare. */
+  inheritedReach: "inherited-reach",
+  /** PUBLIC holds a privilege outside core that a consumer may therefore use and does not declare. */
+  publicReach: "public-reach",
+  /** A consumer's role, or PUBLIC, holds a privilege on PostgreSQL's own objects granted after initdb, or on a large object. */
+  systemPrivileges: "system-privileges",
   /** A login holds a privilege directly, not through its group role. */
   loginPrivileges: "login-privileges",
   /** PUBLIC holds a privilege in a consumer's schema: every role, every other consumer's included, has it. */

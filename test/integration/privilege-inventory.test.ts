@@ -12,6 +12,7 @@ import { randomBytes } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { signatureSql } from "../../shared/db/catalog-reach.ts";
 import {
   extensionObject,
   type InventoryEntry,
@@ -105,7 +106,7 @@ describe("the privilege inventory in docs/schema.md", () => {
       const held = await db.withClient(async (c) => {
         const extra = await readExtraPrivileges(c);
         const { rows } = await c.query<{ object: string; privilege: string }>(
-          `SELECT p.oid::regprocedure::text AS object, 'EXECUTE' AS privilege
+          `SELECT ${signatureSql("p", "n")} AS object, 'EXECUTE' AS privilege
              FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
             WHERE n.nspname !~ '^pg_' AND n.nspname <> 'information_schema'
               AND has_function_privilege($1, p.oid, 'EXECUTE')

@@ -6,7 +6,9 @@ import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { doctorConfigFromEnv } from "../../functions/doctor/config.ts";
-import { consumerSchemaFile } from "../../functions/registry.ts";
+import { consumerSchemaFile, consumerNameProblem as registryNameProblem } from "../../functions/registry.ts";
+import { checkServiceConsumers } from "../../shared/commands/service-consumers.ts";
+import { CONSUMER_NAME, consumerNameCollision } from "../../shared/config/fields.ts";
 import type {
   CatalogMembership,
   CatalogPrivilege,
@@ -230,6 +232,7 @@ function healthy(): CatalogSnapshot {
         withCheck: null,
       },
     ],
+    reach: { views: [], rules: [], triggers: [], inheritance: [], foreignKeys: [], systemPrivileges: [] },
     definitions: {
       columns: ["processed_jobs.consumer_id smallint NOT NULL", "processed_jobs.job_id text NOT NULL"],
       constraints: ["core.processed_jobs processed_jobs_pkey: PRIMARY KEY (job_id, consumer_id)"],
@@ -1226,5 +1229,41 @@ describe("privileges outside core against what consumers declare (their definiti
         env(JSON.stringify([{ consumer: "record-payment", data: { tables: { invoices: {} } } }])),
       ),
     ).toThrow(/JOBFENCE_DOCTOR_DECLARATIONS/);
+  });
+});
+
+describe("consumer names whose schema would be PostgreSQL's or jobfence's", () => {
+  const colliding = ["public", "core", "information-schema", "pg-catalog", "pg-anything"];
+
+  it("are refused wherever a consumer's name is checked, saying why", () => {
+    for (const name of colliding) {
+      expect(CONSUMER_NAME.test(name), name).toBe(false);
+      expect(consumerNameCollision(name), name).toMatch(/is refused: its schema would be/);
+      expect(() => checkServiceConsumers("migrate", [{ name }]), name).toThrow(
+        new RegExp(`consumer name "${name}" is refused: its schema would be`),
+      );
+      expect(registryNameProblem(name), name).toBeDefined();
+    }
+    expect(() => checkServiceConsumers("migrate", [{ name: "public" }])).toThrow(
+      /its schema would be public, which PostgreSQL or jobfence already uses \(PostgreSQL's own\)/,
+    );
+    expect(consumerNameCollision("core")).toMatch(/its schema would be core, .*\(jobfence's own\)/);
+    // Names that merely contain them are fine.
+    for (const name of ["publication", "core-ledger", "pgx", "my-pg-sync", "public-api"]) {
+      expect(CONSUMER_NAME.test(name), name).toBe(true);
+      expect(registryNameProblem(name), name).toBeUndefined();
+    }
+  });
+
+  it("createConsumer refuses one at start-up", () => {
+    const definition = { name: "public", payload: z.object({}), work: async () => {} };
+    const pool = new pg.Pool({ connectionString: "postgres://nobody@127.0.0.1:1/none" });
+    const start = () =>
+      createConsumer(definition, {
+        config: { databaseUrl: "postgres://x@127.0.0.1/y", opsBusName: "ops" },
+        pool,
+      });
+    expect(start).toThrow(ConfigurationError);
+    expect(start).toThrow(/consumer name "public" is refused: its schema would be public/);
   });
 });
