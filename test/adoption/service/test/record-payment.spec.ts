@@ -81,7 +81,9 @@ test("jobfence doctor finds the database as the definitions declare it", () => {
 });
 
 test("jobfence ops is the ops CLI, suggesting commands as the service runs it", () => {
-  const help = execFileSync("npx", ["jobfence", "ops", "dead-letters", "replay", "--help"], { encoding: "utf8" });
+  const help = execFileSync("npx", ["jobfence", "ops", "dead-letters", "replay", "--help"], {
+    encoding: "utf8",
+  });
   assert.match(help, /jobfence ops dead-letters replay <filters…>/);
 });
 
