@@ -18,8 +18,9 @@
 --   whatever an INSERT gives;
 -- * the trigger runs with its owner's rights (an undelivered row is written by
 --   core.outbox_undelivered for the target, and a consumer may not read resolved_at), and it looks
---   only at rows of NEW.consumer; a row a consumer may not insert is refused by row-level security
---   after the BEFORE triggers, so what the lookup found is never kept;
+--   only at rows of NEW.consumer; a row a consumer may not insert is refused before it runs
+--   (core.dead_letters_as_own_consumer, migration 0026), so it never reads or locks another
+--   consumer's rows for one;
 -- * consumers' column grants on core.dead_letters do not include it: no consumer reads any link,
 --   its own or another's. jobfence_ops reads it with the rest of the row.
 -- A failure of another copy of the same message after the replay (a duplicate still in the queue)
@@ -63,23 +64,29 @@ BEGIN
     -- over a partial index of every pending row while the table has no statistics yet (a large
     -- INSERT … SELECT), and then reads all of them for every row inserted.
     FOR candidate IN SELECT r.id, r.consumer, r.body_fingerprint, r.status FROM core.dead_letters AS r
-                      WHERE r.job_id = NEW.job_id LOOP
+                      WHERE r.job_id = NEW.job_id AND r.consumer = NEW.consumer LOOP
       IF candidate.consumer = NEW.consumer AND candidate.body_fingerprint = NEW.body_fingerprint
          AND candidate.status = 'pending_review' THEN
         PERFORM 1 FROM core.dead_letters AS r WHERE r.id = candidate.id FOR SHARE OF r;
       END IF;
     END LOOP;
+    -- The replayed row taken is locked (NO KEY UPDATE: the new row's foreign key still shares it)
+    -- and a row another write is linking right now is skipped: two failures written at once link
+    -- two rows, or one and none, never both the same (which the unique index would refuse).
     NEW.replay_of := (
       SELECT r.id FROM core.dead_letters AS r
        WHERE r.consumer = NEW.consumer AND r.job_id = NEW.job_id AND r.body_fingerprint = NEW.body_fingerprint
          AND r.status = 'replayed'
          AND NOT EXISTS (SELECT 1 FROM core.dead_letters AS s WHERE s.replay_of = r.id)
        ORDER BY r.resolved_at DESC, r.id DESC
-       LIMIT 1);
+       LIMIT 1
+       FOR NO KEY UPDATE OF r SKIP LOCKED);
   ELSE
     -- Filed under its own message id (no job id could be read): every copy has another, so the
     -- pending rows of the same body filed so are the ones a replay may be sending; the newest are
     -- waited for.
+    -- Locked oldest first, the order in which a bulk operation's chunk locks them: the two never
+    -- wait on each other in opposite orders (a deadlock).
     PERFORM 1 FROM (
       SELECT r.id FROM core.dead_letters AS r
        WHERE r.consumer = NEW.consumer AND r.body_fingerprint = NEW.body_fingerprint
@@ -87,6 +94,7 @@ BEGIN
        ORDER BY r.created_at DESC
        LIMIT waited_for_at_most) AS newest
       JOIN core.dead_letters AS r ON r.id = newest.id
+     ORDER BY r.created_at, r.id
        FOR SHARE OF r;
     NEW.replay_of := (
       SELECT r.id FROM core.dead_letters AS r
@@ -94,7 +102,8 @@ BEGIN
          AND r.status = 'replayed' AND r.job_id = (r.message_attributes ->> 'message_id')
          AND NOT EXISTS (SELECT 1 FROM core.dead_letters AS s WHERE s.replay_of = r.id)
        ORDER BY r.resolved_at DESC, r.id DESC
-       LIMIT 1);
+       LIMIT 1
+       FOR NO KEY UPDATE OF r SKIP LOCKED);
   END IF;
   RETURN NEW;
 END
