@@ -5,6 +5,8 @@
  */
 import { Command, CommanderError } from "commander";
 import { EXIT, LineWriter } from "../ops/io.ts";
+import { withoutPassword } from "../shared/db/connection-text.ts";
+import { JobfenceError } from "../shared/errors/jobfence-error.ts";
 import type { ConsumerFlags } from "./consumers.ts";
 import type { JobfenceIo } from "./io.ts";
 
@@ -63,5 +65,28 @@ export function parseDatabaseCommand<F extends DatabaseCommandFlags>(
     io.err(`${command.name()}: name the database with --database-url <url> or DATABASE_URL`);
     return EXIT.usage;
   }
+  if (!isConnectionString(url)) {
+    io.err(
+      `${command.name()}: the database must be a connection string, postgres://user:password@host:port/database; got ${JSON.stringify(withoutPassword(url))}`,
+    );
+    return EXIT.usage;
+  }
   return { flags, url };
+}
+
+/** Whether `url` reads as a PostgreSQL connection string (a URL of the postgres or postgresql scheme, with a host). */
+function isConnectionString(url: string): boolean {
+  try {
+    const parsed = new URL(url);
+    return (parsed.protocol === "postgres:" || parsed.protocol === "postgresql:") && parsed.hostname !== "";
+  } catch {
+    return false;
+  }
+}
+
+/** What went wrong, in one line: a jobfence error by its name, anything else by its message or text. */
+export function describeError(error: unknown): string {
+  if (error instanceof JobfenceError) return `${error.name}: ${error.message}`;
+  if (error instanceof Error) return error.message;
+  return String(error);
 }

@@ -9,7 +9,12 @@ import { doctorDatabase } from "../shared/commands/doctor.ts";
 import { withoutPassword } from "../shared/db/connection-text.ts";
 import { type DoctorReport, formatFinding } from "../shared/doctor/findings.ts";
 import { consumersOf } from "./consumers.ts";
-import { type DatabaseCommandFlags, databaseCommand, parseDatabaseCommand } from "./database-command.ts";
+import {
+  type DatabaseCommandFlags,
+  databaseCommand,
+  describeError,
+  parseDatabaseCommand,
+} from "./database-command.ts";
 import type { JobfenceIo } from "./io.ts";
 
 interface DoctorFlags extends DatabaseCommandFlags {
@@ -38,9 +43,7 @@ export async function runDoctorCommand(argv: readonly string[], io: JobfenceIo):
       consumers: await consumersOf(flags, io.cwd ?? process.cwd()),
     });
   } catch (error) {
-    io.err(
-      `jobfence doctor: the check of ${withoutPassword(url)} could not finish: ${(error as Error).message}`,
-    );
+    io.err(`jobfence doctor: the check of ${withoutPassword(url)} could not finish: ${describeError(error)}`);
     return EXIT.failed;
   }
   if (flags.json) {

@@ -6,9 +6,8 @@
 import { EXIT } from "../ops/io.ts";
 import { migrateDatabase } from "../shared/commands/migrate.ts";
 import { withoutPassword } from "../shared/db/connection-text.ts";
-import { JobfenceError } from "../shared/errors/jobfence-error.ts";
 import { consumersOf } from "./consumers.ts";
-import { databaseCommand, parseDatabaseCommand } from "./database-command.ts";
+import { databaseCommand, describeError, parseDatabaseCommand } from "./database-command.ts";
 import type { JobfenceIo } from "./io.ts";
 
 /** Runs `jobfence migrate <argv…>`; resolves to the exit code. */
@@ -39,9 +38,7 @@ export async function runMigrateCommand(argv: readonly string[], io: JobfenceIo)
     for (const role of report.consumerRoles) io.out(`consumer group role: ${role}`);
     return EXIT.ok;
   } catch (error) {
-    const message =
-      error instanceof JobfenceError ? `${error.name}: ${error.message}` : (error as Error).message;
-    io.err(`jobfence migrate: ${withoutPassword(url)}: ${message}`);
+    io.err(`jobfence migrate: ${withoutPassword(url)}: ${describeError(error)}`);
     return EXIT.failed;
   }
 }

@@ -234,12 +234,7 @@ function verifyHistory(set: MigrationSet, recorded: readonly AppliedRow[]): Migr
       );
     }
     if (migration.checksum !== row.checksum) {
-      throw new MigrationChecksumError(
-        row.version,
-        `${set.name}/${row.name}`,
-        row.checksum,
-        migration.checksum,
-      );
+      throw new MigrationChecksumError(row.version, row.name, row.checksum, migration.checksum, set.name);
     }
   }
   const done = new Set(recorded.map((r) => r.version));

@@ -78,7 +78,7 @@ export function readPlanToken(
     // A plan token in every part but its MAC: sealed under a key this API no longer has.
     if (payloadSchema.safeParse(readUnverified(token)).success) {
       throw new PlanFromEarlierKeyError(
-        `the token's plan was made before the API's signing key changed (the local stack makes a new key at every start; a deployment, when its key is rotated), so it can no longer start anything; ${planAgain(kind)}`,
+        `the token's signature does not match this API's key: either its plan was made before the key changed (the local stack makes a new key at every start; a deployment, when its key is rotated) or the token was altered; either way it can start nothing; ${planAgain(kind)}`,
       );
     }
     throw new InvalidPlanTokenError(`the token is not one this API issued; ${planAgain(kind)}`);
@@ -99,7 +99,7 @@ export function readPlanToken(
 
 /** How to get a usable token: plan the same set again and start with the new one. */
 function planAgain(kind: "replay" | "discard"): string {
-  return `plan again (POST /v1/core/dead-letters/${kind}/plan with the same filter; npm run ops -- dead-letters ${kind} <filters> --plan) and start it with the new token`;
+  return `plan again (POST /v1/core/dead-letters/${kind}/plan with the same filter, or the ops CLI's dead-letters ${kind} <filters> --plan) and start it with the new token`;
 }
 
 /**

@@ -27,7 +27,7 @@ export function checkMigrations(
           check: CHECK.migrations,
           where: `migration ${label(set.name, m.version, m.name)}`,
           what: "is not applied",
-          todo: "run the migrations (a deploy runs them; locally `npm run migrate` or `npm start`)",
+          todo: "run the migrations (a deploy runs them; by hand `jobfence migrate`, or in the jobfence repository `npm run migrate` or `npm start`)",
         });
       } else if (row.checksum !== m.checksum) {
         findings.push({

@@ -81,7 +81,7 @@ export function diagnose(input: DiagnoseInput): DoctorReport {
       check: CHECK.migrations,
       where: "schema core",
       what: "does not exist: this database has never been migrated",
-      todo: "run the migrations (a deploy runs them; locally `npm run migrate` or `npm start`), or check the database name",
+      todo: "run the migrations (a deploy runs them; by hand `jobfence migrate`, or in the jobfence repository `npm run migrate` or `npm start`), or check the database name",
     });
   } else {
     findings.push(...checkCoreCatalog(input.expectedCatalog, describeCore(catalog)));

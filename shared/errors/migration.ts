@@ -20,11 +20,14 @@ export class MigrationChecksumError extends MigrationError {
   readonly recorded: string;
   /** Checksum of the file as it is now. */
   readonly actual: string;
-  constructor(version: number, migrationName: string, recorded: string, actual: string) {
+  constructor(version: number, migrationName: string, recorded: string, actual: string, set?: string) {
+    const file = `${set === undefined ? "" : `${set}/`}${String(version).padStart(4, "0")}_${migrationName}`;
     super(
-      `migration ${String(version).padStart(4, "0")}_${migrationName} was edited after it was applied ` +
+      `migration ${file} was edited after it was applied ` +
         `(recorded checksum ${recorded.slice(0, 12)}…, file now ${actual.slice(0, 12)}…); ` +
-        "add a new migration instead of editing an applied one",
+        (set === "core"
+          ? "jobfence's own migrations are never edited once released: this installation's copy of them differs from the one that migrated the database (a modified package, or one built from unreleased sources)"
+          : "add a new migration instead of editing an applied one"),
     );
     this.version = version;
     this.recorded = recorded;

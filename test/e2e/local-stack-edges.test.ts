@@ -270,7 +270,7 @@ describe("a restart of the stack", () => {
     );
     expect(refused.status).toBe(400);
     expect(refused.contentType).toContain("application/problem+json");
-    expect(refused.body?.detail).toContain("the token's plan was made before the API's signing key changed");
+    expect(refused.body?.detail).toContain("its plan was made before the key changed");
     expect(refused.body?.detail).toContain(
       "plan again (POST /v1/core/dead-letters/discard/plan with the same filter",
     );
@@ -280,7 +280,7 @@ describe("a restart of the stack", () => {
       ...["--confirm", token, "--reason", "from before the restart"],
     ]);
     expect(cli.code).toBe(1);
-    expect(cli.stderr).toContain("the token's plan was made before the API's signing key changed");
+    expect(cli.stderr).toContain("its plan was made before the key changed");
     expect(cli.stderr).toContain(
       "hint: a plan's token works only with the API that issued it, within 15 minutes and not after a restart of the local stack; plan again — npm run ops -- dead-letters discard --consumer award-points --plan — and start it with the new token",
     );

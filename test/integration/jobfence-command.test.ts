@@ -79,6 +79,22 @@ describe("jobfence migrate", () => {
     expect(none.err).toMatch(/exports no consumer definition/);
   });
 
+  it("refuses a database that is no connection string, and reports a module that throws a non-Error", async () => {
+    const notUrl = await jobfence("migrate", "--database-url", "notaurl");
+    expect(notUrl.code).toBe(2);
+    expect(notUrl.err).toMatch(/must be a connection string, postgres:\/\/user:password@host:port\/database/);
+    const throwing = await jobfence(
+      "doctor",
+      "--database-url",
+      db.url,
+      "--definitions",
+      "test/fixtures/service/throws.ts",
+    );
+    expect(throwing.code).toBe(1);
+    expect(throwing.err).toContain("the service's configuration is missing");
+    expect(throwing.err).not.toContain("undefined");
+  });
+
   it("says which database is missing, and which is unreachable", async () => {
     const missing = await jobfence("migrate");
     expect(missing.code).toBe(2);

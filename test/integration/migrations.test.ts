@@ -125,6 +125,11 @@ describe("migration runner", () => {
 
     await expect(attempt).rejects.toBeInstanceOf(MigrationChecksumError);
     await expect(attempt).rejects.toMatchObject({ version: 1 });
+    // Named as its file is (set, then number and name), and, being jobfence's own, not to be "fixed"
+    // with a new migration of the user's.
+    await expect(attempt).rejects.toThrow(
+      /^migration core\/0001_\w+ was edited after it was applied .*jobfence's own migrations are never edited/,
+    );
     // Migration 3 was pending but must not have been applied past the refused history.
     expect((await recorded(db)).map((r) => r.version)).toEqual([1, 2]);
   });

@@ -903,9 +903,9 @@ describe("dead-letters replay (bulk)", () => {
       expect(response.status).toBe(400);
       expect(response.headers.get("content-type")).toContain("application/problem+json");
       const problem = (await response.json()) as { detail: string; errors: { field: string }[] };
-      expect(problem.detail).toContain("the token's plan was made before the API's signing key changed");
+      expect(problem.detail).toContain("its plan was made before the key changed");
       expect(problem.detail).toContain(
-        "plan again (POST /v1/core/dead-letters/replay/plan with the same filter; npm run ops -- dead-letters replay <filters> --plan)",
+        "plan again (POST /v1/core/dead-letters/replay/plan with the same filter, or the ops CLI's dead-letters replay <filters> --plan)",
       );
       expect(problem.errors.map((e) => e.field)).toEqual(["token"]);
 
@@ -918,7 +918,7 @@ describe("dead-letters replay (bulk)", () => {
       );
       expect(run.code).toBe(1);
       expect(run.err).toMatch(/^error: 400 /m);
-      expect(run.err).toContain("the token's plan was made before the API's signing key changed");
+      expect(run.err).toContain("its plan was made before the key changed");
       expect(run.err).toContain(
         "hint: a plan's token works only with the API that issued it, within 15 minutes and not after a restart of the local stack; plan again — npm run ops -- dead-letters replay --consumer ops-restart --plan — and start it with the new token",
       );

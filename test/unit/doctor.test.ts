@@ -547,7 +547,10 @@ describe("a consumer's schemas against its committed description (consumer-schem
         "consumer award-points role",
         `ALTER ROLE ${AWARD} NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS`,
       ],
-      ["consumer award-points role", "run the migrations: a deploy runs them, `npm run migrate` locally"],
+      [
+        "consumer award-points role",
+        "run the migrations: a deploy runs them; by hand `jobfence migrate` (`npm run migrate` in the jobfence repository)",
+      ],
       ["consumer award-points role", `REVOKE jobfence_ops FROM ${AWARD}`],
     ]);
     expect(found[1]?.what).toBe(
