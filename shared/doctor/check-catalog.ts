@@ -46,7 +46,7 @@ const MIGRATION_FIX = "restore it as the migrations made it (see shared/db/migra
 const NEW_MIGRATION =
   "if it is wanted, make it a migration and refresh the description (npm run schema:snapshot)";
 const RUN_MIGRATIONS =
-  "run the migrations: a deploy runs them; by hand `jobfence migrate` (`npm run migrate` in the jobfence repository)";
+  "run the migrations: a deploy runs them, by hand `jobfence migrate` (`npm run migrate` in the jobfence repository)";
 
 /** Whose description is compared, as the findings name it. */
 interface Subject {

@@ -549,7 +549,7 @@ describe("a consumer's schemas against its committed description (consumer-schem
       ],
       [
         "consumer award-points role",
-        "run the migrations: a deploy runs them; by hand `jobfence migrate` (`npm run migrate` in the jobfence repository)",
+        "run the migrations: a deploy runs them, by hand `jobfence migrate` (`npm run migrate` in the jobfence repository)",
       ],
       ["consumer award-points role", `REVOKE jobfence_ops FROM ${AWARD}`],
     ]);
