@@ -15,6 +15,7 @@ import {
   provisionLogin,
   registerConsumerQueues,
 } from "../../shared/db/queries/provision-login.ts";
+import { ConsumerLogins } from "../support/consumer-logins.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 import { insertDeadLetter, insertFence } from "../support/fixtures.ts";
 
@@ -33,21 +34,9 @@ let loginB: pg.Client;
 const logins: string[] = [];
 let baseline: string;
 
-async function connectAs(consumer: string): Promise<pg.Client> {
-  const username = `jft_cc_${randomBytes(4).toString("hex")}`;
-  const password = randomBytes(18).toString("base64url");
-  logins.push(username);
-  await provisionLogin(admin, { username, password, consumer });
-  const url = new URL(db.url);
-  url.username = username;
-  url.password = password;
-  const client = new pg.Client({
-    connectionString: url.toString(),
-    application_name: `cross-consumer ${consumer}`,
-  });
-  await client.connect();
-  return client;
-}
+let consumerLogins: ConsumerLogins;
+const connectAs = (consumer: string) =>
+  consumerLogins.connect(consumer, { applicationName: `cross-consumer ${consumer}` });
 
 /** Everything of B's, read as the migrator (past row-level security). */
 async function rowsOfB(): Promise<string> {
@@ -103,14 +92,14 @@ beforeAll(async () => {
     "UPDATE core.dead_letters SET status = 'replayed', resolved_at = now(), resolved_by = 'ops' WHERE id = $1",
     [replayedB],
   );
+  consumerLogins = new ConsumerLogins(admin, db.url, "jft_cc");
   loginA = await connectAs(A);
   loginB = await connectAs(B);
   baseline = await rowsOfB();
 });
 
 afterAll(async () => {
-  await loginA?.end();
-  await loginB?.end();
+  await consumerLogins?.close();
   for (const login of logins) await admin?.query(`DROP ROLE IF EXISTS ${login}`);
   await admin?.end();
   await db?.drop();

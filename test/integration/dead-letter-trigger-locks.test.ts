@@ -5,12 +5,12 @@
  * guessed body being replayed. And the replay link (0025) never turns two failures written at once
  * into a refused write, nor deadlocks with a bulk operation locking the same rows.
  */
-import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { type DeadLetterDraft, insertDeadLetter } from "../../shared/db/queries/insert-dead-letter.ts";
-import { provisionLogin, registerConsumerQueues } from "../../shared/db/queries/provision-login.ts";
+import { registerConsumerQueues } from "../../shared/db/queries/provision-login.ts";
 import { storedBody } from "../../shared/db/stored-body.ts";
+import { ConsumerLogins } from "../support/consumer-logins.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 import { insertFence } from "../support/fixtures.ts";
 
@@ -22,7 +22,8 @@ const WAIT_BOUND_MS = 2000;
 
 let db: TestDatabase;
 let admin: pg.Client;
-const logins: string[] = [];
+let logins: ConsumerLogins;
+/** The migrator's sessions besides `admin`. */
 const clients: pg.Client[] = [];
 
 /** The id of a dead letter just recorded. */
@@ -32,19 +33,7 @@ function idOf(recorded: Awaited<ReturnType<typeof insertDeadLetter>>): string {
 }
 
 /** A session of `consumer`'s own login (provisioned as the deployment does). */
-async function loginOf(consumer: string): Promise<pg.Client> {
-  const username = `jft_locks_${randomBytes(4).toString("hex")}`;
-  const password = randomBytes(18).toString("base64url");
-  logins.push(username);
-  await provisionLogin(admin, { username, password, consumer });
-  const url = new URL(db.url);
-  url.username = username;
-  url.password = password;
-  const client = new pg.Client({ connectionString: url.toString() });
-  await client.connect();
-  clients.push(client);
-  return client;
-}
+const loginOf = (consumer: string) => logins.connect(consumer);
 
 /** A session of the migrator's, for what an operator's replay or the cleanup holds. */
 async function migrator(): Promise<pg.Client> {
@@ -94,13 +83,14 @@ beforeAll(async () => {
   db = await createTestDatabase();
   admin = new pg.Client({ connectionString: db.url });
   await admin.connect();
+  logins = new ConsumerLogins(admin, db.url, "jft_locks");
   await registerConsumerQueues(admin, A, [queueOf(A)]);
   await registerConsumerQueues(admin, B, [queueOf(B)]);
 });
 
 afterAll(async () => {
   for (const client of clients) await client.end().catch(() => {});
-  for (const login of logins) await admin.query(`DROP ROLE IF EXISTS ${login}`).catch(() => {});
+  await logins?.close();
   await admin?.end();
   await db?.drop();
 });
