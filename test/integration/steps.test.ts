@@ -357,7 +357,12 @@ describe("failures", () => {
       [],
     );
     expect(gateway.calls).toHaveLength(1);
-    expect(await deadLetterOf("st-conflict")).toMatchObject({ error_kind: "conflict" });
+    expect(await deadLetterOf("st-conflict")).toMatchObject({
+      error_kind: "conflict",
+      message: expect.stringMatching(
+        /^job "st-conflict" recorded a step with fingerprint [0-9a-f]{32}; this message carries a different job/,
+      ),
+    });
   });
 });
 

@@ -31,7 +31,11 @@ export const chargeInvoice = {
         const response = await fetch(`${process.env.PAYMENTS_URL}/v1/charges`, {
           method: "POST",
           headers: { "content-type": "application/json", "idempotency-key": key },
-          body: JSON.stringify({ amount: job.payload.amount_cents, currency: "eur", customer: job.payload.customer }),
+          body: JSON.stringify({
+            amount: job.payload.amount_cents,
+            currency: "eur",
+            customer: job.payload.customer,
+          }),
           signal,
         });
         const answer: unknown = await response.json();

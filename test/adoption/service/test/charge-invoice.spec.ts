@@ -58,7 +58,10 @@ test("a charge delivered twice, its provider failing once, charges the card once
   const job = kit.job({ invoice_id: "inv-9", amount_cents: 900, customer: "cus_1" });
   provider.fault({ path: "/v1/charges", mode: "fail", status: 503 });
   const first = await kit.deliver(job);
-  assert.deepEqual(first.results.map((r) => r.status), ["retry"]);
+  assert.deepEqual(
+    first.results.map((r) => r.status),
+    ["retry"],
+  );
   // The retry calls again, with the same key: the provider acts now, and the result is recorded.
   const retried = await kit.redeliver();
   assert.equal(retried.applied.length, 1);
@@ -68,6 +71,8 @@ test("a charge delivered twice, its provider failing once, charges the card once
   const charges = provider.ledger().filter((entry) => entry.kind === "charge");
   assert.equal(charges.length, 1);
   assert.equal(charges[0]?.key, stepKey("charge-invoice", job.job_id, "charge"));
-  const [invoice] = await kit.query<{ paid_cents: number }>("SELECT paid_cents FROM billing.invoices WHERE id = 'inv-9'");
+  const [invoice] = await kit.query<{ paid_cents: number }>(
+    "SELECT paid_cents FROM billing.invoices WHERE id = 'inv-9'",
+  );
   assert.equal(invoice?.paid_cents, 900);
 });
