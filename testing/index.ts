@@ -46,5 +46,5 @@ export { DEFAULT_TEST_TENANT, type JobIdentity, type TestEnvelope } from "./enve
 export type { ReceivedFollowUp } from "./follow-ups.ts";
 export { type ConsumerTestKit, type ConsumerTestKitOptions, consumerTestKit } from "./kit.ts";
 export type { TestQueue } from "./queue.ts";
-export type { DeadLetterFilter, DeadLetterRow, FenceRow } from "./readers.ts";
+export type { DeadLetterFilter, DeadLetterRow, FenceRow, StepRow } from "./readers.ts";
 export { TEST_OPS_BUS, type TestServices } from "./services.ts";

@@ -71,6 +71,9 @@ test("a charge delivered twice, its provider failing once, charges the card once
   const charges = provider.ledger().filter((entry) => entry.kind === "charge");
   assert.equal(charges.length, 1);
   assert.equal(charges[0]?.key, stepKey("charge-invoice", job.job_id, "charge"));
+  const [recorded] = await kit.steps(job.job_id);
+  assert.equal(recorded?.key, charges[0]?.key);
+  assert.deepEqual(recorded?.result, { id: charges[0]?.id, amount: 900 });
   const [invoice] = await kit.query<{ paid_cents: number }>(
     "SELECT paid_cents FROM billing.invoices WHERE id = 'inv-9'",
   );
