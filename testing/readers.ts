@@ -30,9 +30,12 @@ export interface StepRow {
   readonly position: number;
   /** The idempotency key its provider was given. */
   readonly key: string;
-  /** The result, as the step's schema accepted it. */
+  /** The result, as the step's schema accepted it; null while none was recorded. */
   readonly result: unknown;
-  readonly recordedAt: Date;
+  /** When it was (first) called. */
+  readonly calledAt: Date;
+  /** When its result was recorded; null: called, its answer never recorded. */
+  readonly recordedAt: Date | null;
 }
 
 /** A dead letter of the consumer (core.dead_letters), the fields a test asserts on. */
@@ -86,17 +89,17 @@ export class ConsumerReaders {
 
   /** The steps job `jobId` recorded, in order. */
   async steps(jobId: string): Promise<StepRow[]> {
-    const { rows } = await this.#pool.query<Omit<StepRow, "key" | "result"> & { result: string }>(
-      `SELECT s.step, s.position, s.result::text AS result, s.recorded_at AS "recordedAt"
+    const { rows } = await this.#pool.query<Omit<StepRow, "key" | "result"> & { result: string | null }>(
+      `SELECT s.step, s.position, s.result::text AS result, s.called_at AS "calledAt", s.recorded_at AS "recordedAt"
          FROM core.consumer_roles AS c JOIN core.job_steps AS s ON s.consumer_id = c.id
         WHERE c.consumer = $1 AND s.job_id = $2
-        ORDER BY s.position, s.recorded_at`,
+        ORDER BY s.position, s.called_at`,
       [this.#consumer, jobId],
     );
     return rows.map((row) => ({
       ...row,
       key: stepKey(this.#consumer, jobId, row.step),
-      result: parseJsonExact(row.result),
+      result: row.result === null ? null : parseJsonExact(row.result),
     }));
   }
 

@@ -84,7 +84,14 @@ describe("a consumer with a step", () => {
     expect(delivery.applied).toHaveLength(1);
     expect(calls).toEqual([stepKey("award-points", job.job_id, "receipt")]);
     expect(await kit.steps(job.job_id)).toEqual([
-      { step: "receipt", position: 1, key: calls[0], result: { id: "rc_1" }, recordedAt: expect.any(Date) },
+      {
+        step: "receipt",
+        position: 1,
+        key: calls[0],
+        result: { id: "rc_1" },
+        calledAt: expect.any(Date),
+        recordedAt: expect.any(Date),
+      },
     ]);
     expect(await kit.steps("never-ran")).toEqual([]);
   });
