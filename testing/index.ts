@@ -43,6 +43,17 @@ export type { ConsumerChain } from "./build-consumer.ts";
 // What a delivery reports.
 export type { Delivery, MessageResult, MessageStatus, TestMessage } from "./delivery.ts";
 export { DEFAULT_TEST_TENANT, type JobIdentity, type TestEnvelope } from "./envelope.ts";
+// A fake external provider (charges, emails) with Stripe's Idempotency-Key semantics, for steps.
+export {
+  type FakeProvider,
+  type FakeProviderOptions,
+  type FaultSpec,
+  type LedgerEntry,
+  type ProviderEffect,
+  type RequestEntry,
+  type RequestOutcome,
+  startFakeProvider,
+} from "./fake-provider.ts";
 export type { ReceivedFollowUp } from "./follow-ups.ts";
 export { type ConsumerTestKit, type ConsumerTestKitOptions, consumerTestKit } from "./kit.ts";
 export type { TestQueue } from "./queue.ts";
