@@ -134,6 +134,12 @@ describe("the local stack, started with npm start", () => {
     expect(queue.url.startsWith(emulator.endpoint)).toBe(true);
     expect(queue.backstopUrl.startsWith(emulator.endpoint)).toBe(true);
     expect(Object.keys(info.tokens).sort()).toEqual(["admin", "discard", "none", "read", "replay"]);
+    // The fake provider the consumers' steps call: named in stack.json and the banner, and answering.
+    expect(info.providerUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    expect(stdout()).toContain(`provider   ${info.providerUrl}   (POST /v1/charges, /v1/emails;`);
+    const ledger = await fetch(`${info.providerUrl}/_fake/ledger`);
+    expect(ledger.status).toBe(200);
+    expect(await ledger.json()).toEqual({ entries: expect.any(Array), requests: expect.any(Array) });
   });
 
   it("1. applies a job sent several times exactly once", { timeout: LONG }, async () => {
