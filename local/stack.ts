@@ -27,6 +27,7 @@ import {
 } from "../functions/consumers.ts";
 import { createDeadLetterApi } from "../functions/dead-letters-api/api.ts";
 import { deploymentConsumers, deploymentMigrationSets } from "../functions/migrate/sets.ts";
+import { EMAIL_PROVIDER_URL } from "../functions/notify-user/email.ts";
 import { outboxRelayInvocation, outboxRelayService } from "../functions/outbox-relay/relay.ts";
 import { verifyConsumerRegistry } from "../functions/registry.ts";
 import { createBackstopDrain } from "../shared/backstop/drain.ts";
@@ -172,6 +173,9 @@ async function start(
     startFakeProvider({ port: config.ports.provider }),
   );
   cleanups.push(() => provider.close());
+  // notify-user's own setting, as its deployed function's environment gives it (the consumers run
+  // in this process, and read it when their first step runs).
+  process.env[EMAIL_PROVIDER_URL] = provider.url;
   say(
     `provider   fake provider at ${provider.url} (POST /v1/charges, /v1/emails; ledger: GET /_fake/ledger)`,
   );
