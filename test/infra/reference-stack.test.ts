@@ -548,15 +548,17 @@ describe("follow-ups", () => {
 
 describe("notify-user's email provider", () => {
   /** Each consumer function's EMAIL_PROVIDER_URL, by consumer. */
-  const emailProviderOf = (built: JobfenceStack) =>
-    Object.fromEntries(
+  const emailProviderOf = (built: JobfenceStack) => {
+    const functions = Template.fromStack(built).findResources("AWS::Lambda::Function");
+    return Object.fromEntries(
       built.consumers.map((c) => {
-        const { Environment } = Template.fromStack(built).findResources("AWS::Lambda::Function")[
-          logicalId(built, c.consumerFunction.function)
-        ]?.Properties as { Environment: { Variables: Record<string, unknown> } };
-        return [c.consumerName, Environment.Variables.EMAIL_PROVIDER_URL];
+        const resource = functions[logicalId(built, c.consumerFunction.function)] as {
+          Properties: { Environment: { Variables: Record<string, unknown> } };
+        };
+        return [c.consumerName, resource.Properties.Environment.Variables.EMAIL_PROVIDER_URL];
       }),
     );
+  };
 
   it("is given to notify-user's function alone, as EMAIL_PROVIDER_URL", () => {
     expect(emailProviderOf(stack)).toEqual({
