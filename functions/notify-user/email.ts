@@ -13,7 +13,7 @@ import { ConfigurationError } from "../../shared/index.ts";
 export const EMAIL_PROVIDER_URL = "EMAIL_PROVIDER_URL";
 
 /** How long one call may take before it is given up (and the step retried with the same key). */
-export const EMAIL_CALL_TIMEOUT_MS = 10_000;
+export const EMAIL_CALL_TIMEOUT_MS = 5_000;
 
 /**
  * What is wrong with `value` as the provider's base URL (missing, not a URL, not http or https,
