@@ -181,7 +181,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoSummary> {
     if (emailsBefore.lostAnswer) {
       const lost = emailsBefore.lostAnswer;
       say(
-        `a lost answer: the provider sent email ${lost.key} and never answered; the step gave up and the job retried with the same key: ${lost.requests.join(" → ")}, ${lost.emails} email sent`,
+        `a lost answer: the provider sent the email under key ${lost.key} and never answered; the step gave up, and the job's retry called again with the same key: ${lost.requests.join(" → ")}, ${lost.emails} email sent`,
       );
     }
     say(
