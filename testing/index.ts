@@ -1,6 +1,7 @@
 /**
  * jobfence's testing kit: what a consumer author imports to test a consumer alone, against a real
- * PostgreSQL, an in-process SQS emulator and EventBridge sink, and the real harness.
+ * PostgreSQL, an in-process SQS emulator and EventBridge sink, and the real harness; and a fake
+ * provider (charges, emails, Stripe's Idempotency-Key semantics) for a consumer's steps to call.
  *
  * A surface of its own, apart from `shared/index.ts`: a consumer's production bundle imports that
  * one and never reaches this one, so the emulator and the test wiring stay out of every Lambda.
