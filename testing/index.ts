@@ -58,5 +58,5 @@ export {
 export type { ReceivedFollowUp } from "./follow-ups.ts";
 export { type ConsumerTestKit, type ConsumerTestKitOptions, consumerTestKit } from "./kit.ts";
 export type { TestQueue } from "./queue.ts";
-export type { DeadLetterFilter, DeadLetterRow, FenceRow } from "./readers.ts";
+export type { DeadLetterFilter, DeadLetterRow, FenceRow, StepRow } from "./readers.ts";
 export { TEST_OPS_BUS, type TestServices } from "./services.ts";

@@ -239,6 +239,6 @@ function readRecorded<T extends z.ZodType>(step: string, key: string, schema: T,
 /** A step recorded by a different body sent under the same job id: this message is another job. */
 function refuseOtherBody(jobId: string, fingerprint: Buffer, recorded: RecordedStep): void {
   if (recorded.fingerprint !== null && !recorded.fingerprint.equals(fingerprint)) {
-    throw new JobConflictError(jobId, fingerprint, recorded.fingerprint);
+    throw new JobConflictError(jobId, fingerprint, recorded.fingerprint, "step");
   }
 }

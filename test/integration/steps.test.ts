@@ -357,7 +357,63 @@ describe("failures", () => {
       [],
     );
     expect(gateway.calls).toHaveLength(1);
-    expect(await deadLetterOf("st-conflict")).toMatchObject({ error_kind: "conflict" });
+    expect(await deadLetterOf("st-conflict")).toMatchObject({
+      error_kind: "conflict",
+      message: expect.stringMatching(
+        /^job "st-conflict" recorded a step with fingerprint [0-9a-f]{32}; this message carries a different job/,
+      ),
+    });
+  });
+});
+
+describe("a provider that hangs", () => {
+  it("each delivery is ended by its deadline (the call's signal aborts) and counts an interruption; then the job is dead-lettered as interrupted and calls no more", async () => {
+    const keys: string[] = [];
+    let aborted = 0;
+    const handler = bed.consumer(
+      {
+        name: CONSUMER,
+        payload: awardPointsPayload,
+        steps: (job) =>
+          job.step("charge", Charge, (key, { signal }) => {
+            keys.push(key);
+            return new Promise((_, reject) =>
+              signal.addEventListener("abort", () => {
+                aborted++;
+                reject(signal.reason);
+              }),
+            );
+          }),
+        work: async () => {},
+      },
+      {
+        configure: {
+          functionTimeoutSeconds: 3,
+          recordBudgetMs: 1200,
+          returnReserveMs: 1000,
+          lockTimeoutMs: 100,
+          maxInterruptions: 2,
+        },
+      },
+    );
+    const delivery = (n: number) => [
+      sqsRecord(JSON.stringify(award("st-hang", 1, "u-st-h")), { messageId: "m-st-hang", receiveCount: n }),
+    ];
+    for (const n of [1, 2]) {
+      const response = await handler({ Records: delivery(n) }, lambdaContext(CONSUMER, 1700));
+      expect(response.batchItemFailures).toEqual([{ itemIdentifier: "m-st-hang" }]);
+    }
+    expect(aborted).toBe(2);
+    const ledger = await bed.db.withClient(
+      async (c) =>
+        (await c.query("SELECT interruptions FROM core.message_attempts WHERE message_id = 'm-st-hang'"))
+          .rows,
+    );
+    expect(ledger).toEqual([{ interruptions: 2 }]);
+    const response = await handler({ Records: delivery(3) }, lambdaContext(CONSUMER, 5000));
+    expect(response.batchItemFailures).toEqual([]);
+    expect(await deadLetterOf("st-hang")).toMatchObject({ error_kind: "interrupted" });
+    expect(keys).toEqual([stepKey(CONSUMER, "st-hang", "charge"), stepKey(CONSUMER, "st-hang", "charge")]);
   });
 });
 
