@@ -11,7 +11,8 @@
  * - a call given up before its late answer is retried with the same key: refused while the first
  *   request is in flight (409, retried), then answered from the key: one charge;
  * - a permanent failure after both steps leaves a dead letter showing them; its replay calls nothing;
- * - a provider's refusal the step declares permanent dead-letters the job before the next step.
+ * - a provider's refusal the step declares permanent dead-letters the job before the next step;
+ * - notify-user, whose email a crash before its checkpoint would otherwise send twice, sends one.
  */
 import type { SQSRecord } from "aws-lambda";
 import type pg from "pg";
@@ -19,6 +20,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { awardPoints } from "../../functions/award-points/award.ts";
 import { awardPointsPayload } from "../../functions/award-points/consumer.ts";
+import { notifyUserConsumer } from "../../functions/notify-user/consumer.ts";
 import {
   EmailProviderError,
   EmailSent,
@@ -240,6 +242,38 @@ describe("steps against the fake provider", () => {
     expect(rows).toEqual([{ error_kind: "hard", class: "PermanentStepError" }]);
     expect(atProvider("fp-declined", "charge")).toEqual({ effects: 0, requests: ["failed"] });
     expect(atProvider("fp-declined", "email")).toEqual({ effects: 0, requests: [] });
+  });
+});
+
+describe("notify-user against the fake provider", () => {
+  it("sends one email when the consumer dies between the provider's answer and the checkpoint", async () => {
+    await bed.consumerRole("notify-user");
+    const handler = bed.consumer(notifyUserConsumer);
+    installFaultHook((point) => {
+      if (point === "step:after-call") throw new Error("the container died here");
+    });
+    const body = JSON.stringify({
+      job_id: "fp-notify-crash",
+      tenant_id: "t_steps",
+      payload: { user_id: "u-fp-n", kind: "points-awarded", points: 3 },
+    });
+    const first = sqsRecord(body);
+    expect(await invoke(handler, [first])).toEqual([first.messageId]);
+    installFaultHook(undefined);
+    expect(await invoke(handler, [again(first, 2)])).toEqual([]);
+    const key = stepKey("notify-user", "fp-notify-crash", "email");
+    const emails = provider.ledger().filter((e) => e.key === key);
+    expect(
+      provider
+        .requests()
+        .filter((r) => r.key === key)
+        .map((r) => r.outcome),
+    ).toEqual(["acted", "replayed"]);
+    expect(emails).toHaveLength(1);
+    const { rows } = await bed.db.withClient((c) =>
+      c.query("SELECT provider_message_id FROM notify_user.notifications WHERE job_id = 'fp-notify-crash'"),
+    );
+    expect(rows).toEqual([{ provider_message_id: emails[0]?.id }]);
   });
 });
 
