@@ -302,7 +302,7 @@ export async function startFakeProvider(options: FakeProviderOptions = {}): Prom
     return false;
   };
 
-  const server = createServer(async (request, response) => {
+  const handle = async (request: IncomingMessage, response: ServerResponse): Promise<void> => {
     const path = new URL(request.url ?? "/", "http://fake").pathname;
     const method = request.method ?? "GET";
     const chunks: Buffer[] = [];
@@ -319,7 +319,7 @@ export async function startFakeProvider(options: FakeProviderOptions = {}): Prom
     }
     const raw = Buffer.concat(chunks);
     if (path.startsWith("/_fake/") && control(path, method, raw, response)) return;
-    const kind = PROVIDER_ENDPOINTS[path];
+    const kind = Object.hasOwn(PROVIDER_ENDPOINTS, path) ? PROVIDER_ENDPOINTS[path] : undefined;
     if (method === "POST" && kind !== undefined) return provide(request, response, path, kind, raw);
     const key = request.headers["idempotency-key"];
     record(request, path, typeof key === "string" ? key : null, "refused", 404);
@@ -329,6 +329,11 @@ export async function startFakeProvider(options: FakeProviderOptions = {}): Prom
       errorBody("invalid_request_error", `Unrecognized request URL (${method}: ${path})`),
       null,
     );
+  };
+
+  // A client that goes away mid-body ends its own request, never the process.
+  const server = createServer((request, response) => {
+    handle(request, response).catch(() => response.destroy());
   });
 
   // A port another process holds is a rejection the caller can explain, not an unhandled 'error'.

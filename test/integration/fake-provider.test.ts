@@ -4,7 +4,7 @@
  * request is refused, a key whose first request is still in flight gets 409), bodies checked, the
  * faults (fail, hang, late) and the ledger, in process and through its control endpoints.
  */
-import { createServer, type Server } from "node:net";
+import { createConnection, createServer, type Server } from "node:net";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { ConfigurationError } from "../../shared/errors/configuration.ts";
 import { type FakeProvider, startFakeProvider } from "../../testing/index.ts";
@@ -331,6 +331,24 @@ describe("the server", () => {
     expect(Date.now() - started).toBeLessThan(1000);
     expect(await Promise.all(hung)).toEqual(["closed", "closed"]);
     provider = await startFakeProvider(); // for afterEach
+  });
+
+  it("survives a client that goes away mid-body, and answers the next one", async () => {
+    const { port } = new URL(provider.url);
+    await new Promise<void>((resolve) => {
+      const socket = createConnection({ host: "127.0.0.1", port: Number(port) }, () => {
+        socket.write(
+          'POST /v1/charges HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{"amount":',
+        );
+        setTimeout(() => {
+          socket.destroy();
+          resolve();
+        }, 50);
+      });
+    });
+    await sleep(50);
+    expect((await post("/v1/charges", CHARGE)).status).toBe(200);
+    expect(provider.ledger()).toHaveLength(1);
   });
 
   it("refuses a port another process holds", async () => {
