@@ -1,7 +1,8 @@
 /*
  * A step: an external call made before the fence transaction (issue 33; `job.step` in a consumer's
  * `steps`, checkpointed in core.job_steps, keyed by stepKey(consumer, jobId, step)). Consumer A's
- * job J has one step; the other jobs have none. Only the scenarios that define WITH_STEPS run it.
+ * job J has one step; the other jobs have none. Only the scenarios that define WITH_STEPS include
+ * this file; the others keep the worker without step 2s.
  *
  * The provider (a payment or e-mail API, the fake provider of testing/fake-provider.ts) honours an
  * idempotency key for a window (Stripe keeps a key at least 24 hours): a repeat of a key it holds
@@ -12,9 +13,7 @@
    that is not the first effect's answer is one of a second effect. */
 #define FIRST_ANSWER 1
 
-#ifdef WITH_STEPS
 #define STEP_RESET ans = 0; sres = 0
-#endif
 
 /* what the step decided from the job's step row (sres) */
 #define S_DONE 1     /* a checkpoint: its result, no call */
@@ -41,7 +40,10 @@
 
 /*
  * Step 2s, after the claim and before the fence transaction (steps 2b to 4). Sets `ans` to the
- * step's result, or leaves the delivery at `transient` or `deadletter` like a failed work.
+ * step's result, or leaves the delivery at `transient` or `deadletter` like a failed work. The
+ * row's read, the call and its crash points are one atomic step (what another process does between
+ * them changes nothing the search needs: the provider answers a repeat alike before or after, and
+ * the window passes only between deliveries); the checkpoint is a step of its own.
  */
 inline job_step() {
   atomic {
@@ -53,7 +55,7 @@ inline job_step() {
     :: j == J && s_cp == 0 && OUTCOME_UNKNOWN -> sres = S_UNKNOWN
     :: j == J && s_cp == 0 && !OUTCOME_UNKNOWN -> sres = S_CALL
 #ifndef W9
-       ; s_started = 1
+       ; s_started = 1   /* (W9 writes the whole row in the fence transaction) */
 #endif
     fi;
     if
@@ -106,14 +108,16 @@ inline job_step() {
 }
 
 /*
- * The provider's idempotency window passes, once. Like the fence TTL it is taken to exceed a
- * message's life in its source queue (retention plus a delivery), so by then no copy waits there
- * and no delivery runs; what can still wait is a dead letter, which an operator replays days later.
- * The provider forgets the key; a step row started before it is older than the window.
+ * The provider's idempotency window passes, once, between deliveries: nothing ties it to the
+ * source queue's retention (Stripe keeps a key for 24 hours, SQS a message for up to 14 days), so
+ * a copy may still wait in the queue, or a dead letter for its replay. The provider forgets the
+ * key; a step row started before it is older than the window. The model takes a step's row read
+ * and its call as one step, so the window never passes between the two: the code's "older than
+ * the window" must leave a margin of a call's timeout.
  */
 proctype provider_window() {
   d_step {
-    inflight == 0 && !IS_SRC(0) && !IS_SRC(1) && !IS_SRC(2) && !IS_SRC(3) && !IS_SRC(4) ->
+    inflight == 0 ->
     p_ans = 0; p_forgot = 1;
     s_old = s_started
   }
