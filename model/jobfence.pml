@@ -64,7 +64,7 @@
 #elif SCENARIO == 6
 /* steps: J's external call before the fence, two workers, a visibility lapse (two deliveries of
    one message at once), a crash, the call's failures (before acting, acting but late, for good)
-   and the work's, a dead letter replayed, the provider's idempotency window passing */
+   and the work's, a dead letter replayed (singly), the provider's idempotency window passing */
 #define MAXCRASH 1
 #define MAXLAPSE 1
 #define MAXLOST 0
@@ -73,6 +73,7 @@
 #define MAXLOSTSEND 0
 #define NWORKERS 2
 #define WITH_STEPS
+#define ONLY_REPLAY   /* a bulk replay or a discard does to a step's job what a replay does */
 #endif
 
 /* the attempt ledger: transient failures allowed, interruptions allowed, SQS's maxReceiveCount */
