@@ -40,7 +40,8 @@ end_idle:
      :: else
      fi;
 #ifdef WITH_STEPS
-     /* step 2s: J's step, before the fence transaction (model/step.pml) */
+     /* step 2s: a spent message refused, then J's step, before the fence transaction
+        (RecordSpine.steps; model/step.pml) */
      job_step();
 #endif
      /* step 2b: BEGIN + the fence insert ON CONFLICT (FenceTransaction.open); a lock wait behind
@@ -58,6 +59,13 @@ end_idle:
      :: st == CONFL -> kind = K_CONFLICT; check = 0; goto deadletter
      :: else
      fi;
+#ifdef WITH_STEPS
+     /* the steps found the fence and ran nothing, and it is gone: tried again (StepsFenceGoneError) */
+     if
+     :: sres == S_FENCED -> f_tx[j] = 0; goto transient
+     :: else
+     fi;
+#endif
      /* RecordProtocol.#refuseSpent, holding the fence lock */
      if
      :: c_intr[c] >= MAXINTR -> f_tx[j] = 0; kind = K_INTERRUPTED; check = 1; goto deadletter

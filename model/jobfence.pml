@@ -126,6 +126,7 @@ inline copy_of(c, job, body, where) {
 #ifdef WITH_STEPS
 #define P_step_replayed_by_provider (p_replayed && applied[J] == 1)
 #define P_step_result_reused_after_window (p_forgot && s_reused && ANY_ROW(IS_REPLAYED) && applied[J] == 1)
+#define P_step_interrupted_unrecorded (p_effects == 1 && s_cp == 0 && ANY_ROW(IS_INTERRUPTED))
 #define P_step_outcome_unknown \
   (p_forgot && s_cp == 0 && p_effects == 1 && ANY_ROW(IS_REPLAYED) && ANY_ROW(IS_HARD) && applied[J] == 0)
 #endif

@@ -19,6 +19,7 @@
 #define S_DONE 1     /* a checkpoint: its result, no call */
 #define S_CALL 2     /* no checkpoint: call the provider with the step's key */
 #define S_UNKNOWN 3  /* started long ago, no checkpoint: the call may have acted, its key is gone */
+#define S_FENCED 4   /* the job's fence exists: no step runs, the fence decides (kept until step 2b) */
 
 #ifdef W8
 /* W8, a key not derived from the job: a fresh key per attempt, which the provider never holds */
@@ -47,13 +48,20 @@
  */
 inline job_step() {
   atomic {
-    /* the job's step row, read (and, without a checkpoint, recorded as started) in one short
-       transaction of its own: INSERT … ON CONFLICT DO NOTHING, then the row */
+    /* a message interrupted too often or exhausted runs no step (RecordSpine.steps, #refuseSpent) */
     if
-    :: j != J -> sres = 0   /* the other jobs have no step */
-    :: j == J && s_cp != 0 -> ans = s_cp; sres = S_DONE; s_reused = 1
-    :: j == J && s_cp == 0 && OUTCOME_UNKNOWN -> sres = S_UNKNOWN
-    :: j == J && s_cp == 0 && !OUTCOME_UNKNOWN -> sres = S_CALL
+    :: j == J && c_intr[c] >= MAXINTR -> kind = K_INTERRUPTED; check = 1; goto deadletter
+    :: j == J && c_intr[c] < MAXINTR && c_fails[c] >= MAXFAILS -> kind = K_EXHAUSTED; check = 1; goto deadletter
+    :: else
+    fi;
+    /* the job's fence and its step's row, in one round trip (readJobSteps); without a checkpoint,
+       the row recorded as started (OUTCOME_UNKNOWN) */
+    if
+    :: j != J -> sres = 0   /* the other jobs' consumers have no steps */
+    :: j == J && f_fp[j] != 0 -> sres = S_FENCED
+    :: j == J && f_fp[j] == 0 && s_cp != 0 -> ans = s_cp; sres = S_DONE; s_reused = 1
+    :: j == J && f_fp[j] == 0 && s_cp == 0 && OUTCOME_UNKNOWN -> sres = S_UNKNOWN
+    :: j == J && f_fp[j] == 0 && s_cp == 0 && !OUTCOME_UNKNOWN -> sres = S_CALL
 #ifndef W9
        ; s_started = 1   /* (W9 writes the whole row in the fence transaction) */
 #endif
@@ -100,10 +108,16 @@ inline job_step() {
        CRASHPOINT   /* fault point step:after-checkpoint */
     :: else
     fi;
-    sres = 0
+    if
+    :: sres != S_FENCED -> sres = 0
+    :: else
+    fi
   }
 #else
-  sres = 0
+  if
+  :: sres != S_FENCED -> sres = 0
+  :: else
+  fi
 #endif
 }
 

@@ -126,6 +126,7 @@ export const PROBES: readonly Probe[] = [
   { macro: "P_undelivered_replayed", scenario: 4 },
   { macro: "P_step_replayed_by_provider", scenario: 6 },
   { macro: "P_step_result_reused_after_window", scenario: 6 },
+  { macro: "P_step_interrupted_unrecorded", scenario: 6 },
   { macro: "P_step_outcome_unknown", scenario: 6 },
 ];
 
