@@ -73,8 +73,8 @@ inline job_step() {
     :: sres == S_CALL ->
        CRASHPOINT;   /* fault point step:before-call */
        /* the request under the step's key: refused before acting (a 5xx, a 409 while a request
-          of the key is in flight, a 429), refused for good (a 4xx the step declares permanent),
-          answered, or acted but answered too late for the call's signal */
+          of the key is in flight, a 429), refused for good (a 4xx the step declares permanent:
+          PermanentStepError), answered, or acted but answered too late for the call's signal */
        if
        :: failures < MAXFAIL -> failures++; goto transient
        :: failures < MAXFAIL -> failures++; kind = K_HARD; check = 1; goto deadletter
@@ -88,6 +88,8 @@ inline job_step() {
        fi;
        if
        :: failures < MAXFAIL -> failures++; ans = 0; goto transient   /* answered too late */
+       :: failures < MAXFAIL -> failures++; ans = 0; kind = K_HARD; check = 1; goto deadletter
+          /* an answer its schema refuses (StepResultError): the provider acted, nothing is recorded */
        :: true
        fi;
        CRASHPOINT   /* fault point step:after-call: the provider answered, no checkpoint yet */
