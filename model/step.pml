@@ -1,8 +1,13 @@
 /*
- * A step: an external call made before the fence transaction (issue 33; `job.step` in a consumer's
- * `steps`, checkpointed in core.job_steps, keyed by stepKey(consumer, jobId, step)). Consumer A's
- * job J has one step; the other jobs have none. Only the scenarios that define WITH_STEPS include
- * this file; the others keep the worker without step 2s.
+ * A step: an external call made before the fence transaction: RecordSpine.steps
+ * (shared/record/spine.ts) → runSteps (shared/steps/run-steps.ts), its row in core.job_steps
+ * (shared/db/queries/job-steps.ts, migration 0027), keyed by stepKey(consumer, jobId, step).
+ * Consumer A's job J has one step; the other jobs have none. Only the scenarios that define
+ * WITH_STEPS include this file; the others keep the worker without step 2s.
+ *
+ * One rule here is not in the code yet: the row recorded as started before the call, and a step
+ * whose row started before the provider's window, with no checkpoint, refused (OUTCOME_UNKNOWN;
+ * W10 is the code as it is). docs/reliability.md, "The model", says why.
  *
  * The provider (a payment or e-mail API, the fake provider of testing/fake-provider.ts) honours an
  * idempotency key for a window (Stripe keeps a key at least 24 hours): a repeat of a key it holds
