@@ -62,9 +62,10 @@
 #define MAXLOSTSEND 0
 #define NWORKERS 2
 #elif SCENARIO == 6
-/* steps: J's external call before the fence, two workers, a visibility lapse (two deliveries of
-   one message at once), a crash, the call's failures (before acting, acting but late, for good)
-   and the work's, a dead letter replayed (singly), the provider's idempotency window passing */
+/* a step: J's external call before the fence, two workers, a visibility lapse (two deliveries of
+   one message at once), a crash, the call's failures (refused, refused for good, or acting and
+   then answered late or with an answer its schema refuses) and the work's, a dead letter replayed
+   (singly), the provider's idempotency window passing */
 #define MAXCRASH 1
 #define MAXLAPSE 1
 #define MAXLOST 0
