@@ -50,6 +50,7 @@ import { consumerRoleName } from "../../shared/db/queries/provision-login.ts";
 import { planOperation, readOperation, startOperation } from "../../shared/dead-letters/bulk-operations.ts";
 import { runBulkOperations } from "../../shared/dead-letters/bulk-worker.ts";
 import { replayDeadLetter } from "../../shared/dead-letters/replay.ts";
+import { stepKey } from "../../shared/envelope/step-key.ts";
 import { FAULT_POINTS, type FaultPoint, installFaultHook } from "../../shared/fault-points.ts";
 import { runFenceCleanup } from "../../shared/fence/cleanup.ts";
 import { sweepOutbox } from "../../shared/outbox/sweep.ts";
@@ -84,7 +85,7 @@ import { reportFigures } from "./support/figures.ts";
 const RUN = randomBytes(3).toString("hex");
 const TENANT = "t_crash";
 
-type Scenario = "consume" | "replay-single" | "replay-bulk" | "cleanup" | "sweep";
+type Scenario = "consume" | "replay-single" | "replay-bulk" | "cleanup" | "sweep" | "steps";
 
 interface CrashCase {
   /** Short and unique: prefixes the case's job ids, queue and session names. */
@@ -111,6 +112,16 @@ const CONSUMER_POINTS = [
   "dead-letter:after",
 ] as const satisfies readonly FaultPoint[];
 type ConsumerPoint = (typeof CONSUMER_POINTS)[number];
+
+/** A job's step, before its fence transaction (notify-user's email). */
+const STEP_POINTS = [
+  "step:before-call",
+  "step:after-call",
+  "step:after-checkpoint",
+] as const satisfies readonly FaultPoint[];
+
+/** The notify-user jobs a steps case sends: each must end with one notification and one email. */
+const STEP_JOBS = 3;
 
 /**
  * AC2's points: inside the fence transaction, before COMMIT (the fence inserted, the work not run;
@@ -254,6 +265,20 @@ function buildCases(): CrashCase[] {
       restart: "drain-first",
     });
   }
+  // notify-user's email step through the fake provider: killed before the call, after the provider
+  // acted (its answer not recorded), and after the checkpoint (the fence not begun).
+  for (const point of STEP_POINTS) {
+    for (const nth of byTier({ everyday: [2], reliability: [1, 2, 3] })) {
+      cases.push({
+        label: `${point} #${nth}, notify-user's email`,
+        scenario: "steps",
+        point,
+        nth,
+        mode: "per-record",
+        restart: "drain-first",
+      });
+    }
+  }
   const withWaits = cases.flatMap((c) =>
     IN_FLIGHT_POINTS.has(c.point)
       ? IN_FLIGHT_WAITS.map((inFlightMs) => ({
@@ -295,6 +320,12 @@ const figures = {
    * received beyond the first (absorbed by its fence), and follow-ups lost or applied twice.
    */
   followUps: { jobs: 0, leftToRelay: 0, extraDeliveries: 0, lost: 0, doubled: 0 },
+  /**
+   * Steps: notify-user jobs whose email step a kill interrupted; what the fake provider did for them
+   * (emails sent, requests it answered from a key it had seen), emails sent twice, and jobs without
+   * their notification.
+   */
+  steps: { jobs: 0, emails: 0, replayedByProvider: 0, doubled: 0, lost: 0 },
   seconds: 0,
 };
 
@@ -553,6 +584,70 @@ function jobIdOf(body: string): string | undefined {
     return typeof id === "string" ? id : undefined;
   } catch {
     return undefined;
+  }
+}
+
+/**
+ * A steps case: notify-user jobs whose email goes through the fake provider in a step; the child
+ * dies at the case's step point, notify-user drains the rest. Each job ends with exactly one
+ * notification (its fence) and exactly one email at the provider, sent with the job's key.
+ */
+async function stepsCase(expect: ExpectStatic, c: CrashCase): Promise<void> {
+  const queue = await caseQueues(c.id);
+  const jobIds = Array.from({ length: STEP_JOBS }, (_, i) => `${c.id}-email-${i + 1}`);
+  for (const [i, jobId] of jobIds.entries()) {
+    await sendMessage(bed.sqs, queue.url, {
+      job_id: jobId,
+      tenant_id: TENANT,
+      correlation_id: `corr-${jobId}`,
+      payload: { user_id: `u-${jobId}`, kind: "points-awarded", points: i + 1 },
+    });
+  }
+  await crash(expect, c, { kind: "notify", queueUrl: queue.url, queueArn: queue.arn });
+  await drainQueue({
+    databaseUrl: bed.db.url,
+    sqs: bed.sqs,
+    eventBridgeEndpoint: bed.sink.endpoint,
+    queueUrl: queue.url,
+    queueArn: queue.arn,
+    followUpQueueUrl: queue.followUps.url,
+    commitMode: "per-record",
+    consumer: "notify-user",
+    applicationName: `crash-steps-${RUN}-${c.id}`,
+  });
+  const rows = await bed.db.withClient(async (client) => {
+    const { rows } = await client.query<{
+      job_id: string;
+      notifications: number;
+      fences: number;
+      message_id: string | null;
+    }>(
+      `SELECT j.job_id,
+              (SELECT count(*)::int FROM notify_user.notifications n WHERE n.job_id = j.job_id) AS notifications,
+              (SELECT count(*)::int FROM core.processed_jobs p JOIN core.consumer_roles r ON r.id = p.consumer_id
+                WHERE r.consumer = 'notify-user' AND p.job_id = j.job_id) AS fences,
+              (SELECT n.provider_message_id FROM notify_user.notifications n WHERE n.job_id = j.job_id LIMIT 1) AS message_id
+         FROM unnest($1::text[]) AS j(job_id) ORDER BY j.job_id`,
+      [jobIds],
+    );
+    return rows;
+  });
+  const ledger = bed.emailProvider.ledger();
+  const requests = bed.emailProvider.requests();
+  for (const row of rows) {
+    const key = stepKey("notify-user", row.job_id, "email");
+    const emails = ledger.filter((entry) => entry.key === key);
+    figures.steps.jobs++;
+    figures.steps.emails += emails.length;
+    figures.steps.replayedByProvider += requests.filter(
+      (r) => r.key === key && r.outcome === "replayed",
+    ).length;
+    if (emails.length > 1) figures.steps.doubled++;
+    if (row.notifications === 0) figures.steps.lost++;
+    expect.soft(emails.length, `${row.job_id}: emails at the provider`).toBe(1);
+    expect
+      .soft(row, row.job_id)
+      .toEqual({ job_id: row.job_id, notifications: 1, fences: 1, message_id: emails[0]?.id });
   }
 }
 
@@ -892,6 +987,7 @@ describe.concurrent("AC2 crash matrix: SIGKILL at each fault point, then restart
     { timeout: 90_000 },
     async (c, { expect }) => {
       if (c.scenario === "consume") await consumeCase(expect, c);
+      else if (c.scenario === "steps") await stepsCase(expect, c);
       else if (c.scenario === "cleanup") await exclusively(() => cleanupCase(expect, c));
       else await replayCase(expect, c);
     },
@@ -1080,5 +1176,12 @@ describe("AC2 crash matrix: after every crash", () => {
     expect(figures.followUps.extraDeliveries).toBeGreaterThan(0);
     expect(Object.values(figures.kills).reduce((a, b) => a + b, 0)).toBe(CASES.length);
     expect(figures.interruptions.cases).toBe(INTERRUPTION_CASES.length);
+    // Steps: every job one email and one notification; a kill after the provider acted made the
+    // next delivery call again with the same key, which the provider answered from its record.
+    expect(figures.steps.jobs).toBe(CASES.filter((c) => c.scenario === "steps").length * STEP_JOBS);
+    expect(figures.steps.doubled).toBe(0);
+    expect(figures.steps.lost).toBe(0);
+    expect(figures.steps.emails).toBe(figures.steps.jobs);
+    expect(figures.steps.replayedByProvider).toBeGreaterThan(0);
   });
 });

@@ -11,6 +11,7 @@
 import { writeSync } from "node:fs";
 import { Logger } from "@aws-lambda-powertools/logger";
 import { Metrics } from "@aws-lambda-powertools/metrics";
+import { notifyUserConsumer } from "../../../functions/notify-user/consumer.ts";
 import { localEventBridgeClient, localSqsClient } from "../../../local/aws-clients.ts";
 import { pollOnce } from "../../../local/event-source.ts";
 import { lambdaContext } from "../../../local/lambda-context.ts";
@@ -94,6 +95,25 @@ if (role.kind === "consume") {
       handler,
       lambdaContext("award-points", (role.timeoutSeconds ?? 30) * 1000),
     );
+    if (delivered.received.length === 0) break;
+  }
+} else if (role.kind === "notify") {
+  const pool = createPool({
+    connectionString: config.databaseUrl,
+    role: consumerRoleName("notify-user"),
+    max: 2,
+    applicationName: config.applicationName,
+  });
+  const handler = createConsumer(notifyUserConsumer, {
+    config: { databaseUrl: config.databaseUrl, opsBusName: "jobfence-ops-test", queueUrl: role.queueUrl },
+    pool,
+    sqs,
+    eventBridge: localEventBridgeClient(config.eventBridgeEndpoint),
+    retryPolicy: CRASH_RETRY_POLICY,
+  });
+  const source = { sqs, queueUrl: role.queueUrl, queueArn: role.queueArn };
+  for (;;) {
+    const delivered = await pollOnce(source, handler, lambdaContext("notify-user", 30_000));
     if (delivered.received.length === 0) break;
   }
 } else if (role.kind === "replay-single" || role.kind === "replay-bulk") {

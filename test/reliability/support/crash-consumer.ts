@@ -60,7 +60,12 @@ export type CrashRole =
   /** Runs the TTL cleanup in batches of `batchSize`. */
   | { readonly kind: "cleanup"; readonly batchSize: number }
   /** Runs award-points' scheduled outbox relay in rounds of `batchSize`, sending to `followUpQueueUrl`. */
-  | { readonly kind: "sweep"; readonly batchSize: number; readonly followUpQueueUrl: string };
+  | { readonly kind: "sweep"; readonly batchSize: number; readonly followUpQueueUrl: string }
+  /**
+   * Polls the queue with notify-user, whose email is a step through the fake provider at
+   * EMAIL_PROVIDER_URL (the parent's, which outlives the child), until the fault point.
+   */
+  | { readonly kind: "notify"; readonly queueUrl: string; readonly queueArn: string };
 
 /** The child's configuration, passed as JSON in {@link CRASH_CHILD_ENV}. */
 export interface CrashChildConfig {
