@@ -19,7 +19,7 @@ export interface CrashRow {
   readonly doubled: number;
   readonly lost: number;
   readonly neverAcked: number;
-  /** The killed jobs' effects, one per trial, ascending ("1,2"). */
+  /** The killed jobs' effects over the trials, as value×trials ("1×3, 2×2"). */
   readonly killedEffects: string;
   readonly killedCalls: string;
   /** Jobs whose database effect was not exactly once. */
@@ -30,7 +30,15 @@ export interface CrashRow {
 
 const sum = (results: readonly TrialResult[], of: (r: TrialResult) => number) =>
   results.reduce((n, r) => n + of(r), 0);
-const ascending = (values: number[]) => values.sort((a, b) => a - b).join(",");
+/** "1×3, 2×2": each value, ascending, with how many times it occurs. */
+export function histogram(values: readonly number[]): string {
+  const counts = new Map<number, number>();
+  for (const value of values) counts.set(value, (counts.get(value) ?? 0) + 1);
+  return [...counts]
+    .sort(([a], [b]) => a - b)
+    .map(([value, n]) => `${value}×${n}`)
+    .join(", ");
+}
 
 /** The rows of `variants`, each point in order; a cell without trials has zeros. */
 export function crashRows(results: readonly TrialResult[], variants: readonly VariantKey[]): CrashRow[] {
@@ -48,8 +56,8 @@ export function crashRows(results: readonly TrialResult[], variants: readonly Va
         doubled: sum(of, (r) => r.provider.doubled),
         lost: sum(of, (r) => r.provider.lost),
         neverAcked: sum(of, (r) => r.neverAcked),
-        killedEffects: ascending(of.map((r) => r.killedEffects)),
-        killedCalls: ascending(of.map((r) => r.killedCalls)),
+        killedEffects: histogram(of.map((r) => r.killedEffects)),
+        killedCalls: histogram(of.map((r) => r.killedCalls)),
         databaseNotOnce: sum(of, (r) => r.database.jobs - r.database.once),
         unattributed: sum(of, (r) => r.unattributed),
       };
@@ -66,8 +74,8 @@ export function crashTable(rows: readonly CrashRow[]): { headers: string[]; cell
       "trials",
       "jobs",
       "effects/job",
-      "killed job: effects",
-      "killed job: calls",
+      "killed job: effects×trials",
+      "killed job: calls×trials",
       "doubled",
       "lost",
       "never acked",

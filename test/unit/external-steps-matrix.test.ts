@@ -142,10 +142,10 @@ describe("crashRows and crashTargets", () => {
       doubled: 3,
       once: 6,
       lost: 0,
-      killedEffects: "2,2,3",
+      killedEffects: "2×2, 3×1",
       databaseNotOnce: 0,
     });
-    expect(rows[0]).toMatchObject({ trials: 1, doubled: 0, killedEffects: "1" });
+    expect(rows[0]).toMatchObject({ trials: 1, doubled: 0, killedEffects: "1×1" });
   });
 
   it("meets every target when jobfence charges each job once and both controls double", () => {
