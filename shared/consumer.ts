@@ -27,6 +27,7 @@ import { databaseConnection } from "./config/fields.ts";
 import { createPool } from "./db/pool.ts";
 import { assertDataDeclaration, type DataDeclaration } from "./doctor/declared-data.ts";
 import { reportJsonRuntime } from "./envelope/json-runtime-report.ts";
+import { ConfigurationError } from "./errors/configuration.ts";
 import type { WorkQueries } from "./fence/work-transaction.ts";
 import { INTERRUPT_SHARE_OF_RESERVE } from "./invocation/deadline.ts";
 import { METRICS_NAMESPACE } from "./metrics/names.ts";
@@ -41,6 +42,7 @@ import type { RecordContext, WorkJob } from "./record/record-context.ts";
 import { returnToQueue } from "./record/return-to-queue.ts";
 import { RecordSpine } from "./record/spine.ts";
 import type { RetryOverride, RetryPolicy } from "./retry/policy.ts";
+import type { StepsFunction } from "./steps/run-steps.ts";
 import { RecordSpans } from "./tracing/spans.ts";
 
 export type { OutcomeObserver, Transaction, WorkJob, WorkQueries };
@@ -52,8 +54,14 @@ export type { OutcomeObserver, Transaction, WorkJob, WorkQueries };
  */
 export type CommitMode = "per-record" | "batch";
 
-/** What a consumer author writes. */
-export interface ConsumerDefinition<S extends z.ZodType, F extends FollowUpSchemas = Record<never, never>> {
+/**
+ * What a consumer author writes. `R` is what `steps` returns, which `work` receives as `job.steps`.
+ */
+export interface ConsumerDefinition<
+  S extends z.ZodType,
+  F extends FollowUpSchemas = Record<never, never>,
+  R = undefined,
+> {
   /** The consumer's name: half of the fence key and the `consumer` of its dead letters. Lowercase, digits, dashes. */
   readonly name: string;
   /** The payload schema; a payload it refuses is poison. */
@@ -63,7 +71,16 @@ export interface ConsumerDefinition<S extends z.ZodType, F extends FollowUpSchem
    * that retrying cannot fix, anything else to retry. `tx.send(target, { payload, key? })` writes a
    * follow-up to the outbox in the same transaction: sent only if it commits, and then at least once.
    */
-  readonly work: (job: WorkJob<z.output<S>>, tx: Transaction<F>) => Promise<void>;
+  readonly work: (job: WorkJob<z.output<S>, R>, tx: Transaction<F>) => Promise<void>;
+  /**
+   * The job's calls outside the database (a payment, an email), run before the fence transaction:
+   * each `job.step(name, schema, call)` calls with a provider idempotency key derived from the
+   * consumer, the job id and the step's name, and checkpoints the result as soon as it returns; a
+   * retry, a duplicate or a replay of the job gets the recorded results without calling again.
+   * What this returns, the work receives as `job.steps` (docs/consumers.md "Steps"). A consumer
+   * with steps commits per record. @default none: nothing is read or written for steps
+   */
+  readonly steps?: StepsFunction<z.output<S>, R>;
   /**
    * The consumers this one's work may send follow-ups to, by name, each with what it parses them
    * with: its definition (`{ "notify-user": notifyUserConsumer }`) or its payload schema. The
@@ -172,10 +189,11 @@ export interface PreparedConsumer<S extends z.ZodType> extends ConsumerParts {
  * Validates and wires a consumer, at start-up (a Lambda's init): every problem is reported in one
  * ConfigurationError, so a misconfigured consumer never receives a message.
  */
-export function prepareConsumer<S extends z.ZodType, F extends FollowUpSchemas = Record<never, never>>(
-  definition: ConsumerDefinition<S, F>,
-  runtime: ConsumerRuntime = {},
-): PreparedConsumer<S> {
+export function prepareConsumer<
+  S extends z.ZodType,
+  F extends FollowUpSchemas = Record<never, never>,
+  R = undefined,
+>(definition: ConsumerDefinition<S, F, R>, runtime: ConsumerRuntime = {}): PreparedConsumer<S> {
   const { config, managed, retryPolicy, timings } = checkConsumer({
     name: definition.name,
     ...(definition.retry ? { retry: definition.retry } : {}),
@@ -185,6 +203,13 @@ export function prepareConsumer<S extends z.ZodType, F extends FollowUpSchemas =
   });
   if (definition.data !== undefined) assertDataDeclaration(definition.name, definition.data);
   const consumer = definition.name;
+  const commitMode = definition.commitMode ?? "per-record";
+  if (definition.steps !== undefined && commitMode !== "per-record") {
+    throw new ConfigurationError(`consumer "${consumer}"`, [
+      `commitMode "${commitMode}" with steps: a job's steps run before its own fence transaction, one record at a time, so a consumer with steps commits per record (leave commitMode out)`,
+    ]);
+  }
+
   // A logger the host gives may serve several consumers (the local stack's): each gets a child of
   // its own, so one consumer's key never overwrites another's.
   const logger = runtime.logger?.createChild() ?? new Logger({ serviceName: consumer });
@@ -205,7 +230,6 @@ export function prepareConsumer<S extends z.ZodType, F extends FollowUpSchemas =
     });
   const sqs = runtime.sqs ?? createSqsClient();
   const eventBridge = runtime.eventBridge ?? createEventBridgeClient();
-  const commitMode = definition.commitMode ?? "per-record";
   const spans = new RecordSpans(consumer);
   const sends = definition.sends ?? {};
   const outbox = new WorkFollowUps({
@@ -221,6 +245,7 @@ export function prepareConsumer<S extends z.ZodType, F extends FollowUpSchemas =
     consumer,
     payload: definition.payload,
     work: definition.work,
+    ...(definition.steps ? { steps: definition.steps as StepsFunction<z.output<S>, unknown> } : {}),
     ...(definition.fingerprint ? { fingerprint: definition.fingerprint } : {}),
     pool,
     ttlSeconds: config.fenceTtlSeconds,
@@ -279,10 +304,11 @@ export function prepareConsumer<S extends z.ZodType, F extends FollowUpSchemas =
 }
 
 /** Builds the consumer's Lambda handler: {@link prepareConsumer}, its spine per record, Powertools around. */
-export function createConsumer<S extends z.ZodType, F extends FollowUpSchemas = Record<never, never>>(
-  definition: ConsumerDefinition<S, F>,
-  runtime: ConsumerRuntime = {},
-): ConsumerHandler {
+export function createConsumer<
+  S extends z.ZodType,
+  F extends FollowUpSchemas = Record<never, never>,
+  R = undefined,
+>(definition: ConsumerDefinition<S, F, R>, runtime: ConsumerRuntime = {}): ConsumerHandler {
   const prepared = prepareConsumer(definition, runtime);
   const handler = middy<SQSEvent, SQSBatchResponse, Error, Context>(prepared.records())
     .use(injectLambdaContext(prepared.logger))

@@ -1,5 +1,5 @@
 /**
- * Named points in the harness, the replay and the cleanup where a test may stop the process (the
+ * Named points in the harness, a job's steps, the replay and the cleanup where a test may stop the process (the
  * reliability suite's crash matrix kills a real child process at each one with SIGKILL) or inject
  * a delay. Production code never installs a hook: a point is then one check of an unset variable,
  * no call and no await.
@@ -7,6 +7,12 @@
 
 /** Where a hook can act, in the order a job meets them. */
 export const FAULT_POINTS = [
+  /** A step about to call its provider (shared/steps/): nothing of it has happened yet. */
+  "step:before-call",
+  /** The provider answered the step's call; its checkpoint not yet written. */
+  "step:after-call",
+  /** The step's checkpoint committed; the fence transaction not begun. */
+  "step:after-checkpoint",
   /** A record parsed, its fence transaction not begun. */
   "fence:before",
   /** BEGIN and the fence insert answered; the work has not run. */

@@ -49,6 +49,7 @@ export { canonicalJson } from "./envelope/canonical-json.ts";
 // fingerprint a producer can compute to check two messages are the same job.
 export { envelopeSchema, type Job, storableText } from "./envelope/envelope.ts";
 export { FINGERPRINT_BYTES, fingerprintHex, jobFingerprint } from "./envelope/fingerprint.ts";
+export { STEP_KEY_MAX_LENGTH, STEP_NAME, stepKey } from "./envelope/step-key.ts";
 // Every error jobfence throws on purpose, under JobfenceError.
 export * from "./errors/alert.ts";
 export * from "./errors/bulk-operation.ts";
@@ -61,6 +62,7 @@ export * from "./errors/job.ts";
 export * from "./errors/jobfence-error.ts";
 export * from "./errors/migration.ts";
 export * from "./errors/sending.ts";
+export * from "./errors/step.ts";
 export * from "./errors/transaction.ts";
 export { TTL_DEFAULTS, validateFenceTtl } from "./fence/ttl.ts";
 export type {
@@ -96,3 +98,11 @@ export { DEFAULT_SEND_RETRY, type SendRetryPolicy } from "./producer/send-policy
 // What a record can become, and the dead letters' vocabulary.
 export type { RecordOutcome } from "./record/outcome.ts";
 export { DEFAULT_RETRY_POLICY, type RetryOverride, type RetryPolicy } from "./retry/policy.ts";
+// Steps: a job's calls outside the database, with provider idempotency keys.
+export {
+  STEP_RESULT_MAX_BYTES,
+  type StepCallOptions,
+  type StepJob,
+  type StepSettings,
+  type StepsFunction,
+} from "./steps/run-steps.ts";

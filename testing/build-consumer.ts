@@ -73,8 +73,12 @@ export interface TestConsumer {
 }
 
 /** Builds `definition` with the real factory against `target`. */
-export function buildTestConsumer<S extends z.ZodType, F extends FollowUpSchemas = Record<never, never>>(
-  definition: ConsumerDefinition<S, F>,
+export function buildTestConsumer<
+  S extends z.ZodType,
+  F extends FollowUpSchemas = Record<never, never>,
+  R = undefined,
+>(
+  definition: ConsumerDefinition<S, F, R>,
   target: TestConsumerTarget,
   options: TestConsumerOptions<S> = {},
 ): TestConsumer {

@@ -27,9 +27,9 @@ export class WorkFaults {
   }
 
   /** `definition` with its work preceded by the planned failures; everything else is unchanged. */
-  wrap<S extends z.ZodType, F extends FollowUpSchemas>(
-    definition: ConsumerDefinition<S, F>,
-  ): ConsumerDefinition<S, F> {
+  wrap<S extends z.ZodType, F extends FollowUpSchemas, R = undefined>(
+    definition: ConsumerDefinition<S, F, R>,
+  ): ConsumerDefinition<S, F, R> {
     return {
       ...definition,
       work: async (job, tx) => {

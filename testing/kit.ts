@@ -160,10 +160,11 @@ export interface ConsumerTestKit<S extends z.ZodType> {
  * (the emulator and the sink) and, when asked, the retry policy and configuration: its work runs
  * in its own group role, so a missing grant fails the test as it would fail in production.
  */
-export async function consumerTestKit<S extends z.ZodType, F extends FollowUpSchemas = Record<never, never>>(
-  definition: ConsumerDefinition<S, F>,
-  options: ConsumerTestKitOptions<S>,
-): Promise<ConsumerTestKit<S>> {
+export async function consumerTestKit<
+  S extends z.ZodType,
+  F extends FollowUpSchemas = Record<never, never>,
+  R = undefined,
+>(definition: ConsumerDefinition<S, F, R>, options: ConsumerTestKitOptions<S>): Promise<ConsumerTestKit<S>> {
   const migrator = new pg.Pool({ connectionString: options.databaseUrl, max: 2 });
   // pg's Pool.end() resolves before its connections have closed: a test that stops its database
   // right after close() ends them from the server side, which an idle connection reports as an

@@ -25,6 +25,8 @@ export const CLEANUP_METRIC = {
   held: "FenceCleanupHeld",
   /** Attempt-ledger rows of messages SQS can no longer deliver. */
   staleAttempts: "AttemptLedgerCleanupDeleted",
+  /** Step checkpoints no copy of their job can need any more. */
+  steps: "StepCleanupDeleted",
 } as const;
 
 export interface CleanupFunctionDeps {
@@ -52,6 +54,7 @@ export async function cleanupInvocation(
   deps.metrics.addMetric(CLEANUP_METRIC.backlog, MetricUnit.Count, report.backlog);
   deps.metrics.addMetric(CLEANUP_METRIC.held, MetricUnit.Count, report.held);
   deps.metrics.addMetric(CLEANUP_METRIC.staleAttempts, MetricUnit.Count, report.staleAttemptsDeleted);
+  deps.metrics.addMetric(CLEANUP_METRIC.steps, MetricUnit.Count, report.stepsDeleted);
   const log = report.stoppedBy === "budget" && report.backlog > 0 ? deps.logger.warn : deps.logger.info;
   log.call(deps.logger, "fence cleanup finished", { ...report });
   return report;

@@ -20,6 +20,14 @@ const ATTEMPT_COLUMNS = [
   { header: "error" },
 ] as const;
 
+const STEP_COLUMNS = [
+  { header: "position", align: "right" },
+  { header: "step" },
+  { header: "recorded_at" },
+  { header: "key" },
+  { header: "result" },
+] as const;
+
 export function registerShow(group: Command, runtime: Runtime): void {
   const command = group
     .command("show")
@@ -85,6 +93,18 @@ function describe(d: DeadLetter): string[] {
       `${entry.error?.name}: ${entry.error?.message}`,
     ]);
     lines.push(...table(ATTEMPT_COLUMNS, rows, { header: false, indent: "  " }));
+  }
+  if (Array.isArray(d.steps) && d.steps.length > 0) {
+    // The calls outside the database that happened: the work's failure undid none of them.
+    lines.push("", "steps (recorded; a failure of the work does not undo them):");
+    const rows = d.steps.map((step) => [
+      step.position,
+      clean(step.name),
+      step.recorded_at,
+      `key ${clean(step.key)}`,
+      clean(JSON.stringify(step.result)),
+    ]);
+    lines.push(...table(STEP_COLUMNS, rows, { header: false, indent: "  " }));
   }
   lines.push("", "message_attributes:");
   for (const line of prettyJson(d.message_attributes ?? {}).split("\n")) lines.push(`  ${clean(line)}`);

@@ -310,6 +310,25 @@ export const deadLetterSchema = deadLetterSummarySchema.extend({
       }),
     )
     .describe("The failed runs and interruptions before the dead letter, oldest first (at most 20)."),
+  steps: z
+    .array(
+      z.object({
+        name: z.string().describe("The step's name in its consumer's definition."),
+        position: z.number().int().describe("Its place in the job's run, from 1."),
+        key: z.string().describe("The idempotency key its provider was given: look the call up there by it."),
+        recorded_at: z.string().describe("When its result was recorded, RFC 3339."),
+        fingerprint: z
+          .string()
+          .nullable()
+          .describe(
+            "The fingerprint (hex) of the job that recorded it; another body's under the same job_id on a conflict.",
+          ),
+        result: z.unknown().describe("The step's result, as its schema accepted it."),
+      }),
+    )
+    .describe(
+      "The job's steps recorded so far, oldest first: calls outside the database that happened. A failure of the work undoes none of them; compensating is the consumer author's decision.",
+    ),
 });
 
 /** Response of the list endpoint. */

@@ -1,5 +1,6 @@
 /**
- * TTL cleanup (docs/design.md §7.2): deletes expired fences in bounded batches, each its own short
+ * TTL cleanup (docs/design.md §7.2): deletes expired fences (then the step checkpoints and attempt
+ * ledger rows nothing can need any more) in bounded batches, each its own short
  * transaction, until none are left or the time budget is spent. Safe to run twice at once: the
  * batches skip rows the other run holds. Never deletes a fence whose expires_at is in the future.
  */
@@ -7,6 +8,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import {
   deleteExpiredFences,
+  deleteExpiredSteps,
   deleteStaleAttempts,
   expiredFenceBacklog,
   heldFenceCount,
@@ -63,6 +65,11 @@ export interface FenceCleanupReport {
   readonly held: number;
   /** Attempt-ledger rows of messages SQS can no longer deliver, deleted after the fences (one batch a run). */
   readonly staleAttemptsDeleted: number;
+  /**
+   * Step checkpoints no copy of their job can need any more (migration 0027), deleted after the
+   * fences, in batches while the budget lasts.
+   */
+  readonly stepsDeleted: number;
   /** Why it stopped: a batch came back short (nothing expired was left to take), or the budget was spent. */
   readonly stoppedBy: "empty" | "budget";
   readonly elapsedMs: number;
@@ -95,9 +102,24 @@ export async function runFenceCleanup(options: FenceCleanupOptions): Promise<Fen
   // One batch a run is ample: a ledger row exists only for a message that failed or was redelivered.
   const staleAttemptsDeleted =
     clock() - started < options.budgetMs ? await deleteStaleAttempts(options.db, batchSize) : 0;
+  let stepsDeleted = 0;
+  while (clock() - started < options.budgetMs) {
+    const count = await deleteExpiredSteps(options.db, batchSize);
+    stepsDeleted += count;
+    if (count < batchSize) break;
+  }
   // Counted even after an "empty" stop: a short batch can also mean rows a concurrent run held.
   const cap = options.backlogCap ?? CLEANUP_DEFAULTS.backlogCap;
   const backlog = await expiredFenceBacklog(options.db, cap);
   const held = await heldFenceCount(options.db, cap);
-  return { deleted, batches, staleAttemptsDeleted, backlog, held, stoppedBy, elapsedMs: clock() - started };
+  return {
+    deleted,
+    batches,
+    staleAttemptsDeleted,
+    stepsDeleted,
+    backlog,
+    held,
+    stoppedBy,
+    elapsedMs: clock() - started,
+  };
 }

@@ -8,12 +8,14 @@
  *     .use(mine)                       // sees every record's outcome
  *     .use(recordDeadLetter(consumer)) // a failure → retry, held or dead letter
  *     .use(validateJob(consumer))      // the body → a job, or poison
+ *     .use(runSteps(consumer))         // the job's steps, each checkpointed (with `steps` only)
  *     .use(fenceTransaction(consumer)) // BEGIN + fence … COMMIT around what is inside it
  *     .use(tracing);                   // runs inside the fence transaction, around the work
  *   export const handler = middy(sqsRecords(consumer, perRecord)).use(injectLambdaContext(logger));
  *
  * Declared outside-in: `before` hooks run top to bottom, `after` and `onError` bottom to top.
- * validateJob must come before fenceTransaction, and runWork is the chain's handler; a step reached
+ * validateJob must come before fenceTransaction (and runSteps between them, for a consumer with
+ * steps), and runWork is the chain's handler; a step reached
  * out of order, twice, or with a context jobfence did not make (a copy, another consumer's) fails
  * the record with a RecordChainError and leaves it in the queue. Whatever the chain does or returns,
  * every record ends through the spine: a failure no middleware settled is settled, a fence
@@ -33,6 +35,7 @@ import type { RecordContext } from "../record/record-context.ts";
 export { type PreparedConsumer, prepareConsumer } from "../consumer.ts";
 export { fenceTransaction } from "./fence-transaction.ts";
 export { recordDeadLetter } from "./record-dead-letter.ts";
+export { runSteps } from "./run-steps.ts";
 export type { SpineOf } from "./spine-of.ts";
 export { validateJob } from "./validate-job.ts";
 

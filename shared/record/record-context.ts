@@ -9,6 +9,7 @@ import { type Job, type MessageIdentity, messageIdStandIn } from "../envelope/en
 import type { JobMessage, ReadMessage } from "../envelope/read-message.ts";
 import type { FenceTransaction } from "../fence/fence-transaction.ts";
 import type { FenceSettlement } from "../fence/settlement.ts";
+import type { StepsJob } from "../steps/run-steps.ts";
 import type { RecordOutcome } from "./outcome.ts";
 
 /** The record, and where it is on its path: the event of a per-record Middy chain (shared/middy/). */
@@ -49,10 +50,30 @@ export type RecordState<P> =
   | { readonly step: "poison"; readonly identity: MessageIdentity; readonly fingerprint: Buffer | null }
   /** Parsed; the fence not tried yet. */
   | { readonly step: "parsed"; readonly message: JobMessage<P> }
+  /**
+   * The job's steps ran (a consumer with steps only): every step recorded, and `results` what they
+   * returned for the work; or, `fenced`, the job's fence was found and no step ran.
+   */
+  | {
+      readonly step: "stepped";
+      readonly message: JobMessage<P>;
+      readonly results: unknown;
+      readonly fenced: boolean;
+    }
   /** The record's own fence transaction is open: the work runs next, then COMMIT. */
-  | { readonly step: "open"; readonly message: JobMessage<P>; readonly fence: FenceTransaction }
+  | {
+      readonly step: "open";
+      readonly message: JobMessage<P>;
+      readonly fence: FenceTransaction;
+      readonly results?: unknown;
+    }
   /** The work is running on the record's own fence transaction. */
-  | { readonly step: "working"; readonly message: JobMessage<P>; readonly fence: FenceTransaction }
+  | {
+      readonly step: "working";
+      readonly message: JobMessage<P>;
+      readonly fence: FenceTransaction;
+      readonly results?: unknown;
+    }
   /** The work returned: the transaction may commit. */
   | { readonly step: "worked"; readonly message: JobMessage<P>; readonly fence: FenceTransaction }
   /** The record's own fence transaction was rolled back (its work failed, or never ran). */
@@ -89,15 +110,26 @@ export function receiveCountOf(record: SQSRecord): number {
 /** The largest receive count the ledger keeps (int4): beyond it every count is this one. */
 const MAX_RECEIVE_COUNT_KEPT = 2_147_483_647;
 
-/** The job as `work` receives it. */
-export interface WorkJob<P> extends Job<P> {
-  /** Which run of the work this is: 1, then one more after each recorded failure. */
-  readonly attempt: number;
-  /** The SQS message id of this delivery. */
-  readonly messageId: string;
+/** The job as `work` receives it; `R` is what the definition's `steps` returned, if it has any. */
+export interface WorkJob<P, R = undefined> extends StepsJob<P> {
+  /** What the definition's `steps` returned (their recorded results). @default absent: a consumer without steps */
+  readonly steps: R;
 }
 
-/** The job as the work sees it, on its `attempt`th run. */
-export function workJob<P>(record: SQSRecord, job: Job<P>, attempt: number): WorkJob<P> {
-  return { ...job, attempt, messageId: record.messageId };
+/**
+ * The job as the work sees it, on its `attempt`th run, with its steps' `results` (a job of a
+ * consumer without steps has no `steps` key).
+ */
+export function workJob<P, R = undefined>(
+  record: SQSRecord,
+  job: Job<P>,
+  attempt: number,
+  results?: R,
+): WorkJob<P, R> {
+  return {
+    ...job,
+    attempt,
+    messageId: record.messageId,
+    ...(results === undefined ? {} : { steps: results }),
+  } as WorkJob<P, R>;
 }

@@ -3,10 +3,13 @@
  * {@link RecordSpine.handleRecord} reads in the order it runs:
  *
  *   1 read     the body becomes a job (its fingerprint taken), or poison
+ *   · steps    a consumer with steps only (shared/steps/): a redelivery claims its delivery first;
+ *              then the job's calls outside the database, each checkpointed as it returns (a job
+ *              whose fence exists runs none); a consumer without steps reads and writes nothing here
  *   2 fence    a redelivery first claims its delivery in the attempt ledger (learning its failures;
  *              a message interrupted too often or already exhausted is spent); then BEGIN + fence
  *              insert → fresh (go on) | duplicate | conflict | held (a lock wait behind another delivery)
- *   3 work     the consumer's effect, on the fence's transaction
+ *   3 work     the consumer's effect, on the fence's transaction, given the steps' results
  *   4 commit   COMMIT (the server refuses any other), then the relay of the work's follow-ups
  *   5 settle   a failure: rolled back, then decided (decide.ts): retry, held, or a dead letter
  *   6 finish   the outcome the spine decided, observed: a metric, a log line, the span's end
@@ -32,12 +35,14 @@ import {
   RetriesExhaustedError,
 } from "../errors/job.ts";
 import { describeError } from "../errors/last-error.ts";
+import { StepsFenceGoneError } from "../errors/step.ts";
 import { WorkLeftStatementsError } from "../errors/transaction.ts";
 import { FenceTransaction } from "../fence/fence-transaction.ts";
 import { type FenceSettlement, settlementOfExisting } from "../fence/settlement.ts";
 import type { Transaction, WorkFollowUps } from "../outbox/work-follow-ups.ts";
 import { isLastAttempt } from "../retry/policy.ts";
 import { queueUrlFromArn } from "../sqs/queue-url.ts";
+import { runSteps, type StepsFunction } from "../steps/run-steps.ts";
 import { inSpan, type RecordSpans, traceparentOf } from "../tracing/spans.ts";
 import { claimRedelivery, recordInterruption, releaseClaim } from "./attempts.ts";
 import { type DecisionOptions, decideFailure } from "./decide.ts";
@@ -58,8 +63,10 @@ export interface SpineOptions<S extends z.ZodType> extends DecisionOptions, Obse
   /** The work's `tx` and the relay of what it sent. */
   readonly outbox: WorkFollowUps;
   readonly payload: S;
-  // biome-ignore lint/suspicious/noExplicitAny: the definition's own follow-up targets
-  readonly work: (job: WorkJob<z.output<S>>, tx: Transaction<any>) => Promise<void>;
+  // biome-ignore lint/suspicious/noExplicitAny: the definition's own follow-up targets and steps' results
+  readonly work: (job: WorkJob<z.output<S>, any>, tx: Transaction<any>) => Promise<void>;
+  /** The job's calls outside the database, run before the fence transaction. @default none */
+  readonly steps?: StepsFunction<z.output<S>, unknown>;
   /** Narrows the fingerprint to the payload fields that define the effect. @default the whole payload */
   readonly fingerprint?: (payload: z.output<S>) => unknown;
   readonly ttlSeconds: number;
@@ -91,6 +98,7 @@ export class RecordSpine<S extends z.ZodType> {
   async handleRecord(rc: RecordContext<z.output<S>>): Promise<RecordOutcome> {
     try {
       this.read(rc);
+      await this.steps(rc);
       await this.fence(rc);
       await this.work(rc);
       await this.commit(rc);
@@ -140,32 +148,64 @@ export class RecordSpine<S extends z.ZodType> {
   }
 
   /**
+   * Before step 2, for a consumer with steps (nothing at all for one without): a redelivery's
+   * claim, then the job's steps, each call checkpointed as it returns (shared/steps/). A message
+   * already spent runs no step. The steps count as the job's work running: an invocation that ends
+   * during one records an interruption. Throws what a step threw, a conflict, or a deadline.
+   */
+  async steps(context: RecordContext<z.output<S>>): Promise<void> {
+    const rc = this.#own(context);
+    const { steps } = this.#o;
+    if (steps === undefined) return;
+    if (rc.state.step !== "parsed") throw chainOrder("runSteps", "validateJob", rc.state.step);
+    const { message } = rc.state;
+    await this.#claim(rc);
+    this.#refuseSpent(rc);
+    const signal = rc.signal ?? new AbortController().signal;
+    rc.working = true;
+    let run: Awaited<ReturnType<typeof runSteps<z.output<S>, unknown>>>;
+    try {
+      run = await runSteps(
+        { pool: this.#o.pool, consumer: this.#o.consumer, ttlSeconds: this.#o.ttlSeconds },
+        steps,
+        workJob(rc.record, message.job, currentAttempt(rc)),
+        message.fingerprint,
+        signal,
+      );
+    } finally {
+      rc.working = false;
+    }
+    rc.state = run.fenced
+      ? { step: "stepped", message, results: undefined, fenced: true }
+      : { step: "stepped", message, results: run.results, fenced: false };
+  }
+
+  /**
    * Step 2: opens the record's own fence transaction, or takes the batch's settlement (first
    * deliveries only). Throws JobConflictError, InterruptedJobError, RetriesExhaustedError (a
    * message already spent), FenceLockTimeoutError (held) or the database's error.
    */
   async fence(context: RecordContext<z.output<S>>): Promise<void> {
     const rc = this.#own(context);
-    if (rc.state.step !== "parsed") throw chainOrder("fenceTransaction", "validateJob", rc.state.step);
-    const { message } = rc.state;
-    if (!rc.settlement) {
-      if (rc.receiveCount > 1 && !rc.claimed) {
-        rc.ledger = await claimRedelivery(this.#o, rc);
-        rc.claimed = true;
-      }
-      // A claim answered after the deadline (its COMMIT acknowledged late) came back when the
-      // invocation's interruption had already looked for a claim to release and found none: the
-      // work never started, so the marker goes, or the next delivery would count an interruption.
-      if (rc.signal?.aborted) await this.#releaseClaim(rc);
-      throwIfAborted(rc);
-    }
+    const { state } = rc;
+    if (this.#o.steps !== undefined && state.step !== "stepped")
+      throw chainOrder("fenceTransaction", "runSteps", state.step);
+    if (state.step !== "parsed" && state.step !== "stepped")
+      throw chainOrder("fenceTransaction", "validateJob", state.step);
+    const { message } = state;
+    const results = state.step === "stepped" ? state.results : undefined;
+    if (!rc.settlement) await this.#claim(rc);
     const settlement = rc.settlement ?? (await this.#openFence(message, rc.signal));
     switch (settlement.status) {
       case "open":
-        rc.state = { step: "open", message, fence: settlement.fence };
+        rc.state = { step: "open", message, fence: settlement.fence, results };
         // A fence granted after the invocation's deadline (a lock wait that outlasted it) is rolled
         // back before any work: nothing runs for the record after its invocation returned.
         throwIfAborted(rc);
+        // The steps found the job's fence, and ran nothing; it is gone now (it expired and the
+        // cleanup took it): the work must not run without its steps' results, so the record is
+        // tried again, when its steps run.
+        if (state.step === "stepped" && state.fenced) throw new StepsFenceGoneError(message.job.jobId);
         // Decided holding the job's fence lock, so no live delivery of the job is running.
         this.#refuseSpent(rc);
         return;
@@ -196,11 +236,11 @@ export class RecordSpine<S extends z.ZodType> {
     if (state.step === "duplicate" || state.step === "applied") return { status: state.step };
     if (state.step !== "open") throw chainOrder("runWork", "fenceTransaction", state.step);
     throwIfAborted(rc);
-    const { message, fence } = state;
-    rc.state = { step: "working", message, fence };
+    const { message, fence, results } = state;
+    rc.state = { step: "working", message, fence, results };
     rc.working = true;
     try {
-      await this.runWork(rc.record, message.job, currentAttempt(rc), fence);
+      await this.runWork(rc.record, message.job, currentAttempt(rc), fence, results);
     } finally {
       rc.working = false;
     }
@@ -324,10 +364,16 @@ export class RecordSpine<S extends z.ZodType> {
    * Runs the consumer's work for `job` on `fence` (the record's own, or the batch's shared one),
    * under the record's span: its queries, and `send` staging each follow-up in the transaction.
    */
-  runWork(record: SQSRecord, job: Job<z.output<S>>, attempt: number, fence: FenceTransaction): Promise<void> {
+  runWork(
+    record: SQSRecord,
+    job: Job<z.output<S>>,
+    attempt: number,
+    fence: FenceTransaction,
+    results?: unknown,
+  ): Promise<void> {
     const span = this.#o.spans?.of(record);
     const tx = this.#o.outbox.transaction(fence, job, traceparentOf(span));
-    return inSpan(span, () => this.#o.work(workJob(record, job, attempt), tx));
+    return inSpan(span, () => this.#o.work(workJob(record, job, attempt, results), tx));
   }
 
   /**
@@ -379,6 +425,22 @@ export class RecordSpine<S extends z.ZodType> {
     const rc = this.#contexts.get(context.record);
     if (rc === undefined) throw foreignContext();
     return rc;
+  }
+
+  /**
+   * A redelivery claims its delivery in the attempt ledger once, before its steps or its fence,
+   * learning its failures so far.
+   */
+  async #claim(rc: RecordContext<z.output<S>>): Promise<void> {
+    if (rc.receiveCount > 1 && !rc.claimed) {
+      rc.ledger = await claimRedelivery(this.#o, rc);
+      rc.claimed = true;
+    }
+    // A claim answered after the deadline (its COMMIT acknowledged late) came back when the
+    // invocation's interruption had already looked for a claim to release and found none: the
+    // work never started, so the marker goes, or the next delivery would count an interruption.
+    if (rc.signal?.aborted) await this.#releaseClaim(rc);
+    throwIfAborted(rc);
   }
 
   async #releaseClaim(rc: RecordContext<z.output<S>>): Promise<void> {

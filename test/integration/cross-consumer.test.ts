@@ -10,6 +10,7 @@ import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { FENCE_SCOPE } from "../../shared/db/queries/begin-with-fences.ts";
+import { readJobSteps, recordStep } from "../../shared/db/queries/job-steps.ts";
 import {
   consumerRoleName,
   provisionLogin,
@@ -48,6 +49,9 @@ async function rowsOfB(): Promise<string> {
     deadLetters: await read("SELECT * FROM core.dead_letters WHERE consumer = $1 ORDER BY id"),
     attempts: await read("SELECT * FROM core.message_attempts WHERE consumer = $1 ORDER BY message_id"),
     outbox: await read("SELECT * FROM core.outbox WHERE consumer = $1 OR target = $1 ORDER BY job_id"),
+    steps: await read(
+      "SELECT s.* FROM core.job_steps s JOIN core.consumer_roles c ON c.id = s.consumer_id WHERE c.consumer = $1 ORDER BY job_id, step",
+    ),
     registry: await read("SELECT * FROM core.consumer_roles WHERE consumer = $1"),
     notifications: (await admin.query("SELECT * FROM notify_user.notifications ORDER BY 1")).rows,
   });
@@ -85,6 +89,12 @@ beforeAll(async () => {
     `INSERT INTO core.outbox (consumer, parent_job_id, target, job_id, tenant_id, correlation_id, body, job_fingerprint)
      VALUES ($1, 'b:parent', $2, 'b:follow-up', 't', 'c', '{"payload":{}}', '${FINGERPRINT}')`,
     [B, A],
+  );
+  // A step B recorded (migration 0027), of a job id A uses too.
+  await admin.query(
+    `INSERT INTO core.job_steps (job_id, consumer_id, step, position, fingerprint, result, expires_at)
+     VALUES ('shared:stepped', core.consumer_id($1), 'charge', 1, '00112233445566778899aabbccddeeff', '{"id":"ch_b"}', now() + interval '1 day')`,
+    [B],
   );
   // And a replayed dead letter of B's, of a job id and body A will write too (migration 0025).
   const replayedB = await insertDeadLetter(admin, { job_id: "shared:replayed", consumer: B, queue: QUEUE_B });
@@ -435,6 +445,113 @@ describe("the functions a consumer may call, each argument B's", () => {
     );
     expect(own.error).toBeUndefined();
     await admin.query("DELETE FROM core.dead_letters WHERE job_id = 'a:dead'").catch(() => {});
+    await expectBUntouched();
+  });
+});
+
+describe("the steps (migration 0027)", () => {
+  const stepInsert = (extra = "") =>
+    `INSERT INTO core.job_steps (job_id, consumer_id, step, position, fingerprint, result, expires_at${extra ? ", recorded_at" : ""})
+     VALUES ('shared:stepped', core.consumer_id($1), 'charge', 1, NULL, '{"id":"ch_forged"}', now() + interval '1 day'${extra})`;
+
+  it("A's login reads none of B's steps, writes none in B's name, and changes or deletes no step at all", async () => {
+    // Reads: by B's id, by the job id both use, through the runner's own query.
+    for (const sql of [
+      "SELECT * FROM core.job_steps WHERE consumer_id = core.consumer_id($1)",
+      "SELECT * FROM core.job_steps WHERE job_id = 'shared:stepped' AND $1::text IS NOT NULL",
+    ]) {
+      const { rows, error } = await attempt(loginA, sql, [B]);
+      expect(error, sql).toBeUndefined();
+      expect(rows, sql).toEqual([]);
+    }
+    expect(await readJobSteps(loginA, B, "shared:stepped")).toEqual({ fenced: false, steps: new Map() });
+    expect(await readJobSteps(loginA, A, "shared:stepped")).toEqual({ fenced: false, steps: new Map() });
+    // Inserts in B's name: refused, also as ON CONFLICT DO NOTHING on the key of B's row (not a
+    // silent "someone has it"), also through the runner's own statement.
+    for (const sql of [stepInsert(), `${stepInsert()} ON CONFLICT DO NOTHING`]) {
+      expect((await attempt(loginA, sql, [B])).error?.code, sql).toBe("42501");
+    }
+    await expect(
+      recordStep(loginA, {
+        consumer: B,
+        jobId: "shared:stepped",
+        step: "charge",
+        position: 1,
+        fingerprint: Buffer.alloc(16),
+        resultText: '{"id":"ch_forged"}',
+        ttlSeconds: 86_400,
+      }),
+    ).rejects.toMatchObject({ code: "42501" });
+    // Its own row's recorded_at is the server's: no privilege on the column.
+    expect((await attempt(loginA, stepInsert(", now() - interval '1 year'"), [A])).error?.code).toBe("42501");
+    // No step row changes or goes, B's or A's own; nor through the cleanup's function.
+    expect((await attempt(loginA, stepInsert(), [A])).error).toBeUndefined();
+    for (const sql of [
+      "UPDATE core.job_steps SET result = '{}' WHERE consumer_id = core.consumer_id($1)",
+      "UPDATE core.job_steps SET consumer_id = core.consumer_id($1)",
+      "DELETE FROM core.job_steps WHERE consumer_id = core.consumer_id($1)",
+      "DELETE FROM core.job_steps WHERE $1::text IS NOT NULL",
+      "SELECT core.delete_expired_steps(10) WHERE $1::text IS NOT NULL",
+    ]) {
+      expect((await attempt(loginA, sql, [B])).error?.code, sql).toBe("42501");
+    }
+    // A's own step is A's: B's login does not see it.
+    expect(
+      (await attempt(loginB, "SELECT * FROM core.job_steps WHERE job_id = 'shared:stepped'")).rows,
+    ).toEqual([expect.objectContaining({ step: "charge", result: { id: "ch_b" } })]);
+    await admin.query("DELETE FROM core.job_steps WHERE consumer_id = core.consumer_id($1)", [A]);
+    await expectBUntouched();
+  });
+
+  it("A's insert in B's name is refused at once, never waiting on B's uncommitted step of the same key", async () => {
+    // B records a step and has not committed: its key is locked in the primary key's index.
+    await loginB.query("BEGIN");
+    await loginB.query(
+      `INSERT INTO core.job_steps (job_id, consumer_id, step, position, fingerprint, result, expires_at)
+       VALUES ('b:racing', core.consumer_id($1), 'charge', 1, NULL, '{"id":"ch_b2"}', now() + interval '1 day')`,
+      [B],
+    );
+    try {
+      await loginA.query("SET lock_timeout = '1s'");
+      const started = Date.now();
+      const sql = `INSERT INTO core.job_steps (job_id, consumer_id, step, position, fingerprint, result, expires_at)
+                   VALUES ('b:racing', core.consumer_id($1), 'charge', 1, NULL, '{}', now() + interval '1 day') ON CONFLICT DO NOTHING`;
+      const { error } = await attempt(loginA, sql, [B]);
+      // Refused by the row policy before the index is probed: a lock timeout (55P03) would tell A
+      // that B is recording that very step of that very job right now.
+      expect(error?.code).toBe("42501");
+      expect(Date.now() - started).toBeLessThan(900);
+    } finally {
+      await loginA.query("RESET lock_timeout");
+      await loginB.query("ROLLBACK");
+    }
+    await expectBUntouched();
+  });
+
+  it("ops reads every consumer's steps and writes none; the cleanup role only through its function", async () => {
+    await admin.query("SET ROLE jobfence_ops");
+    try {
+      const { rows } = await admin.query("SELECT step FROM core.job_steps WHERE job_id = 'shared:stepped'");
+      expect(rows).toEqual([{ step: "charge" }]);
+      for (const sql of [
+        "DELETE FROM core.job_steps",
+        "UPDATE core.job_steps SET result = '{}'",
+        stepInsert(),
+      ]) {
+        const refused = await admin
+          .query(sql, sql.includes("$1") ? [B] : [])
+          .catch((e: { code?: string }) => e);
+        expect((refused as { code?: string }).code, sql).toBe("42501");
+      }
+      await admin.query("RESET ROLE");
+      await admin.query("SET ROLE jobfence_cleanup");
+      const read = await admin.query("SELECT * FROM core.job_steps").catch((e: { code?: string }) => e);
+      expect((read as { code?: string }).code).toBe("42501");
+      // Its function deletes nothing a copy could still need (B's row expires tomorrow).
+      expect((await admin.query("SELECT core.delete_expired_steps(10) AS n")).rows).toEqual([{ n: 0 }]);
+    } finally {
+      await admin.query("RESET ROLE");
+    }
     await expectBUntouched();
   });
 });

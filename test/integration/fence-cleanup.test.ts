@@ -228,6 +228,7 @@ describe("AC6 TTL cleanup", () => {
       [CLEANUP_METRIC.backlog, 0],
       [CLEANUP_METRIC.held, 0],
       [CLEANUP_METRIC.staleAttempts, 0],
+      [CLEANUP_METRIC.steps, 0],
     ]);
   });
 });

@@ -45,8 +45,8 @@ export interface ConsumerTestBed {
    * award-points' exists in every test database, another consumer's needs {@link consumerRole}
    * first).
    */
-  consumer<S extends z.ZodType, F extends FollowUpSchemas = Record<never, never>>(
-    definition: ConsumerDefinition<S, F>,
+  consumer<S extends z.ZodType, F extends FollowUpSchemas = Record<never, never>, R = undefined>(
+    definition: ConsumerDefinition<S, F, R>,
     runtime?: ConsumerRuntime & {
       queueUrl?: string;
       lockTimeoutMs?: number;

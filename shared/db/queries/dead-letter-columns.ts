@@ -58,6 +58,21 @@ export interface DeadLetterSummaryRow {
   replay_failed_as: string | null;
 }
 
+/** A step its job recorded (core.job_steps): a call outside the database that happened. */
+export interface DeadLetterStep {
+  /** The step's name. */
+  name: string;
+  /** Its place in the job's run, from 1. */
+  position: number;
+  /** The idempotency key its provider was given. */
+  key: string;
+  recorded_at: string;
+  /** The fingerprint (hex) of the job that recorded it: the dead letter's own, or another body's under the same id. */
+  fingerprint: string | null;
+  /** The result, as its schema accepted it. */
+  result: unknown;
+}
+
 /** A whole dead letter. */
 export interface DeadLetterRow extends DeadLetterSummaryRow {
   /** The body exactly as received. */
@@ -66,4 +81,9 @@ export interface DeadLetterRow extends DeadLetterSummaryRow {
   message_attributes: Record<string, unknown>;
   /** The failed runs and interruptions that led to it, oldest first. */
   attempt_history: AttemptEntry[];
+  /**
+   * The steps its job recorded, oldest first: calls outside the database that happened and that no
+   * failure of the work undid (compensating them is the consumer author's decision).
+   */
+  steps: DeadLetterStep[];
 }

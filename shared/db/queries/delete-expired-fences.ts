@@ -33,3 +33,15 @@ export async function deleteStaleAttempts(db: Queryable, batchSize: number): Pro
   ]);
   return rows[0]?.deleted ?? 0;
 }
+
+/**
+ * Deletes up to `batchSize` step checkpoints that no copy of their job can need any more: past
+ * their expiry, their job's fence expired or absent, no dead letter of the job pending or lately
+ * resolved (migration 0027); returns how many.
+ */
+export async function deleteExpiredSteps(db: Queryable, batchSize: number): Promise<number> {
+  const { rows } = await db.query<{ deleted: number }>("SELECT core.delete_expired_steps($1) AS deleted", [
+    batchSize,
+  ]);
+  return rows[0]?.deleted ?? 0;
+}

@@ -1,0 +1,113 @@
+-- Steps: the checkpoints of a job's calls outside the database (issue 33, docs/consumers.md "Steps").
+--
+-- A consumer's `steps` run before its fence transaction. Each step calls a provider with a key
+-- derived from (consumer, job id, step name), and as soon as the call returns its result is written
+-- here, in a statement of its own. A later delivery of the job (a retry, a duplicate, a replay) finds
+-- the row and hands the work the recorded result without calling again; a delivery that died
+-- between the call and this insert calls again with the same key, and the provider answers with what
+-- it did the first time.
+--
+-- A row is a fact and never changes: consumers may read and insert their own rows, nothing else.
+-- Two deliveries of a job running at once may both call (with the same key) and both insert: the
+-- primary key keeps the first, and the second reads it (ON CONFLICT DO NOTHING, then a read), so
+-- every delivery's work sees the one recorded result.
+--
+-- Lifetime: a row lives as long as anything can still deliver its job. The cleanup
+-- (core.delete_expired_steps, run by jobfence_cleanup with the fences) deletes a row only when
+-- * it is past its own expires_at (recorded_at + the consumer's fence TTL, which covers every copy
+--   of a job: docs/design.md §7), and
+-- * the job has no fence that is not yet past its expires_at (the fence is written after the steps,
+--   so it outlives them), and
+-- * no dead letter of the job is pending review (an operator may still replay it), and none was
+--   resolved less than the row's own lifetime ago (a replayed copy may still be on its queue).
+
+CREATE TABLE core.job_steps (
+  job_id      text        NOT NULL,
+  consumer_id smallint    NOT NULL,
+  step        text        NOT NULL,
+  -- The step's place in the job's run: 1 for the first step recorded, and so on.
+  position    smallint    NOT NULL,
+  -- The fingerprint of the job that recorded it: a different body sent under the job's id is a
+  -- conflict, and never receives another body's results.
+  fingerprint uuid,
+  -- The result as the step's schema accepted it, as JSON text kept exactly (json, not jsonb: jsonb
+  -- refuses \u0000 and lone surrogates, which a provider's answer may carry).
+  result      json        NOT NULL,
+  recorded_at timestamptz NOT NULL DEFAULT now(),
+  expires_at  timestamptz NOT NULL,
+  CONSTRAINT job_steps_pkey PRIMARY KEY (job_id, consumer_id, step),
+  CONSTRAINT job_steps_job_id_length CHECK (char_length(job_id) BETWEEN 1 AND 255),
+  CONSTRAINT job_steps_step_name CHECK (step ~ '^[a-z0-9][a-z0-9_-]{0,63}$'),
+  CONSTRAINT job_steps_position CHECK (position BETWEEN 1 AND 1000),
+  -- 64 KiB: a step records what the work needs (an id, a status), not a provider's whole answer.
+  CONSTRAINT job_steps_result_size CHECK (octet_length(result::text) <= 65536),
+  CONSTRAINT job_steps_expires_after_recorded CHECK (expires_at > recorded_at)
+);
+
+-- The cleanup finds its candidates in expiry order.
+CREATE INDEX job_steps_expires_at_idx ON core.job_steps (expires_at);
+
+COMMENT ON TABLE core.job_steps IS
+  'Checkpoints of a job''s external calls (steps): written as each call returns, before the fence transaction; read by every later delivery and replay of the job. Deleted only by core.delete_expired_steps.';
+COMMENT ON COLUMN core.job_steps.consumer_id IS
+  'The consumer, by its id in core.consumer_roles (no foreign key, as for fences: row-level security checks it is the session''s own).';
+COMMENT ON COLUMN core.job_steps.result IS
+  'The step''s result as its schema accepted it, JSON text kept exactly.';
+
+ALTER TABLE core.job_steps ENABLE ROW LEVEL SECURITY;
+CREATE POLICY consumer_own_steps ON core.job_steps FOR ALL TO jobfence_consumer
+  USING (consumer_id = (SELECT core.session_consumer_id()))
+  WITH CHECK (consumer_id = (SELECT core.session_consumer_id()));
+CREATE POLICY ops_reads_steps ON core.job_steps FOR SELECT TO jobfence_ops USING (true);
+
+-- A consumer reads its own rows and inserts them, recorded_at always the server's now(); it can
+-- neither change nor delete one. Ops reads them (a dead letter shows its job's steps). The cleanup
+-- role has no right on the table: it deletes only through core.delete_expired_steps.
+REVOKE ALL ON core.job_steps FROM PUBLIC;
+GRANT SELECT ON core.job_steps TO jobfence_consumer, jobfence_ops;
+GRANT INSERT (job_id, consumer_id, step, position, fingerprint, result, expires_at)
+  ON core.job_steps TO jobfence_consumer;
+
+-- Deletes up to `batch_size` step rows nothing can deliver again (above); returns how many.
+CREATE FUNCTION core.delete_expired_steps(batch_size integer) RETURNS integer
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, core, pg_temp AS $$
+DECLARE
+  names      text[];
+  candidates tid[];
+  deleted    integer;
+BEGIN
+  IF batch_size IS NULL OR batch_size < 1 OR batch_size > 100000 THEN
+    RAISE EXCEPTION 'batch_size must be 1–100000, got %', batch_size USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  names := core.consumer_names();
+  -- SKIP LOCKED: two cleanups divide the rows instead of queueing on each other.
+  candidates := ARRAY(
+    SELECT s.ctid FROM core.job_steps AS s
+     WHERE s.expires_at < now()
+       AND NOT EXISTS (SELECT 1 FROM core.processed_jobs AS p
+                        WHERE p.job_id = s.job_id AND p.consumer_id = s.consumer_id AND p.expires_at >= now())
+       AND NOT EXISTS (SELECT 1 FROM core.dead_letters AS d
+                        WHERE d.consumer = names[s.consumer_id] AND d.job_id = s.job_id
+                          AND (d.status = 'pending_review'
+                               OR d.resolved_at > now() - (s.expires_at - s.recorded_at)))
+     ORDER BY s.expires_at
+     LIMIT batch_size
+       FOR UPDATE SKIP LOCKED);
+  -- Re-checked in this statement's own, later snapshot: a dead letter or fence that committed since
+  -- the candidates were chosen keeps its job's steps.
+  DELETE FROM core.job_steps AS s
+   WHERE s.ctid = ANY (candidates)
+     AND s.expires_at < now()
+     AND NOT EXISTS (SELECT 1 FROM core.processed_jobs AS p
+                      WHERE p.job_id = s.job_id AND p.consumer_id = s.consumer_id AND p.expires_at >= now())
+     AND NOT EXISTS (SELECT 1 FROM core.dead_letters AS d
+                      WHERE d.consumer = names[s.consumer_id] AND d.job_id = s.job_id
+                        AND (d.status = 'pending_review'
+                             OR d.resolved_at > now() - (s.expires_at - s.recorded_at)));
+  GET DIAGNOSTICS deleted = ROW_COUNT;
+  RETURN deleted;
+END
+$$;
+
+REVOKE ALL ON FUNCTION core.delete_expired_steps(integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION core.delete_expired_steps(integer) TO jobfence_cleanup;

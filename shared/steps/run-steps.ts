@@ -1,0 +1,244 @@
+/**
+ * A job's steps: its calls outside the database, run before its fence transaction
+ * (docs/consumers.md "Steps"). In order:
+ *
+ *   1 find    one round trip: whether the job's fence exists, and the steps already recorded for it
+ *             (a fenced job was applied: its steps do not run again, the fence decides the rest; a
+ *             step recorded by a different body sent under the job's id is a conflict)
+ *   2 steps   the definition's `steps(job)`; each `job.step(name, schema, call)`:
+ *             recorded → the recorded result, parsed by the schema, and no call;
+ *             else     → call(key) with the key derived from (consumer, job id, step), its answer
+ *                        parsed by the schema, then checkpointed in a statement of its own (the
+ *                        first checkpoint of a step wins: a racing delivery takes the winner's)
+ *
+ * A consumer without steps never reaches this module: nothing is read or written for its jobs.
+ * A crash between a call and its checkpoint repeats the call with the same key, and the provider
+ * answers what it did the first time; after the checkpoint, no delivery of the job calls again.
+ */
+
+import type pg from "pg";
+import type { z } from "zod";
+import { poolBefore } from "../db/connect-before.ts";
+import { type RecordedStep, readJobSteps, recordStep } from "../db/queries/job-steps.ts";
+import type { Queryable } from "../db/queryable.ts";
+import type { Job } from "../envelope/envelope.ts";
+import { parseJson } from "../envelope/parse-json.ts";
+import { assertStepName, stepKey } from "../envelope/step-key.ts";
+import { InvocationDeadlineError, JobConflictError, PermanentJobError } from "../errors/job.ts";
+import { PermanentStepError, StepDefinitionError, StepResultError } from "../errors/step.ts";
+import { faultHook } from "../fault-points.ts";
+
+/** What a step's call is given beside its key. */
+export interface StepCallOptions {
+  /** Aborted when the invocation's time is up: pass it to the provider's client. */
+  readonly signal: AbortSignal;
+  /** Which run of the job this is (1, then one more after each recorded failure). */
+  readonly attempt: number;
+}
+
+/** How a step's failure is classed. */
+export interface StepSettings {
+  /**
+   * Whether a failure of the call can never succeed on retry (a provider's 4xx other than a
+   * conflict or a rate limit): the job is then dead-lettered at once. @default every failure is retried
+   */
+  readonly permanent?: (error: unknown) => boolean;
+}
+
+/** The job as `steps` receives it: the job, and `step` to make each call. */
+export interface StepJob<P> extends StepsJob<P> {
+  /**
+   * Runs a named step once per job: `call(key)` with the provider idempotency key derived from
+   * (consumer, job id, `name`), its answer parsed by `schema` and recorded before anything else
+   * happens. A later delivery or replay of the job gets the recorded result without calling.
+   */
+  step<T extends z.ZodType>(
+    name: string,
+    schema: T,
+    call: (key: string, options: StepCallOptions) => Promise<unknown>,
+    settings?: StepSettings,
+  ): Promise<z.output<T>>;
+}
+
+/** The job a delivery runs: the job, which run of it this is, and the delivery's message id. */
+export interface StepsJob<P> extends Job<P> {
+  /** Which run of the work this is: 1, then one more after each recorded failure. */
+  readonly attempt: number;
+  /** The SQS message id of this delivery. */
+  readonly messageId: string;
+}
+
+/** A definition's steps: the calls a job makes outside the database, before its work. */
+export type StepsFunction<P, R> = (job: StepJob<P>) => Promise<R>;
+
+/** The largest result a step records, as JSON text (the table's CHECK says the same). */
+export const STEP_RESULT_MAX_BYTES = 65536;
+
+/** Where the steps are recorded, and for how long. */
+export interface StepsAccess {
+  readonly pool: pg.Pool;
+  readonly consumer: string;
+  /** The consumer's fence TTL: a checkpoint lives at least as long as a copy of its job can arrive. */
+  readonly ttlSeconds: number;
+}
+
+/** What a job's steps came to. */
+export type StepsRun<R> =
+  /** The job's fence exists: it was applied, and nothing ran. */
+  | { readonly fenced: true }
+  /** Every step recorded (now or before): what `steps` returned. */
+  | { readonly fenced: false; readonly results: R };
+
+/** Runs the job's steps (above); throws what a step threw, or a conflict, or a deadline. */
+export async function runSteps<P, R>(
+  access: StepsAccess,
+  steps: StepsFunction<P, R>,
+  job: StepsJob<P>,
+  fingerprint: Buffer,
+  signal: AbortSignal,
+): Promise<StepsRun<R>> {
+  const db = poolBefore(access.pool, signal);
+  const found = await readJobSteps(db, access.consumer, job.jobId);
+  if (found.fenced) return { fenced: true };
+  for (const recorded of found.steps.values()) refuseOtherBody(job.jobId, fingerprint, recorded);
+  const run = new JobStepsRun(access, db, job, fingerprint, signal, found.steps);
+  const results = await steps(run.stepJob());
+  return { fenced: false, results };
+}
+
+/** One run of one job's steps. */
+class JobStepsRun<P> {
+  readonly #a: StepsAccess;
+  readonly #db: Queryable;
+  readonly #job: StepsJob<P>;
+  readonly #fingerprint: Buffer;
+  readonly #signal: AbortSignal;
+  readonly #recorded: ReadonlyMap<string, RecordedStep>;
+  /** The steps this run reached, in order: a name used twice is refused. */
+  readonly #reached = new Set<string>();
+
+  constructor(
+    access: StepsAccess,
+    db: Queryable,
+    job: StepsJob<P>,
+    fingerprint: Buffer,
+    signal: AbortSignal,
+    recorded: ReadonlyMap<string, RecordedStep>,
+  ) {
+    this.#a = access;
+    this.#db = db;
+    this.#job = job;
+    this.#fingerprint = fingerprint;
+    this.#signal = signal;
+    this.#recorded = recorded;
+  }
+
+  stepJob(): StepJob<P> {
+    return { ...this.#job, step: (name, schema, call, settings) => this.#step(name, schema, call, settings) };
+  }
+
+  async #step<T extends z.ZodType>(
+    name: string,
+    schema: T,
+    call: (key: string, options: StepCallOptions) => Promise<unknown>,
+    settings: StepSettings | undefined,
+  ): Promise<z.output<T>> {
+    assertStepName(name);
+    if (this.#reached.has(name)) {
+      throw new StepDefinitionError(
+        `step ${JSON.stringify(name)} ran twice in one job: each step needs a name of its own`,
+      );
+    }
+    this.#reached.add(name);
+    const position = this.#reached.size;
+    const key = stepKey(this.#a.consumer, this.#job.jobId, name);
+    const recorded = this.#recorded.get(name);
+    if (recorded !== undefined) return readRecorded(name, key, schema, recorded.resultText);
+
+    if (this.#signal.aborted)
+      throw new InvocationDeadlineError(`the invocation's time ran out before step "${name}"`);
+    const jobIds = [this.#job.jobId];
+    if (faultHook) await faultHook("step:before-call", { jobIds });
+    let answer: unknown;
+    try {
+      answer = await call(key, { signal: this.#signal, attempt: this.#job.attempt });
+    } catch (error) {
+      if (!(error instanceof PermanentJobError) && settings?.permanent?.(error) === true) {
+        throw new PermanentStepError(name, error);
+      }
+      throw error;
+    }
+    if (faultHook) await faultHook("step:after-call", { jobIds });
+    const resultText = recordable(name, key, schema, answer);
+    const winner = await recordStep(this.#db, {
+      consumer: this.#a.consumer,
+      jobId: this.#job.jobId,
+      step: name,
+      position,
+      fingerprint: this.#fingerprint,
+      resultText,
+      ttlSeconds: this.#a.ttlSeconds,
+    });
+    refuseOtherBody(this.#job.jobId, this.#fingerprint, winner);
+    if (faultHook) await faultHook("step:after-checkpoint", { jobIds });
+    return readRecorded(name, key, schema, winner.resultText);
+  }
+}
+
+/**
+ * The JSON text a step records for `answer`: what its schema makes of it, which the schema must
+ * accept again when a later delivery reads it back, within {@link STEP_RESULT_MAX_BYTES}.
+ */
+function recordable(step: string, key: string, schema: z.ZodType, answer: unknown): string {
+  const parsed = schema.safeParse(answer);
+  if (!parsed.success) {
+    throw new StepResultError(
+      step,
+      `step "${step}" (key ${key}): its schema refused the answer: ${parsed.error.message}`,
+    );
+  }
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(parsed.data);
+  } catch (error) {
+    throw new StepResultError(step, `step "${step}" (key ${key}): its result has no JSON form`, {
+      cause: error,
+    });
+  }
+  if (text === undefined) {
+    throw new StepResultError(step, `step "${step}" (key ${key}): its result has no JSON form`);
+  }
+  const bytes = Buffer.byteLength(text, "utf8");
+  if (bytes > STEP_RESULT_MAX_BYTES) {
+    throw new StepResultError(
+      step,
+      `step "${step}" (key ${key}): its result is ${bytes} bytes as JSON, more than the ${STEP_RESULT_MAX_BYTES} a step records: narrow its schema to what the work needs`,
+    );
+  }
+  if (!schema.safeParse(parseJson(text)).success) {
+    throw new StepResultError(
+      step,
+      `step "${step}" (key ${key}): its schema does not accept its own result read back as JSON (a transform, a Date, a Map?): give the step a schema of plain JSON values`,
+    );
+  }
+  return text;
+}
+
+/** A recorded result, as the schema makes it. */
+function readRecorded<T extends z.ZodType>(step: string, key: string, schema: T, text: string): z.output<T> {
+  const parsed = schema.safeParse(parseJson(text));
+  if (!parsed.success) {
+    throw new StepResultError(
+      step,
+      `step "${step}" (key ${key}) was recorded, but its schema now refuses the recorded result (the schema changed since?): ${parsed.error.message}`,
+    );
+  }
+  return parsed.data;
+}
+
+/** A step recorded by a different body sent under the same job id: this message is another job. */
+function refuseOtherBody(jobId: string, fingerprint: Buffer, recorded: RecordedStep): void {
+  if (recorded.fingerprint !== null && !recorded.fingerprint.equals(fingerprint)) {
+    throw new JobConflictError(jobId, fingerprint, recorded.fingerprint);
+  }
+}
