@@ -22,7 +22,6 @@
  */
 import { randomBytes } from "node:crypto";
 import { z } from "zod";
-import { STEPS_AVAILABLE } from "./external-steps/consumers.ts";
 import { runExternalMatrix } from "./external-steps/matrix.ts";
 import { crashRows, crashTable, crashTargets, where } from "./external-steps/summary.ts";
 import { VARIANT_KEYS, VARIANTS, type VariantKey } from "./external-steps/systems.ts";
@@ -73,9 +72,6 @@ await defineBenchmark({
     return { dynalite, keyPrefix: `jobfence-steps-${randomBytes(4).toString("hex")}` };
   },
   async run({ options: o, database, table }, { dynalite, keyPrefix }) {
-    const variants = o.variants.filter((v) => v !== "jobfence" || STEPS_AVAILABLE);
-    const skipped = o.variants.filter((v) => !variants.includes(v));
-    for (const v of skipped) console.log(`${VARIANTS[v]} skipped: job.step is not on this branch`);
     console.log(
       `crash matrix: ${o.trials} trial(s) per point per variant, batches of ${o.batch}, function timeout ${o.timeoutMs} ms`,
     );
@@ -83,7 +79,7 @@ await defineBenchmark({
       databaseUrl: database.url,
       dynamodb: { endpoint: dynalite.endpoint, tableName: IDEMPOTENCY_TABLE },
       keyPrefix,
-      variants,
+      variants: o.variants,
       trials: o.trials,
       batch: o.batch,
       timeoutMs: o.timeoutMs,
@@ -91,16 +87,16 @@ await defineBenchmark({
       redeliveries: o.redeliveries,
       log: (line) => console.log(`  ${line}`),
     });
-    const rows = crashRows(results, variants);
+    const rows = crashRows(results, o.variants);
     const { headers, cells } = crashTable(rows);
     table(
       `crash matrix: SIGKILL at the point, redelivered until acked (at most ${o.redeliveries} times); the provider's ledger entries (effects) and requests (calls) per job (0 effects: lost, 2+: doubled)`,
       headers,
       cells,
     );
-    return { rows, results, skipped };
+    return { rows, results };
   },
-  verdict({ rows, skipped }, { options: o }) {
+  verdict({ rows }, { options: o }) {
     const repeats = rows
       .filter((r) => r.variant === "jobfence" && r.calls > r.effects)
       .map((r) => `${r.point} ${r.calls} calls for ${r.effects} effects`)
@@ -113,7 +109,6 @@ await defineBenchmark({
         `the database's effect not exactly once: ${where(rows, "databaseNotOnce") || "none (the fence, every variant)"}`,
         `never acked within ${o.redeliveries} redeliveries: ${where(rows, "neverAcked") || "none"}`,
         ...(unattributed > 0 ? [`${unattributed} provider requests could not be told to a job`] : []),
-        ...skipped.map((v) => `${VARIANTS[v]} skipped: job.step is not on this branch`),
       ],
     };
   },

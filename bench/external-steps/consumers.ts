@@ -18,8 +18,8 @@ import { awardPointsConsumer, type awardPointsPayload } from "../../functions/aw
 import { type ConsumerDefinition, createConsumer } from "../../shared/consumer.ts";
 import { quietRuntime } from "../lib/harness-driver.ts";
 import { persistenceLayer } from "../powertools/powertools-variant.ts";
-import { Charge, type ChargeRequest, charge, chargeRequestOf } from "./charge.ts";
-import type { VariantKey, WorkPoint } from "./systems.ts";
+import { Charge, type ChargeRequest, charge, chargeRequestOf, ProviderCallError } from "./charge.ts";
+import { STEP_NAME, type VariantKey, type WorkPoint } from "./systems.ts";
 
 /** Called at a work's own points with the job's id; installed only in the crash child, where it kills. */
 export type WorkFault = (point: WorkPoint, jobId: string) => void;
@@ -62,6 +62,37 @@ const base = {
   commitMode: "per-record",
 } as const;
 
+/**
+ * jobfence: the charge as a step, with the key jobfence derives as the provider's Idempotency-Key;
+ * a 4xx other than a conflict or a rate limit can never succeed, so it is declared permanent.
+ */
+function jobfenceDefinition(
+  o: ContainerOptions,
+): ConsumerDefinition<typeof awardPointsPayload, Record<never, never>, { charge: Charge }> {
+  const permanent = (error: unknown) =>
+    error instanceof ProviderCallError &&
+    error.status >= 400 &&
+    error.status < 500 &&
+    error.status !== 409 &&
+    error.status !== 429;
+  return {
+    ...base,
+    steps: async (job) => ({
+      charge: await job.step(
+        STEP_NAME,
+        Charge,
+        (key, { signal }) => charge(o.providerUrl, chargeRequestOf(awardOf(job)), key, signal),
+        { permanent },
+      ),
+    }),
+    work: async (job, tx) => {
+      if (job.steps.charge.amount !== job.payload.points * 100)
+        throw new Error("the charge is not the job's");
+      await awardPoints(tx, awardOf(job));
+    },
+  };
+}
+
 function bareDefinition(o: ContainerOptions): Definition {
   return {
     ...base,
@@ -101,13 +132,19 @@ function powertoolsDefinition(o: ContainerOptions, config: IdempotencyConfig): D
   };
 }
 
-/** Whether this branch has job.step (issue 33's core): the jobfence variant runs only then. */
-export const STEPS_AVAILABLE = false;
-
 /** A fresh container of `variant`. */
 export function externalContainer(variant: VariantKey, o: ContainerOptions): ExternalContainer {
+  const runtime = quietRuntime(o.pool, o.databaseUrl, {
+    functionTimeoutSeconds: o.functionTimeoutSeconds,
+    // The defaults are sized for a 30 s function; the matrix's short one (every redelivery
+    // waits it out) needs its own: half of it to start a record, the least return reserve.
+    recordBudgetMs: o.functionTimeoutSeconds * 500,
+    returnReserveMs: 500,
+    lockTimeoutMs: 800,
+  });
   if (variant === "jobfence") {
-    throw new Error("the jobfence variant needs job.step (issue 33's core), not on this branch yet");
+    const handler = createConsumer(jobfenceDefinition(o), runtime);
+    return { invoke: (records, context) => handler({ Records: records }, context) };
   }
   const config = new IdempotencyConfig({
     eventKeyJmesPath: "job_id",
@@ -115,17 +152,7 @@ export function externalContainer(variant: VariantKey, o: ContainerOptions): Ext
     throwOnNoIdempotencyKey: true,
   });
   const definition = variant === "bare" ? bareDefinition(o) : powertoolsDefinition(o, config);
-  const handler = createConsumer(
-    definition,
-    quietRuntime(o.pool, o.databaseUrl, {
-      functionTimeoutSeconds: o.functionTimeoutSeconds,
-      // The defaults are sized for a 30 s function; the matrix's short one (every redelivery
-      // waits it out) needs its own: half of it to start a record, the least return reserve.
-      recordBudgetMs: o.functionTimeoutSeconds * 500,
-      returnReserveMs: 500,
-      lockTimeoutMs: 800,
-    }),
-  );
+  const handler = createConsumer(definition, runtime);
   return {
     invoke(records, context) {
       config.registerLambdaContext(context);
