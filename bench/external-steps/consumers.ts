@@ -137,10 +137,11 @@ export function externalContainer(variant: VariantKey, o: ContainerOptions): Ext
   const runtime = quietRuntime(o.pool, o.databaseUrl, {
     functionTimeoutSeconds: o.functionTimeoutSeconds,
     // The defaults are sized for a 30 s function; the matrix's short one (every redelivery
-    // waits it out) needs its own: half of it to start a record, the least return reserve.
-    recordBudgetMs: o.functionTimeoutSeconds * 500,
+    // waits it out) needs its own: the least return reserve, a short lock wait (no two trials
+    // share a job), so a record may start until 1 s before the timeout on a busy machine.
+    recordBudgetMs: 1000,
     returnReserveMs: 500,
-    lockTimeoutMs: 800,
+    lockTimeoutMs: 300,
   });
   if (variant === "jobfence") {
     const handler = createConsumer(jobfenceDefinition(o), runtime);

@@ -62,8 +62,12 @@ export async function readyThenGo(): Promise<void> {
   invokedAt = Date.now();
 }
 
-/** The invocation ended and the point was not reached: says so and exits {@link NEVER_REACHED_EXIT}. */
-export function neverReached(): never {
-  writeSync(1, "crash-child: finished without reaching the point\n");
+/**
+ * The invocation ended and the point was not reached: says so (with `detail`, what the invocation
+ * answered, for the parent's error) and exits {@link NEVER_REACHED_EXIT}.
+ */
+export function neverReached(detail?: string): never {
+  const after = invokedAt === 0 ? "" : ` ${Date.now() - invokedAt} ms into the invocation`;
+  writeSync(1, `crash-child: finished without reaching the point${after}${detail ? `: ${detail}` : ""}\n`);
   process.exit(NEVER_REACHED_EXIT);
 }
