@@ -30,8 +30,8 @@ export { BACKSTOP_RETENTION_SECONDS, VISIBILITY_TO_TIMEOUT_RATIO };
  */
 export interface ConsumerDeploymentSettings {
   /** The consumer's definition (a `ConsumerDefinition`): its name, payload schema, work, retry override and follow-up targets. */
-  // biome-ignore lint/suspicious/noExplicitAny: consumers with different payload schemas and targets
-  readonly definition: ConsumerDefinition<z.ZodType<any>, any>;
+  // biome-ignore lint/suspicious/noExplicitAny: consumers with different payload schemas, targets and step results
+  readonly definition: ConsumerDefinition<z.ZodType<any>, any, any>;
   /** Whether its queue is FIFO. */
   readonly fifo: boolean;
   /**

@@ -23,6 +23,11 @@ import * as logs from "aws-cdk-lib/aws-logs";
 import * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
 import type { Construct } from "constructs";
 import { CONSUMERS, type ConsumerDeployment } from "../functions/consumers.ts";
+import {
+  EMAIL_PROVIDER_URL,
+  emailProviderUrl,
+  emailProviderUrlProblem,
+} from "../functions/notify-user/email.ts";
 import { assertConsumerRegistry, consumerPaths, REPOSITORY_ROOT } from "../functions/registry.ts";
 import { ConfigurationError } from "../shared/errors/configuration.ts";
 import {
@@ -133,7 +138,16 @@ export interface JobfenceStackProps extends StackProps {
   readonly consumers?: readonly ConsumerDeployment[];
   /** An existing database to use. @default a new VPC with Aurora Serverless v2 and an RDS Proxy */
   readonly existingDatabase?: ExistingDatabase;
+  /**
+   * The base URL (http or https) of the email provider notify-user's step sends through: its
+   * function's EMAIL_PROVIDER_URL. Required when notify-user is deployed.
+   * @default none (refused when notify-user is deployed)
+   */
+  readonly emailProviderUrl?: string;
 }
+
+/** The consumer that sends emails through the provider at {@link JobfenceStackProps.emailProviderUrl}. */
+const EMAIL_SENDER = "notify-user";
 
 /** The whole deployment. */
 export class JobfenceStack extends Stack {
@@ -212,6 +226,10 @@ export class JobfenceStack extends Stack {
       ...(props.alarmTargets ? { alarmTargets: props.alarmTargets } : {}),
       ...(props.alarmEmails ? { alarmEmails: props.alarmEmails } : {}),
     });
+    // notify-user's own setting: the email provider its step calls, given to its function alone.
+    const emailProvider = consumerNames.includes(EMAIL_SENDER)
+      ? emailProviderFor(props.emailProviderUrl)
+      : undefined;
     // A sending consumer is given its follow-up targets' queues, so each target is created before
     // the consumers that send to it; the list keeps the registry's order.
     const created = new Map<string, JobConsumer>();
@@ -231,6 +249,9 @@ export class JobfenceStack extends Stack {
             }
           : {}),
       });
+      if (name === EMAIL_SENDER && emailProvider !== undefined) {
+        consumer.consumerFunction.function.addEnvironment(EMAIL_PROVIDER_URL, emailProvider);
+      }
       created.set(name, consumer);
     }
     this.consumers = deployments.map((deployment) => created.get(deployment.definition.name) as JobConsumer);
@@ -330,6 +351,17 @@ export class JobfenceStack extends Stack {
       this.migrations.migrateFunction,
     ];
   }
+}
+
+/** notify-user's email provider, checked as the consumer checks it: refused at synth when missing or not http(s). */
+function emailProviderFor(url: string | undefined): string {
+  const problem = emailProviderUrlProblem(url);
+  if (problem !== undefined) {
+    throw new ConfigurationError("JobfenceStack", [
+      `emailProviderUrl (context jobfence:emailProviderUrl; notify-user's ${EMAIL_PROVIDER_URL}) ${problem}`,
+    ]);
+  }
+  return emailProviderUrl({ [EMAIL_PROVIDER_URL]: url });
 }
 
 /**
@@ -520,6 +552,8 @@ export function stackPropsFromContext(
       );
     }
   }
+  // notify-user's email provider (the stack checks the URL).
+  const emailProviderUrl = text("emailProviderUrl", true);
   const betterStackEndpoint = text("betterStackEndpoint", false);
   const betterStackSecretName = text("betterStackSecretName", false);
   if ((betterStackEndpoint === undefined) !== (betterStackSecretName === undefined)) {
@@ -555,5 +589,6 @@ export function stackPropsFromContext(
     ...(existingDatabase ? { existingDatabase } : {}),
     ...(alarmEmails ? { alarmEmails } : {}),
     ...(connectionBudget !== undefined ? { connectionBudget } : {}),
+    ...(emailProviderUrl ? { emailProviderUrl } : {}),
   };
 }

@@ -2,10 +2,14 @@
  * `npm run demo`: drives a running local stack through everything jobfence does, only through the
  * SQS API, HTTP and SQL, and prints what happened. A realistic mix: unique jobs, duplicates,
  * poison messages, jobs that fail transiently (a lock they need is held) and then succeed, a job
- * that exhausts its retries; then one replay and one discard through the dead-letter API.
+ * that exhausts its retries; then one replay and one discard through the dead-letter API. Every
+ * applied award's follow-up makes notify-user email the user through the stack's fake provider;
+ * the first email's answer is lost on the way (the provider sends it and never answers), and the
+ * provider's ledger shows that the step's retry, under the same key, sent no second email.
  */
 import { GetQueueAttributesCommand, SendMessageBatchCommand } from "@aws-sdk/client-sqs";
 import pg from "pg";
+import type { LedgerEntry, RequestEntry } from "../testing/fake-provider.ts";
 import { localSqsClient } from "./aws-clients.ts";
 import type { StackInfo, StackStats } from "./stack.ts";
 
@@ -34,6 +38,18 @@ export interface DemoSummary {
   readonly discarded: { id: string; status: string };
   /** notify-user's notifications of the run's awards: each award's follow-up, applied once. */
   readonly notifications: number;
+  /** What the provider's ledger shows of the run's emails. */
+  readonly emails: EmailFindings;
+}
+
+/** The run's emails, as the provider's ledger shows them. */
+export interface EmailFindings {
+  /** Emails the provider sent to the run's users. */
+  readonly sent: number;
+  /** Notifications whose recorded message id is one of those emails. */
+  readonly matchingNotifications: number;
+  /** The email whose answer was lost: its key, the requests made with it, and the emails sent under it. */
+  readonly lostAnswer: { key: string; requests: string[]; emails: number } | undefined;
 }
 
 const CONSUMER = "award-points";
@@ -77,6 +93,9 @@ export async function runDemo(options: DemoOptions): Promise<DemoSummary> {
         }, ms),
       );
     };
+    // The next email's answer is lost: the provider sends it, then never answers. notify-user's step
+    // gives up waiting, the job retries, and the retry calls again with the same key.
+    await provider(info, "POST", "/_fake/faults", { path: "/v1/emails", mode: "hang", act: true });
     const lockA = holdLock(lockedA, options.transientLockMs ?? 6000);
     const lockB = holdLock(lockedB, options.exhaustLockMs ?? 60_000);
 
@@ -155,6 +174,16 @@ export async function runDemo(options: DemoOptions): Promise<DemoSummary> {
     say(
       `follow-ups: ${notifications} notifications in notify-user for the 22 applied awards (sent through award-points' outbox after each COMMIT, each applied once)`,
     );
+    const emailsBefore = await emailFindings(info, db, run);
+    say(
+      `emails: ${emailsBefore.sent} sent through the provider for ${notifications} notifications, each recorded with its own message id (${emailsBefore.matchingNotifications} match the ledger)`,
+    );
+    if (emailsBefore.lostAnswer) {
+      const lost = emailsBefore.lostAnswer;
+      say(
+        `a lost answer: the provider sent the email under key ${lost.key} and never answered; the step gave up, and the job's retry called again with the same key: ${lost.requests.join(" → ")}, ${lost.emails} email sent`,
+      );
+    }
     say(
       `dead letters: ${Object.entries(byKind)
         .map(([k, n]) => `${n} ${k}`)
@@ -199,6 +228,8 @@ export async function runDemo(options: DemoOptions): Promise<DemoSummary> {
     say(`the replayed job applied exactly once: ${replayEffect.rows[0]?.n} ledger entry`);
     const chained = await waitForNotifications(db, run, 23, deadline);
     say(`and told notify-user once more: ${chained} notifications in all`);
+    const emails = await emailFindings(info, db, run);
+    say(`the provider's ledger: ${emails.sent} emails to the run's users, one per notification`);
 
     return {
       sent: bodies.length,
@@ -209,10 +240,64 @@ export async function runDemo(options: DemoOptions): Promise<DemoSummary> {
       replayed,
       discarded,
       notifications: chained,
+      emails,
     };
   } finally {
     await db.end();
   }
+}
+
+/** Calls the stack's fake provider; its JSON answer. */
+async function provider(
+  info: StackInfo,
+  method: "GET" | "POST",
+  path: string,
+  body?: unknown,
+): Promise<unknown> {
+  const response = await fetch(`${info.providerUrl}${path}`, {
+    method,
+    ...(body === undefined
+      ? {}
+      : { headers: { "content-type": "application/json" }, body: JSON.stringify(body) }),
+  });
+  const json = (await response.json()) as unknown;
+  if (!response.ok)
+    throw new Error(`the fake provider: ${method} ${path}: ${response.status} ${JSON.stringify(json)}`);
+  return json;
+}
+
+/**
+ * What the provider's ledger shows of the run's emails (those to its users), and whether the
+ * notifications recorded them: each notification's message id is one of the emails, none twice.
+ */
+async function emailFindings(info: StackInfo, db: pg.Client, run: string): Promise<EmailFindings> {
+  const ledger = (await provider(info, "GET", "/_fake/ledger")) as {
+    entries: LedgerEntry[];
+    requests: RequestEntry[];
+  };
+  const emails = ledger.entries.filter(
+    (e) => e.kind === "email" && String((e.request as { to?: unknown }).to).startsWith(`${run}-`),
+  );
+  const ids = new Set(emails.map((e) => e.id));
+  const { rows } = await db.query<{ id: string | null }>(
+    `SELECT provider_message_id AS id FROM notify_user.notifications WHERE starts_with(correlation_id, $1)`,
+    [`${run}-corr-`],
+  );
+  const recorded = rows.map((r) => r.id).filter((id): id is string => id !== null && ids.has(id));
+  const keys = new Set(emails.map((e) => e.key));
+  const hung = ledger.requests.find((r) => r.outcome === "hung" && r.key !== null && keys.has(r.key));
+  return {
+    sent: emails.length,
+    // The column is unique: no two notifications record one email.
+    matchingNotifications: recorded.length,
+    lostAnswer: hung?.key
+      ? {
+          key: hung.key,
+          requests: ledger.requests.filter((r) => r.key === hung.key).map((r) => r.outcome),
+          emails: emails.filter((e) => e.key === hung.key).length,
+        }
+      : undefined,
+  };
 }
 
 /** notify-user's notifications of the run's chains, once there are `expected` of them (never more). */

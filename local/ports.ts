@@ -7,13 +7,14 @@ import { createServer } from "node:net";
 import { PortTakenError } from "../shared/errors/local-stack.ts";
 
 /** A part of the stack that listens on a port of its own. */
-export type LocalPortPart = "postgres" | "sqs" | "api";
+export type LocalPortPart = "postgres" | "sqs" | "api" | "provider";
 
 /** Default ports; 0 means any free port. Fixed by default so queue URLs stored in dead letters stay valid across restarts. */
 export const LOCAL_PORTS: Readonly<Record<LocalPortPart, number>> = Object.freeze({
   postgres: 54329,
   sqs: 9324,
   api: 8787,
+  provider: 4568,
 });
 
 /** Each part's name as the stack says it, and the environment variable that chooses its port. */
@@ -23,6 +24,7 @@ export const LOCAL_PORT_SETTINGS: Readonly<
   postgres: { part: "PostgreSQL", env: "JOBFENCE_PG_PORT" },
   sqs: { part: "the SQS emulator", env: "JOBFENCE_SQS_PORT" },
   api: { part: "the dead-letter API", env: "JOBFENCE_API_PORT" },
+  provider: { part: "the fake provider", env: "JOBFENCE_PROVIDER_PORT" },
 });
 
 /** The refusal for `part`'s port. */
@@ -75,6 +77,7 @@ const SHORT_NAMES: Readonly<Record<LocalPortPart, string>> = {
   postgres: "PostgreSQL",
   sqs: "SQS",
   api: "API",
+  provider: "provider",
 };
 
 /**

@@ -29,6 +29,7 @@ const schema = z.object({
   JOBFENCE_PG_PORT: port.default(LOCAL_PORTS.postgres),
   JOBFENCE_SQS_PORT: port.default(LOCAL_PORTS.sqs),
   JOBFENCE_API_PORT: port.default(LOCAL_PORTS.api),
+  JOBFENCE_PROVIDER_PORT: port.default(LOCAL_PORTS.provider),
   JOBFENCE_LOCK_TIMEOUT_MS: z.coerce.number().int().min(1).max(600_000).default(2000),
   JOBFENCE_CLEANUP_INTERVAL_SECONDS: z.coerce.number().int().min(1).default(60),
   JOBFENCE_ESCALATION_INTERVAL_SECONDS: z.coerce.number().int().min(1).default(3600),
@@ -48,7 +49,12 @@ export interface LocalStackConfig {
   readonly localDir: string;
   readonly databaseUrl?: string;
   readonly sqsEndpoint?: string;
-  readonly ports: { readonly postgres: number; readonly sqs: number; readonly api: number };
+  readonly ports: {
+    readonly postgres: number;
+    readonly sqs: number;
+    readonly api: number;
+    readonly provider: number;
+  };
   readonly retryPolicy: RetryPolicy;
   readonly lockTimeoutMs: number;
   readonly cleanupIntervalMs: number;
@@ -79,7 +85,12 @@ export function localStackConfigFromEnv(env: NodeJS.ProcessEnv, repoRoot: string
     localDir: localDirFromEnv(env, repoRoot),
     ...(e.DATABASE_URL ? { databaseUrl: e.DATABASE_URL } : {}),
     ...(e.SQS_ENDPOINT ? { sqsEndpoint: e.SQS_ENDPOINT.replace(/\/$/, "") } : {}),
-    ports: { postgres: e.JOBFENCE_PG_PORT, sqs: e.JOBFENCE_SQS_PORT, api: e.JOBFENCE_API_PORT },
+    ports: {
+      postgres: e.JOBFENCE_PG_PORT,
+      sqs: e.JOBFENCE_SQS_PORT,
+      api: e.JOBFENCE_API_PORT,
+      provider: e.JOBFENCE_PROVIDER_PORT,
+    },
     retryPolicy,
     lockTimeoutMs: e.JOBFENCE_LOCK_TIMEOUT_MS,
     cleanupIntervalMs: e.JOBFENCE_CLEANUP_INTERVAL_SECONDS * 1000,

@@ -3,7 +3,8 @@
  * (embedded, or DATABASE_URL), the SQS emulator (or SQS_ENDPOINT), the queues and backstop queues
  * of every consumer in functions/consumers.ts, each consumer and backstop drain behind an event-
  * source poller, the dead-letter API on a real HTTP server with a local token issuer, an ops-bus
- * sink, and the cleanup and escalation schedules on timers.
+ * sink, the cleanup and escalation schedules on timers, and a fake external provider (charges and
+ * emails, with Stripe's Idempotency-Key semantics) for the consumers' steps to call.
  */
 
 import { randomBytes } from "node:crypto";
@@ -26,6 +27,7 @@ import {
 } from "../functions/consumers.ts";
 import { createDeadLetterApi } from "../functions/dead-letters-api/api.ts";
 import { deploymentConsumers, deploymentMigrationSets } from "../functions/migrate/sets.ts";
+import { EMAIL_PROVIDER_URL } from "../functions/notify-user/email.ts";
 import { outboxRelayInvocation, outboxRelayService } from "../functions/outbox-relay/relay.ts";
 import { verifyConsumerRegistry } from "../functions/registry.ts";
 import { createBackstopDrain } from "../shared/backstop/drain.ts";
@@ -49,6 +51,7 @@ import { createTokenVerifier } from "../shared/http/auth.ts";
 import { METRICS_NAMESPACE } from "../shared/metrics/names.ts";
 import { type OutcomeObserver, recordLogKeys } from "../shared/record/observe.ts";
 import type { DeliveryTimings } from "../shared/retry/delivery-timings.ts";
+import { type FakeProvider, startFakeProvider } from "../testing/fake-provider.ts";
 import { LOCAL_ACCOUNT, LOCAL_REGION, localEventBridgeClient, localSqsClient } from "./aws-clients.ts";
 import { type EventBridgeSink, startEventBridgeSink } from "./eventbridge-sink.ts";
 import { serveHttpApi } from "./http-adapter.ts";
@@ -69,6 +72,8 @@ export interface StackInfo {
   sqsEndpoint: string;
   region: string;
   databaseUrl: string;
+  /** The fake provider the consumers' steps call (POST /v1/charges, /v1/emails; GET /_fake/ledger). */
+  providerUrl: string;
   queues: Record<string, { url: string; backstopUrl: string }>;
   tokens: Record<"admin" | "read" | "replay" | "discard" | "none", string>;
 }
@@ -162,6 +167,18 @@ async function start(
     }
   };
   const eventBridge = localEventBridgeClient(sink.endpoint);
+
+  // The external provider the consumers' steps call, started before them.
+  const provider: FakeProvider = await listeningOn("provider", config.ports.provider, () =>
+    startFakeProvider({ port: config.ports.provider }),
+  );
+  cleanups.push(() => provider.close());
+  // notify-user's own setting, as its deployed function's environment gives it (the consumers run
+  // in this process, and read it when their first step runs).
+  process.env[EMAIL_PROVIDER_URL] = provider.url;
+  say(
+    `provider   fake provider at ${provider.url} (POST /v1/charges, /v1/emails; ledger: GET /_fake/ledger)`,
+  );
 
   // Per-function pools, each logged in as its least-privileged role.
   const pools: pg.Pool[] = [];
@@ -434,6 +451,7 @@ async function start(
     sqsEndpoint,
     region: LOCAL_REGION,
     databaseUrl,
+    providerUrl: provider.url,
     queues,
     tokens: await issuer.standardTokens(),
   };

@@ -11,6 +11,9 @@
 proctype worker() {
   byte c, j, b, st, kind, res, k, tries;
   bit check;
+#ifdef WITH_STEPS
+  byte ans, sres;   /* the step's result, and what its row said (model/step.pml) */
+#endif
 end_idle:
   do
   :: atomic {
@@ -36,6 +39,11 @@ end_idle:
         CRASHPOINT
      :: else
      fi;
+#ifdef WITH_STEPS
+     /* step 2s: a spent message refused, then J's step, before the fence transaction
+        (RecordSpine.steps; model/step.pml) */
+     job_step();
+#endif
      /* step 2b: BEGIN + the fence insert ON CONFLICT (FenceTransaction.open); a lock wait behind
         another delivery's uncommitted fence, or behind the cleanup holding it */
      d_step {
@@ -51,6 +59,13 @@ end_idle:
      :: st == CONFL -> kind = K_CONFLICT; check = 0; goto deadletter
      :: else
      fi;
+#ifdef WITH_STEPS
+     /* the steps found the fence and ran nothing, and it is gone: tried again (StepsFenceGoneError) */
+     if
+     :: sres == S_FENCED -> f_tx[j] = 0; goto transient
+     :: else
+     fi;
+#endif
      /* RecordProtocol.#refuseSpent, holding the fence lock */
      if
      :: c_intr[c] >= MAXINTR -> f_tx[j] = 0; kind = K_INTERRUPTED; check = 1; goto deadletter
@@ -70,6 +85,21 @@ end_idle:
        applied[j]++; applied_mask[j] = applied_mask[j] | BIT(b);
        assert(one_effect_per_job && applied[j] <= 1);
        assert(no_consumer_acts_for_another && j != F);
+#ifdef WITH_STEPS
+       if
+       :: j == J ->
+#ifdef W9
+          /* W9, the result not checkpointed before the fence: the step's row is written here */
+          if
+          :: s_cp == 0 -> s_cp = ans
+          :: else
+          fi;
+#endif
+          /* the work receives the step's result: the checkpoint's, the answer of the one effect */
+          assert(work_sees_the_effect && ans == FIRST_ANSWER && s_cp == ans)
+       :: else
+       fi;
+#endif
 #ifdef WITH_OUTBOX
        if
        :: j == J -> o_used[0] = 1; o_job[0] = K; o_body[0] = 1; o_sender[0] = CONS_A;
@@ -127,7 +157,7 @@ skip;     skip;
        :: c_where[c] == FLIGHT || c_where[c] == SRC -> c_where[c] = GONE
        :: else
        fi;
-       inflight--; c = 0; j = 0; b = 0; st = 0; kind = 0; res = 0; check = 0
+       inflight--; c = 0; j = 0; b = 0; st = 0; kind = 0; res = 0; check = 0; STEP_RESET
      };
      goto end_idle;
 crashed:
@@ -146,7 +176,7 @@ skip;     /* back in the queue after its visibility timeout; past maxReceiveCoun
        :: c_where[c] == FLIGHT -> c_where[c] = (c_rc[c] >= MAXRC -> BACKSTOP : SRC)
        :: else
        fi;
-       inflight--; c = 0; j = 0; b = 0; st = 0; kind = 0; res = 0; check = 0
+       inflight--; c = 0; j = 0; b = 0; st = 0; kind = 0; res = 0; check = 0; STEP_RESET
      }
   od
 }

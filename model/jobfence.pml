@@ -2,7 +2,7 @@
  * jobfence's protocol, checked exhaustively by SPIN at small bounds (docs/reliability.md,
  * "The model"). Compile-time switches:
  *   -DSCENARIO=n   which world to build (below); every scenario must hold
- *   -DW1 … -DW7    a historical defect put back (a regression witness): must be caught
+ *   -DW1 … -DW10   a defect put back (a regression witness): must be caught
  * Run everything with `npm run model`.
  */
 #ifndef SCENARIO
@@ -61,6 +61,20 @@
 #define MAXOPS 0
 #define MAXLOSTSEND 0
 #define NWORKERS 2
+#elif SCENARIO == 6
+/* a step: J's external call before the fence, two workers, a visibility lapse (two deliveries of
+   one message at once), a crash, the call's failures (refused, refused for good, or acting and
+   then answered late or with an answer its schema refuses) and the work's, a dead letter replayed
+   (singly), the provider's idempotency window passing */
+#define MAXCRASH 1
+#define MAXLAPSE 1
+#define MAXLOST 0
+#define MAXFAIL 1
+#define MAXOPS 1
+#define MAXLOSTSEND 0
+#define NWORKERS 2
+#define WITH_STEPS
+#define ONLY_REPLAY   /* a bulk replay or a discard does to a step's job what a replay does */
 #endif
 
 /* the attempt ledger: transient failures allowed, interruptions allowed, SQS's maxReceiveCount */
@@ -70,6 +84,9 @@
 
 #include "state.pml"
 #include "deadletter.pml"
+#ifdef WITH_STEPS
+#include "step.pml"
+#endif
 #include "delivery.pml"
 #include "drain.pml"
 #include "operator.pml"
@@ -85,6 +102,7 @@ inline copy_of(c, job, body, where) {
 #define ANY_ROW(P) (P(0) || P(1) || P(2) || P(3) || P(4))
 #define IS_KIND(i, k) (d_status[i] != D_NONE && d_kind[i] == (k))
 #define IS_CONFLICT(i) IS_KIND(i, K_CONFLICT)
+#define IS_HARD(i) (d_status[i] == PENDING && d_kind[i] == K_HARD)
 #define IS_EXHAUSTED(i) IS_KIND(i, K_EXHAUSTED)
 #define IS_INTERRUPTED(i) IS_KIND(i, K_INTERRUPTED)
 #define IS_UNRECORDED(i) IS_KIND(i, K_UNRECORDED)
@@ -106,6 +124,13 @@ inline copy_of(c, job, body, where) {
 #define P_outlived_backstop_copy (ttl_passed && ANY_ROW(IS_OUTLIVED) && applied[J] == 1)
 #define P_fence_deleted (ttl_passed && f_fp[J] == 0 && applied[J] == 1)
 #define P_outlived_outbox_row (ANY_ROW(IS_OUTLIVED) && applied[K] == 1)
+#ifdef WITH_STEPS
+#define P_step_replayed_by_provider (p_replayed && applied[J] == 1)
+#define P_step_result_reused_after_window (p_forgot && s_reused && ANY_ROW(IS_REPLAYED) && applied[J] == 1)
+#define P_step_interrupted_unrecorded (p_effects == 1 && s_cp == 0 && ANY_ROW(IS_INTERRUPTED))
+#define P_step_outcome_unknown \
+  (p_forgot && s_cp == 0 && p_effects == 1 && ANY_ROW(IS_REPLAYED) && ANY_ROW(IS_HARD) && applied[J] == 0)
+#endif
 #define P_undelivered_replayed (ANY_ROW(IS_UNDELIVERED) && ANY_ROW(IS_REPLAYED) && applied[K] == 1)
 
 /* Once nothing can move: every message ended applied, or with one pending dead letter, or discarded. */
@@ -138,6 +163,10 @@ proctype checker() {
       }
     };
     h_i = 0; h_b = 0; h_n = 0; h_p = 0; h_d = 0;
+#ifdef WITH_STEPS
+    /* a job applied implies exactly one effect of its step */
+    assert(work_sees_the_effect && (applied[J] == 0 || p_effects == 1));
+#endif
 #ifdef PROBE
     /* a reachability probe (the runner's vacuity check): this end state must be reachable */
     assert(model_probe && !(PROBE))
@@ -159,6 +188,9 @@ init {
     /* a copy redriven to the backstop while the database was unreachable, and one delivered */
     copy_of(0, J, 1, SRC); copy_of(1, J, 1, BACKSTOP);
     run ttl(); run cleanup();
+#elif SCENARIO == 6
+    copy_of(0, J, 1, SRC);
+    run provider_window();
 #elif SCENARIO == 4
     copy_of(0, J, 1, SRC);
     run sweep(); run ttl(); run cleanup(); run forger();

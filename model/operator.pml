@@ -3,6 +3,14 @@
  * discardDeadLetter, replayDecision) and the bulk worker's chunk (shared/dead-letters/bulk-worker.ts,
  * runClaimedChunk). Each decision locks its rows FOR UPDATE until it commits.
  */
+/* The bulk chunks and the discard; a scenario that needs only the single replay (ONLY_REPLAY) leaves
+   them out, since they send and resolve a row as it does. */
+#ifdef ONLY_REPLAY
+#define MORE_OPS false
+#else
+#define MORE_OPS true
+#endif
+
 #define DEC_REFUSE 1
 #define DEC_SEND 2
 #define DEC_SUPERSEDED 3
@@ -85,7 +93,7 @@ end_idle:
      i = 0; dec = 0
   :: /* a bulk replay chunk: lock the chunk's rows, send each, resolve them all, COMMIT */
      d_step {
-       ops < MAXOPS && ANY_REPLAYABLE -> ops++;
+       MORE_OPS && ops < MAXOPS && ANY_REPLAYABLE -> ops++;
        for (h_i : 0 .. MAXD - 1) {
          if
          :: REPLAYABLE(h_i) -> d_lock[h_i] = 1; bm = bm | BIT(h_i)
@@ -138,7 +146,7 @@ end_idle:
      }
   :: /* a bulk discard chunk: lock, then resolve at the COMMIT */
      d_step {
-       ops < MAXOPS && ANY_REPLAYABLE -> ops++;
+       MORE_OPS && ops < MAXOPS && ANY_REPLAYABLE -> ops++;
        for (h_i : 0 .. MAXD - 1) {
          if
          :: REPLAYABLE(h_i) -> d_lock[h_i] = 1; bm = bm | BIT(h_i)
@@ -158,7 +166,7 @@ end_idle:
        h_i = 0; bm = 0
      }
   :: /* discard: one UPDATE, which waits for a replay's lock */
-     atomic { ops < MAXOPS && ANY_REPLAYABLE -> ops++; PICK5(i, REPLAYABLE); d_status[i] = DISCARDED; i = 0 }
+     atomic { MORE_OPS && ops < MAXOPS && ANY_REPLAYABLE -> ops++; PICK5(i, REPLAYABLE); d_status[i] = DISCARDED; i = 0 }
   od;
 crashed:
   /* the API's connection is gone: its transaction rolls back and its row locks go */

@@ -74,6 +74,20 @@ byte o_sender[MAXO];
 bit  o_lock[MAXO];      /* held FOR UPDATE SKIP LOCKED by the scheduled relay */
 bit  o_late[MAXO];      /* past its deadline: the target's fence may have expired */
 
+/* ---- J's step (core.job_steps) and the provider's record of its key (model/step.pml) -------- */
+#ifdef WITH_STEPS
+byte s_cp;              /* the checkpointed result: 0 none, else the provider's answer */
+bit  s_started;         /* the step's row records a call as started (before the call) */
+bit  s_old;             /* that row is older than the provider's window */
+bit  s_reused;          /* a delivery took the checkpoint's result without calling (for a probe) */
+byte p_effects;         /* effects the provider performed for J's step (charges, e-mails sent) */
+byte p_ans;             /* the provider's record of the step's key: 0 none, else the first answer */
+bit  p_replayed;        /* the provider answered a repeat of the key from its record (for a probe) */
+bit  p_forgot;          /* the provider's window has passed (for a probe) */
+#else
+#define STEP_RESET skip
+#endif
+
 /* ---- time and faults ------------------------------------------------------------------------ */
 bit  ttl_passed;
 byte crashes;           /* crashes so far (every step of every process may crash while budget lasts) */
@@ -90,6 +104,8 @@ bit  resent;            /* a replay attempt sent a row an earlier attempt had se
 hidden byte one_effect_per_job = 1;
 hidden byte every_message_ends = 1;
 hidden byte no_consumer_acts_for_another = 1;
+hidden byte one_external_effect_per_job = 1;
+hidden byte work_sees_the_effect = 1;
 hidden byte model_bound = 1;     /* a bound of the model itself, not the protocol: never a witness */
 hidden byte model_probe = 1;     /* a reachability probe: the runner expects it reached */
 

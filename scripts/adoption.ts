@@ -115,7 +115,7 @@ function servicePackage(tarball: string, node: string): object {
       "node-version": "node --version",
       typecheck: "tsc -p tsconfig.json --noEmit && tsc -p tsconfig.types.json",
       build: "tsc -p tsconfig.json",
-      test: "node --test dist/test/record-payment.spec.js",
+      test: "node --test dist/test/record-payment.spec.js dist/test/charge-invoice.spec.js",
       synth: "node dist/infra/app.js",
     },
     dependencies: {

@@ -25,6 +25,8 @@ export const INVARIANTS = [
   "one_effect_per_job",
   "every_message_ends",
   "no_consumer_acts_for_another",
+  "one_external_effect_per_job",
+  "work_sees_the_effect",
 ] as const;
 
 /** One of {@link INVARIANTS}. */
@@ -40,6 +42,7 @@ export interface Scenario {
 export const SCENARIOS: readonly Scenario[] = [
   { id: 1, name: "deliveries of a conflict (two bodies under one job id)" },
   { id: 5, name: "deliveries of duplicates (a visibility lapse, a lost COMMIT answer)" },
+  { id: 6, name: "a step: an external call before the fence, checkpointed, the provider's window" },
   { id: 2, name: "replays, bulk chunks and discards of a failing job" },
   { id: 3, name: "the TTL: cleanup, backstop drain, replays" },
   { id: 4, name: "the outbox: relay after COMMIT, scheduled relay and sweep, a forger" },
@@ -79,6 +82,24 @@ export const WITNESSES: readonly Witness[] = [
     scenario: 2,
     breaks: "every_message_ends",
   },
+  {
+    flag: "W8",
+    name: "a step's key not derived from the job (a fresh key per attempt)",
+    scenario: 6,
+    breaks: "one_external_effect_per_job",
+  },
+  {
+    flag: "W9",
+    name: "a step's result not checkpointed before the fence",
+    scenario: 6,
+    breaks: "one_external_effect_per_job",
+  },
+  {
+    flag: "W10",
+    name: "a step called again after the provider's window, its first call's outcome unknown",
+    scenario: 6,
+    breaks: "one_external_effect_per_job",
+  },
 ];
 
 /** An end state of the real model that must be reachable (`-DPROBE=<macro>`). */
@@ -103,6 +124,10 @@ export const PROBES: readonly Probe[] = [
   { macro: "P_fence_deleted", scenario: 3 },
   { macro: "P_outlived_outbox_row", scenario: 4 },
   { macro: "P_undelivered_replayed", scenario: 4 },
+  { macro: "P_step_replayed_by_provider", scenario: 6 },
+  { macro: "P_step_result_reused_after_window", scenario: 6 },
+  { macro: "P_step_interrupted_unrecorded", scenario: 6 },
+  { macro: "P_step_outcome_unknown", scenario: 6 },
 ];
 
 /** What pan said about one check. */

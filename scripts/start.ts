@@ -88,6 +88,7 @@ const listeningPorts = {
   ...(config.databaseUrl ? {} : { postgres: portOf(info.databaseUrl) }),
   ...(config.sqsEndpoint ? {} : { sqs: portOf(info.sqsEndpoint) }),
   api: portOf(info.apiUrl),
+  provider: portOf(info.providerUrl),
 };
 say(`ready      wrote ${stackFilePath(config.localDir)}`);
 console.log(`
@@ -97,6 +98,7 @@ console.log(`
     .map(([name, q]) => `${name}: ${q.url}`)
     .join("\n             ")}
   database   ${info.databaseUrl}
+  provider   ${info.providerUrl}   (POST /v1/charges, /v1/emails; the ledger: GET /_fake/ledger)
   ports      ${portsLine(listeningPorts)}
   retries    ${config.retryPolicy.maxAttempts} attempts, ${config.retryPolicy.baseSeconds}s base, ${config.retryPolicy.capSeconds}s cap (JOBFENCE_RETRY_* to change)
 

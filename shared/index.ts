@@ -49,7 +49,7 @@ export { canonicalJson } from "./envelope/canonical-json.ts";
 // fingerprint a producer can compute to check two messages are the same job.
 export { envelopeSchema, type Job, storableText } from "./envelope/envelope.ts";
 export { FINGERPRINT_BYTES, fingerprintHex, jobFingerprint } from "./envelope/fingerprint.ts";
-export { STEP_KEY_MAX_LENGTH, STEP_NAME, stepKey } from "./envelope/step-key.ts";
+export { STEP_KEY_LENGTH, STEP_NAME, STEPS_PER_JOB, stepKey } from "./envelope/step-key.ts";
 // Every error jobfence throws on purpose, under JobfenceError.
 export * from "./errors/alert.ts";
 export * from "./errors/bulk-operation.ts";

@@ -1,6 +1,7 @@
 /**
  * jobfence's testing kit: what a consumer author imports to test a consumer alone, against a real
- * PostgreSQL, an in-process SQS emulator and EventBridge sink, and the real harness.
+ * PostgreSQL, an in-process SQS emulator and EventBridge sink, and the real harness; and a fake
+ * provider (charges, emails, Stripe's Idempotency-Key semantics) for a consumer's steps to call.
  *
  * A surface of its own, apart from `shared/index.ts`: a consumer's production bundle imports that
  * one and never reaches this one, so the emulator and the test wiring stay out of every Lambda.
@@ -43,8 +44,19 @@ export type { ConsumerChain } from "./build-consumer.ts";
 // What a delivery reports.
 export type { Delivery, MessageResult, MessageStatus, TestMessage } from "./delivery.ts";
 export { DEFAULT_TEST_TENANT, type JobIdentity, type TestEnvelope } from "./envelope.ts";
+// A fake external provider (charges, emails) with Stripe's Idempotency-Key semantics, for steps.
+export {
+  type FakeProvider,
+  type FakeProviderOptions,
+  type FaultSpec,
+  type LedgerEntry,
+  type ProviderEffect,
+  type RequestEntry,
+  type RequestOutcome,
+  startFakeProvider,
+} from "./fake-provider.ts";
 export type { ReceivedFollowUp } from "./follow-ups.ts";
 export { type ConsumerTestKit, type ConsumerTestKitOptions, consumerTestKit } from "./kit.ts";
 export type { TestQueue } from "./queue.ts";
-export type { DeadLetterFilter, DeadLetterRow, FenceRow } from "./readers.ts";
+export type { DeadLetterFilter, DeadLetterRow, FenceRow, StepRow } from "./readers.ts";
 export { TEST_OPS_BUS, type TestServices } from "./services.ts";

@@ -25,7 +25,13 @@ import { type JobIdentity, type TestEnvelope, testEnvelope } from "./envelope.ts
 import { WorkFaults } from "./faults.ts";
 import { FollowUpInbox, type ReceivedFollowUp } from "./follow-ups.ts";
 import { createTestQueue, type TestQueue } from "./queue.ts";
-import { ConsumerReaders, type DeadLetterFilter, type DeadLetterRow, type FenceRow } from "./readers.ts";
+import {
+  ConsumerReaders,
+  type DeadLetterFilter,
+  type DeadLetterRow,
+  type FenceRow,
+  type StepRow,
+} from "./readers.ts";
 import { startTestServices, type TestServices } from "./services.ts";
 import { VisibilityWatch } from "./visibility.ts";
 
@@ -139,6 +145,8 @@ export interface ConsumerTestKit<S extends z.ZodType> {
 
   /** The consumer's fence of a job, or undefined when it was never applied. */
   fence(jobId: string): Promise<FenceRow | undefined>;
+  /** The steps a job recorded (its calls outside the database), in order, each with its provider key. */
+  steps(jobId: string): Promise<StepRow[]>;
   /** The consumer's dead letters, oldest first. */
   deadLetters(filter?: DeadLetterFilter): Promise<DeadLetterRow[]>;
   /** Runs SQL as the migrator: for asserting the effects in the consumer's own tables. */
@@ -269,6 +277,7 @@ export async function consumerTestKit<
       redeliver: () => driver.redeliver(),
       followUps: (target) => inbox.of(target),
       fence: (jobId) => readers.fence(jobId),
+      steps: (jobId) => readers.steps(jobId),
       deadLetters: (filter) => readers.deadLetters(filter),
       query: (sql, params) => readers.query(sql, params),
       async schema() {

@@ -4,7 +4,9 @@
  * assertion never runs with (or is limited by) the consumer's privileges.
  */
 import type pg from "pg";
+import { parseJsonExact } from "../shared/db/exact-json.ts";
 import type { DeadLetterStatus } from "../shared/dead-letters/status.ts";
+import { stepKey } from "../shared/envelope/step-key.ts";
 import type { ErrorKind } from "../shared/errors/error-kind.ts";
 import type { LastError } from "../shared/errors/last-error.ts";
 
@@ -20,6 +22,20 @@ export interface FenceRow {
    * null on fences written before fingerprints were kept.
    */
   readonly fingerprint: string | null;
+}
+
+/** A step a job recorded (core.job_steps): a call outside the database that happened. */
+export interface StepRow {
+  readonly step: string;
+  readonly position: number;
+  /** The idempotency key its provider was given. */
+  readonly key: string;
+  /** The result, as the step's schema accepted it; null while none was recorded. */
+  readonly result: unknown;
+  /** When it was (first) called. */
+  readonly calledAt: Date;
+  /** When its result was recorded; null: called, its answer never recorded. */
+  readonly recordedAt: Date | null;
 }
 
 /** A dead letter of the consumer (core.dead_letters), the fields a test asserts on. */
@@ -69,6 +85,22 @@ export class ConsumerReaders {
       [this.#consumer, jobId],
     );
     return rows[0];
+  }
+
+  /** The steps job `jobId` recorded, in order. */
+  async steps(jobId: string): Promise<StepRow[]> {
+    const { rows } = await this.#pool.query<Omit<StepRow, "key" | "result"> & { result: string | null }>(
+      `SELECT s.step, s.position, s.result::text AS result, s.called_at AS "calledAt", s.recorded_at AS "recordedAt"
+         FROM core.consumer_roles AS c JOIN core.job_steps AS s ON s.consumer_id = c.id
+        WHERE c.consumer = $1 AND s.job_id = $2
+        ORDER BY s.position, s.called_at`,
+      [this.#consumer, jobId],
+    );
+    return rows.map((row) => ({
+      ...row,
+      key: stepKey(this.#consumer, jobId, row.step),
+      result: row.result === null ? null : parseJsonExact(row.result),
+    }));
   }
 
   /** The consumer's dead letters matching `filter`, oldest first. */

@@ -23,7 +23,7 @@ const ATTEMPT_COLUMNS = [
 const STEP_COLUMNS = [
   { header: "position", align: "right" },
   { header: "step" },
-  { header: "recorded_at" },
+  { header: "when" },
   { header: "key" },
   { header: "result" },
 ] as const;
@@ -96,13 +96,15 @@ function describe(d: DeadLetter): string[] {
   }
   if (Array.isArray(d.steps) && d.steps.length > 0) {
     // The calls outside the database that happened: the work's failure undid none of them.
-    lines.push("", "steps (recorded; a failure of the work does not undo them):");
+    lines.push("", "steps (calls outside the database; a failure of the work does not undo them):");
     const rows = d.steps.map((step) => [
       step.position,
       clean(step.name),
-      step.recorded_at,
+      step.recorded_at === null ? `called ${step.called_at}` : `recorded ${step.recorded_at}`,
       `key ${clean(step.key)}`,
-      clean(JSON.stringify(step.result)),
+      step.recorded_at === null
+        ? "no answer recorded: the provider may have acted (look the key up there)"
+        : clean(JSON.stringify(step.result)),
     ]);
     lines.push(...table(STEP_COLUMNS, rows, { header: false, indent: "  " }));
   }

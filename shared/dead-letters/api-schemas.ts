@@ -316,18 +316,26 @@ export const deadLetterSchema = deadLetterSummarySchema.extend({
         name: z.string().describe("The step's name in its consumer's definition."),
         position: z.number().int().describe("Its place in the job's run, from 1."),
         key: z.string().describe("The idempotency key its provider was given: look the call up there by it."),
-        recorded_at: z.string().describe("When its result was recorded, RFC 3339."),
+        called_at: z.string().describe("When it was first called, RFC 3339."),
+        recorded_at: z
+          .string()
+          .nullable()
+          .describe(
+            "When its result was recorded, RFC 3339; null: called and its answer never recorded (the provider may have acted: look the key up there).",
+          ),
         fingerprint: z
           .string()
           .nullable()
           .describe(
             "The fingerprint (hex) of the job that recorded it; another body's under the same job_id on a conflict.",
           ),
-        result: z.unknown().describe("The step's result, as its schema accepted it."),
+        result: z
+          .unknown()
+          .describe("The step's result, as its schema accepted it; null while none was recorded."),
       }),
     )
     .describe(
-      "The job's steps recorded so far, oldest first: calls outside the database that happened. A failure of the work undoes none of them; compensating is the consumer author's decision.",
+      "The job's steps so far, oldest first: calls outside the database and what each recorded. A failure of the work undoes none of them; compensating is the consumer author's decision.",
     ),
 });
 

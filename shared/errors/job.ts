@@ -122,11 +122,16 @@ export class JobConflictError extends JobfenceError {
   override name = "JobConflictError";
   /** The fingerprint of the job this message carries. */
   readonly jobFingerprint: Buffer;
-  /** The fingerprint the fence (or an earlier record of the same batch) recorded. */
+  /** The fingerprint the fence (or an earlier record of the same batch, or a recorded step) recorded. */
   readonly fenceFingerprint: Buffer;
-  constructor(jobId: string, jobFingerprint: Buffer, fenceFingerprint: Buffer) {
+  constructor(
+    jobId: string,
+    jobFingerprint: Buffer,
+    fenceFingerprint: Buffer,
+    recordedBy: "fence" | "step" = "fence",
+  ) {
     super(
-      `job ${JSON.stringify(jobId)} was applied with fingerprint ${fenceFingerprint.toString("hex")}; ` +
+      `job ${JSON.stringify(jobId)} ${recordedBy === "fence" ? "was applied" : "recorded a step"} with fingerprint ${fenceFingerprint.toString("hex")}; ` +
         `this message carries a different job (fingerprint ${jobFingerprint.toString("hex")})`,
     );
     this.jobFingerprint = jobFingerprint;

@@ -39,6 +39,29 @@ export class PermanentStepError extends PermanentJobError {
 }
 
 /**
+ * A step that was called and whose answer was never recorded (its delivery died between the call
+ * and the checkpoint), found again after the provider has forgotten its key: calling again could
+ * act twice. A person looks the key up at the provider: if it acted, what the job was for happened
+ * there (compensate or complete by hand, then discard); if not, discard and send the job anew under
+ * a new job id.
+ */
+export class StepOutcomeUnknownError extends PermanentJobError {
+  override name = "StepOutcomeUnknownError";
+  /** The step's name. */
+  readonly step: string;
+  /** The key the provider was given. */
+  readonly key: string;
+  constructor(step: string, key: string, ageSeconds: number, lifetimeSeconds: number) {
+    super(
+      `step "${step}" was called ${Math.round(ageSeconds)} s ago with key ${key} and its answer never recorded; ` +
+        `the provider keeps a key for ${lifetimeSeconds} s, so calling again could act twice: look the key up at the provider`,
+    );
+    this.step = step;
+    this.key = key;
+  }
+}
+
+/**
  * A job's steps found its fence and ran nothing, and by the time its fence transaction began the
  * fence was gone (it expired and the cleanup took it): transient, the record is tried again and its
  * steps then run.

@@ -7,9 +7,12 @@
  *             step recorded by a different body sent under the job's id is a conflict)
  *   2 steps   the definition's `steps(job)`; each `job.step(name, schema, call)`:
  *             recorded → the recorded result, parsed by the schema, and no call;
- *             else     → call(key) with the key derived from (consumer, job id, step), its answer
- *                        parsed by the schema, then checkpointed in a statement of its own (the
- *                        first checkpoint of a step wins: a racing delivery takes the winner's)
+ *             else     → claimed for the job's body (one statement, just before the call: a step
+ *                        another delivery recorded meanwhile is then found and not called, and a
+ *                        claim of another body's is a conflict before anything is called); then
+ *                        call(key) with the key derived from (consumer, job id, step), its answer
+ *                        parsed by the schema and recorded in the claim (the first result of a step
+ *                        stays: a racing delivery of the same body takes it)
  *
  * A consumer without steps never reaches this module: nothing is read or written for its jobs.
  * A crash between a call and its checkpoint repeats the call with the same key, and the provider
@@ -19,13 +22,18 @@
 import type pg from "pg";
 import type { z } from "zod";
 import { poolBefore } from "../db/connect-before.ts";
-import { type RecordedStep, readJobSteps, recordStep } from "../db/queries/job-steps.ts";
+import { claimStep, readJobSteps, recordStepResult, type StepCheckpoint } from "../db/queries/job-steps.ts";
 import type { Queryable } from "../db/queryable.ts";
 import type { Job } from "../envelope/envelope.ts";
 import { parseJson } from "../envelope/parse-json.ts";
-import { assertStepName, stepKey } from "../envelope/step-key.ts";
+import { assertStepName, STEPS_PER_JOB, stepKey } from "../envelope/step-key.ts";
 import { InvocationDeadlineError, JobConflictError, PermanentJobError } from "../errors/job.ts";
-import { PermanentStepError, StepDefinitionError, StepResultError } from "../errors/step.ts";
+import {
+  PermanentStepError,
+  StepDefinitionError,
+  StepOutcomeUnknownError,
+  StepResultError,
+} from "../errors/step.ts";
 import { faultHook } from "../fault-points.ts";
 
 /** What a step's call is given beside its key. */
@@ -38,6 +46,14 @@ export interface StepCallOptions {
 
 /** How a step's failure is classed. */
 export interface StepSettings {
+  /**
+   * How long the provider remembers an idempotency key. A step called and never recorded (the
+   * delivery died between the call and its checkpoint) is called again with the same key only
+   * while the provider still remembers it; after that (less a margin for clocks), calling again
+   * could act twice, so the job is dead-lettered (`StepOutcomeUnknownError`) for a person to look
+   * the key up at the provider. @default 86400 (24 hours, Stripe's)
+   */
+  readonly keyLifetimeSeconds?: number;
   /**
    * Whether a failure of the call can never succeed on retry (a provider's 4xx other than a
    * conflict or a rate limit): the job is then dead-lettered at once. @default every failure is retried
@@ -70,6 +86,12 @@ export interface StepsJob<P> extends Job<P> {
 
 /** A definition's steps: the calls a job makes outside the database, before its work. */
 export type StepsFunction<P, R> = (job: StepJob<P>) => Promise<R>;
+
+/** How long a provider remembers an idempotency key, unless a step says otherwise: Stripe's 24 hours. */
+export const DEFAULT_KEY_LIFETIME_SECONDS = 86_400;
+
+/** Taken off a key's lifetime before a step is called again: clocks of the database and the provider differ. */
+export const KEY_LIFETIME_MARGIN_SECONDS = 300;
 
 /** The largest result a step records, as JSON text (the table's CHECK says the same). */
 export const STEP_RESULT_MAX_BYTES = 65536;
@@ -113,7 +135,7 @@ class JobStepsRun<P> {
   readonly #job: StepsJob<P>;
   readonly #fingerprint: Buffer;
   readonly #signal: AbortSignal;
-  readonly #recorded: ReadonlyMap<string, RecordedStep>;
+  readonly #found: ReadonlyMap<string, StepCheckpoint>;
   /** The steps this run reached, in order: a name used twice is refused. */
   readonly #reached = new Set<string>();
 
@@ -123,14 +145,14 @@ class JobStepsRun<P> {
     job: StepsJob<P>,
     fingerprint: Buffer,
     signal: AbortSignal,
-    recorded: ReadonlyMap<string, RecordedStep>,
+    found: ReadonlyMap<string, StepCheckpoint>,
   ) {
     this.#a = access;
     this.#db = db;
     this.#job = job;
     this.#fingerprint = fingerprint;
     this.#signal = signal;
-    this.#recorded = recorded;
+    this.#found = found;
   }
 
   stepJob(): StepJob<P> {
@@ -151,12 +173,37 @@ class JobStepsRun<P> {
     }
     this.#reached.add(name);
     const position = this.#reached.size;
+    if (position > STEPS_PER_JOB) {
+      throw new StepDefinitionError(
+        `step ${JSON.stringify(name)} is the job's step ${position}: a job has at most ${STEPS_PER_JOB}`,
+      );
+    }
     const key = stepKey(this.#a.consumer, this.#job.jobId, name);
-    const recorded = this.#recorded.get(name);
-    if (recorded !== undefined) return readRecorded(name, key, schema, recorded.resultText);
+    const found = this.#found.get(name);
+    if (found?.resultText != null) return readRecorded(name, key, schema, found.resultText);
 
     if (this.#signal.aborted)
       throw new InvocationDeadlineError(`the invocation's time ran out before step "${name}"`);
+    const step = { consumer: this.#a.consumer, jobId: this.#job.jobId, step: name };
+    // Asked again right before the call, and claimed for this body: a result recorded since the
+    // job's steps were read is taken, and another body's claim is a conflict, before any call.
+    const there = await claimStep(this.#db, {
+      ...step,
+      position,
+      fingerprint: this.#fingerprint,
+      ttlSeconds: this.#a.ttlSeconds,
+    });
+    if (there !== undefined) {
+      refuseOtherBody(this.#job.jobId, this.#fingerprint, there);
+      if (there.resultText !== null) return readRecorded(name, key, schema, there.resultText);
+      // Called before, its answer never recorded: again with the same key, while the provider
+      // still remembers it.
+      const lifetime = settings?.keyLifetimeSeconds ?? DEFAULT_KEY_LIFETIME_SECONDS;
+      if (there.ageSeconds >= lifetime - KEY_LIFETIME_MARGIN_SECONDS) {
+        throw new StepOutcomeUnknownError(name, key, there.ageSeconds, lifetime);
+      }
+    }
+
     const jobIds = [this.#job.jobId];
     if (faultHook) await faultHook("step:before-call", { jobIds });
     let answer: unknown;
@@ -169,19 +216,9 @@ class JobStepsRun<P> {
       throw error;
     }
     if (faultHook) await faultHook("step:after-call", { jobIds });
-    const resultText = recordable(name, key, schema, answer);
-    const winner = await recordStep(this.#db, {
-      consumer: this.#a.consumer,
-      jobId: this.#job.jobId,
-      step: name,
-      position,
-      fingerprint: this.#fingerprint,
-      resultText,
-      ttlSeconds: this.#a.ttlSeconds,
-    });
-    refuseOtherBody(this.#job.jobId, this.#fingerprint, winner);
+    const recorded = await recordStepResult(this.#db, step, recordable(name, key, schema, answer));
     if (faultHook) await faultHook("step:after-checkpoint", { jobIds });
-    return readRecorded(name, key, schema, winner.resultText);
+    return readRecorded(name, key, schema, recorded.resultText ?? "null");
   }
 }
 
@@ -215,10 +252,13 @@ function recordable(step: string, key: string, schema: z.ZodType, answer: unknow
       `step "${step}" (key ${key}): its result is ${bytes} bytes as JSON, more than the ${STEP_RESULT_MAX_BYTES} a step records: narrow its schema to what the work needs`,
     );
   }
-  if (!schema.safeParse(parseJson(text)).success) {
+  // What a later delivery reads back must be what this one's work gets: the schema must give the
+  // recorded JSON back unchanged (no transform, no Date, no Map: plain JSON values).
+  const again = schema.safeParse(parseJson(text));
+  if (!again.success || JSON.stringify(again.data) !== text) {
     throw new StepResultError(
       step,
-      `step "${step}" (key ${key}): its schema does not accept its own result read back as JSON (a transform, a Date, a Map?): give the step a schema of plain JSON values`,
+      `step "${step}" (key ${key}): its schema does not give its own result back unchanged when read as JSON (a transform, a default, a Date, a Map?): give the step a schema of plain JSON values`,
     );
   }
   return text;
@@ -236,9 +276,9 @@ function readRecorded<T extends z.ZodType>(step: string, key: string, schema: T,
   return parsed.data;
 }
 
-/** A step recorded by a different body sent under the same job id: this message is another job. */
-function refuseOtherBody(jobId: string, fingerprint: Buffer, recorded: RecordedStep): void {
+/** A step claimed by a different body sent under the same job id: this message is another job. */
+function refuseOtherBody(jobId: string, fingerprint: Buffer, recorded: StepCheckpoint): void {
   if (recorded.fingerprint !== null && !recorded.fingerprint.equals(fingerprint)) {
-    throw new JobConflictError(jobId, fingerprint, recorded.fingerprint);
+    throw new JobConflictError(jobId, fingerprint, recorded.fingerprint, "step");
   }
 }

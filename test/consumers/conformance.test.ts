@@ -188,6 +188,8 @@ describe("the synthesized bundles", () => {
                 ),
               }
             : {}),
+          // notify-user's own setting: the bed's fake email provider.
+          EMAIL_PROVIDER_URL: bed.emailProvider.url,
           AWS_REGION: LOCAL_REGION,
           AWS_ACCESS_KEY_ID: "local",
           AWS_SECRET_ACCESS_KEY: "local",

@@ -61,16 +61,30 @@ function listening(port: number): Promise<boolean> {
   });
 }
 
-/** Every port the stack gets, fixed and free, so the test can check each is let go. */
-async function fixedPorts(): Promise<{ postgres: number; sqs: number; api: number }> {
-  return { postgres: await freePort(), sqs: await freePort(), api: await freePort() };
+/** The ports a stack listens on. */
+interface StackPorts {
+  postgres: number;
+  sqs: number;
+  api: number;
+  provider: number;
 }
 
-function portEnv(ports: { postgres: number; sqs: number; api: number }): NodeJS.ProcessEnv {
+/** Every port the stack gets, fixed and free, so the test can check each is let go. */
+async function fixedPorts(): Promise<StackPorts> {
+  return {
+    postgres: await freePort(),
+    sqs: await freePort(),
+    api: await freePort(),
+    provider: await freePort(),
+  };
+}
+
+function portEnv(ports: StackPorts): NodeJS.ProcessEnv {
   return {
     JOBFENCE_PG_PORT: String(ports.postgres),
     JOBFENCE_SQS_PORT: String(ports.sqs),
     JOBFENCE_API_PORT: String(ports.api),
+    JOBFENCE_PROVIDER_PORT: String(ports.provider),
   };
 }
 
@@ -111,14 +125,14 @@ async function startToExit(
 }
 
 /** Starts a stack on its own PostgreSQL and emulator, on `ports`; stopped at the test's end if still up. */
-async function ownStack(ports: { postgres: number; sqs: number; api: number }): Promise<StackProcess> {
+async function ownStack(ports: StackPorts): Promise<StackProcess> {
   const stack = await startStack({ localDir: await localDir(), env: portEnv(ports) });
   cleanups.push(() => stack.stop(10_000));
   return stack;
 }
 
 /** Waits until no process of the stack's group is left, and checks none of its ports still listens. */
-async function expectAllGone(stack: StackProcess, ports: { postgres: number; sqs: number; api: number }) {
+async function expectAllGone(stack: StackProcess, ports: StackPorts) {
   await waitFor(
     "every process of the stack's group to end",
     async () => groupAlive(stack.pid),
@@ -146,6 +160,7 @@ describe("npm start refuses a taken port, clearly, and leaves nothing running", 
   for (const [part, name, setting] of [
     ["sqs", "the SQS emulator", "JOBFENCE_SQS_PORT"],
     ["api", "the dead-letter API", "JOBFENCE_API_PORT"],
+    ["provider", "the fake provider", "JOBFENCE_PROVIDER_PORT"],
   ] as const) {
     it(`refuses a taken ${part} port after PostgreSQL started, and stops what had started`, {
       timeout: LONG,
@@ -175,8 +190,11 @@ describe("a signal stops the whole stack, its embedded PostgreSQL included", () 
     const stack = await ownStack(ports);
     await stack.waitForLine(/^\s+ports\s/, 5000);
     expect(stack.stdout()).toContain(
-      `  ports      PostgreSQL ${ports.postgres} (JOBFENCE_PG_PORT), SQS ${ports.sqs} (JOBFENCE_SQS_PORT), API ${ports.api} (JOBFENCE_API_PORT)`,
+      `  ports      PostgreSQL ${ports.postgres} (JOBFENCE_PG_PORT), SQS ${ports.sqs} (JOBFENCE_SQS_PORT), API ${ports.api} (JOBFENCE_API_PORT), provider ${ports.provider} (JOBFENCE_PROVIDER_PORT)`,
     );
+    expect(stack.info.providerUrl).toBe(`http://127.0.0.1:${ports.provider}`);
+    expect(stack.stdout()).toContain(`  provider   http://127.0.0.1:${ports.provider}   (POST /v1/charges`);
+    expect(await listening(ports.provider)).toBe(true);
     expect(await listening(ports.postgres)).toBe(true);
     process.kill(stack.pid, "SIGTERM");
     await expectAllGone(stack, ports);

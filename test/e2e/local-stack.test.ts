@@ -12,8 +12,10 @@ import { spawn } from "node:child_process";
 import { GetQueueAttributesCommand, SetQueueAttributesCommand, type SQSClient } from "@aws-sdk/client-sqs";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { userAddress } from "../../functions/notify-user/email.ts";
 import { localSqsClient } from "../../local/aws-clients.ts";
 import { type SqsEmulator, startSqsEmulator } from "../../local/sqs-emulator.ts";
+import { stepKey } from "../../shared/envelope/step-key.ts";
 import { deriveJobId } from "../../shared/producer/job-id.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 import { queueCounts, sendBatch, sendMessage, waitForEmptyQueue } from "../support/sqs.ts";
@@ -134,6 +136,12 @@ describe("the local stack, started with npm start", () => {
     expect(queue.url.startsWith(emulator.endpoint)).toBe(true);
     expect(queue.backstopUrl.startsWith(emulator.endpoint)).toBe(true);
     expect(Object.keys(info.tokens).sort()).toEqual(["admin", "discard", "none", "read", "replay"]);
+    // The fake provider the consumers' steps call: named in stack.json and the banner, and answering.
+    expect(info.providerUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    expect(stdout()).toContain(`provider   ${info.providerUrl}   (POST /v1/charges, /v1/emails;`);
+    const ledger = await fetch(`${info.providerUrl}/_fake/ledger`);
+    expect(ledger.status).toBe(200);
+    expect(await ledger.json()).toEqual({ entries: expect.any(Array), requests: expect.any(Array) });
   });
 
   it("1. applies a job sent several times exactly once", { timeout: LONG }, async () => {
@@ -165,6 +173,19 @@ describe("the local stack, started with npm start", () => {
     );
     const outbox = await sql.query("SELECT 1 FROM core.outbox WHERE parent_job_id = $1", [job]);
     expect(outbox.rowCount).toBe(0);
+    // And notify-user emailed the user once, through the stack's fake provider under its step's
+    // key; the notification records the email's id.
+    const followUp = deriveJobId("notify-user", "award-points", job, 0);
+    const ledger = (await (await fetch(`${info.providerUrl}/_fake/ledger`)).json()) as {
+      entries: Array<{ id: string; key: string | null; request: { to: string } }>;
+    };
+    const emails = ledger.entries.filter((e) => e.key === stepKey("notify-user", followUp, "email"));
+    expect(emails.map((e) => e.request.to)).toEqual([userAddress("dup-user")]);
+    const recorded = await sql.query(
+      "SELECT provider_message_id FROM notify_user.notifications WHERE job_id = $1",
+      [followUp],
+    );
+    expect(recorded.rows).toEqual([{ provider_message_id: emails[0]?.id }]);
   });
 
   let poisonDeadLetterId = "";

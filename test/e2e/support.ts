@@ -76,6 +76,7 @@ export function stackEnv(services: StackServices): NodeJS.ProcessEnv {
     ...(services.sqsEndpoint ? { SQS_ENDPOINT: services.sqsEndpoint } : { JOBFENCE_SQS_PORT: "0" }),
     JOBFENCE_LOCAL_DIR: services.localDir,
     JOBFENCE_API_PORT: "0",
+    JOBFENCE_PROVIDER_PORT: "0",
     JOBFENCE_RETRY_BASE_SECONDS: String(E2E_RETRY.baseSeconds),
     JOBFENCE_RETRY_CAP_SECONDS: String(E2E_RETRY.capSeconds),
     JOBFENCE_MAX_ATTEMPTS: String(E2E_RETRY.maxAttempts),

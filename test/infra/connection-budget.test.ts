@@ -31,6 +31,7 @@ function stackWith(consumers: readonly ConsumerDeployment[], connectionBudget?: 
     jwtAudience: "jobfence-ops",
     betterStackEndpoint: "https://in.logs.betterstack.com",
     betterStackSecretName: "jobfence/betterstack",
+    emailProviderUrl: "https://email.example.com",
     consumers,
     ...(connectionBudget !== undefined ? { connectionBudget } : {}),
   });

@@ -22,6 +22,7 @@ const importedProps = (provisionLogins?: boolean): JobfenceStackProps =>
     jwtAudience: "jobfence-ops",
     betterStackEndpoint: "https://in.logs.betterstack.com",
     betterStackSecretName: "jobfence/betterstack",
+    emailProviderUrl: "https://email.example.com",
     existingDatabase: {
       vpcId: "vpc-0123456789abcdef0",
       securityGroupId: "sg-0123456789abcdef0",

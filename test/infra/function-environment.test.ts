@@ -18,6 +18,7 @@ const COMMON: JobfenceStackProps = {
   jwtAudience: "jobfence-ops",
   betterStackEndpoint: "https://in.logs.betterstack.com",
   betterStackSecretName: "jobfence/betterstack",
+  emailProviderUrl: "https://email.example.com",
 };
 
 /** Variable names that would carry a credential (secret ARNs are the point, and allowed). */

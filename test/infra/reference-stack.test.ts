@@ -519,6 +519,7 @@ describe("follow-ups", () => {
       jwtAudience: "jobfence-ops",
       betterStackEndpoint: "https://in.logs.betterstack.com",
       betterStackSecretName: "jobfence/betterstack",
+      emailProviderUrl: "https://email.example.com",
     };
     let refused: unknown;
     try {
@@ -542,6 +543,69 @@ describe("follow-ups", () => {
     });
     const sender = selfSending.consumers.find((c) => c.consumerName === "notify-user");
     expect(sender?.outbox?.targets).toEqual({ "notify-user": sender?.queue });
+  });
+});
+
+describe("notify-user's email provider", () => {
+  /** Each consumer function's EMAIL_PROVIDER_URL, by consumer. */
+  const emailProviderOf = (built: JobfenceStack) => {
+    const functions = Template.fromStack(built).findResources("AWS::Lambda::Function");
+    return Object.fromEntries(
+      built.consumers.map((c) => {
+        const resource = functions[logicalId(built, c.consumerFunction.function)] as {
+          Properties: { Environment: { Variables: Record<string, unknown> } };
+        };
+        return [c.consumerName, resource.Properties.Environment.Variables.EMAIL_PROVIDER_URL];
+      }),
+    );
+  };
+
+  it("is given to notify-user's function alone, as EMAIL_PROVIDER_URL", () => {
+    expect(emailProviderOf(stack)).toEqual({
+      "award-points": undefined,
+      "notify-user": "https://email.example.com",
+    });
+    const drains = stack.consumers.map((c) => c.drainFunction.function);
+    for (const drain of drains) {
+      const resource = template.findResources("AWS::Lambda::Function")[logicalId(stack, drain)];
+      expect(JSON.stringify(resource)).not.toContain("EMAIL_PROVIDER_URL");
+    }
+  });
+
+  it("refuses to synthesize notify-user without it, or with a URL that is not http(s)", () => {
+    const { emailProviderUrl: _url, ...without } = REFERENCE_STACK_PROPS;
+    const problemsOf = (props: typeof without & { emailProviderUrl?: string }) => {
+      try {
+        new JobfenceStack(testApp(), "NoEmail", props);
+      } catch (error) {
+        expect(error).toBeInstanceOf(ConfigurationError);
+        return (error as ConfigurationError).problems;
+      }
+      return [];
+    };
+    expect(problemsOf(without)).toEqual([
+      expect.stringMatching(
+        /^emailProviderUrl \(context jobfence:emailProviderUrl; notify-user's EMAIL_PROVIDER_URL\) is required/,
+      ),
+    ]);
+    expect(problemsOf({ ...without, emailProviderUrl: "ftp://email.example.com" })).toEqual([
+      expect.stringMatching(/is "ftp:\/\/email\.example\.com", which is not an http or https URL/),
+    ]);
+    // Not needed where notify-user is not deployed.
+    const award = CONSUMERS.filter((c) => c.definition.name === "award-points").map((c) => ({
+      ...c,
+      definition: { ...c.definition, sends: {} },
+    })) as ConsumerDeployment[];
+    expect(problemsOf({ ...without, consumers: award } as typeof without)).toEqual([]);
+  });
+
+  it("is read from context jobfence:emailProviderUrl", () => {
+    const context: Record<string, string> = {
+      "jobfence:jwtIssuer": "https://auth.example.com",
+      "jobfence:jwtAudience": "jobfence-ops",
+      "jobfence:emailProviderUrl": "http://127.0.0.1:4568",
+    };
+    expect(stackPropsFromContext((k) => context[k]).emailProviderUrl).toBe("http://127.0.0.1:4568");
   });
 });
 
@@ -643,6 +707,7 @@ describe("stack props from CDK context", () => {
       expect((error as ConfigurationError).problems).toEqual([
         "context jobfence:jwtIssuer is required",
         "context jobfence:jwtAudience is required",
+        "context jobfence:emailProviderUrl is required",
       ]);
     }
   });
@@ -651,10 +716,12 @@ describe("stack props from CDK context", () => {
     const jwt: Record<string, string> = {
       "jobfence:jwtIssuer": "https://auth.example.com",
       "jobfence:jwtAudience": "jobfence-ops",
+      "jobfence:emailProviderUrl": "https://email.example.com",
     };
     expect(stackPropsFromContext((k) => jwt[k])).toEqual({
       jwtIssuer: "https://auth.example.com",
       jwtAudience: "jobfence-ops",
+      emailProviderUrl: "https://email.example.com",
     });
     const half = { ...jwt, "jobfence:betterStackEndpoint": "https://in.logs.betterstack.com" };
     expect(() => stackPropsFromContext((k) => half[k as keyof typeof half])).toThrow(
@@ -666,6 +733,7 @@ describe("stack props from CDK context", () => {
     const context: Record<string, string> = {
       "jobfence:jwtIssuer": "https://auth.example.com",
       "jobfence:jwtAudience": "jobfence-ops",
+      "jobfence:emailProviderUrl": "https://email.example.com",
       "jobfence:betterStackEndpoint": "https://in.logs.betterstack.com",
       "jobfence:betterStackSecretName": "jobfence/betterstack",
     };
@@ -674,6 +742,7 @@ describe("stack props from CDK context", () => {
       jwtAudience: "jobfence-ops",
       betterStackEndpoint: "https://in.logs.betterstack.com",
       betterStackSecretName: "jobfence/betterstack",
+      emailProviderUrl: "https://email.example.com",
     });
     expect(Stack).toBeDefined();
   });
@@ -682,6 +751,7 @@ describe("stack props from CDK context", () => {
     const context: Record<string, string> = {
       "jobfence:jwtIssuer": "https://auth.example.com",
       "jobfence:jwtAudience": "jobfence-ops",
+      "jobfence:emailProviderUrl": "https://email.example.com",
       "jobfence:betterStackEndpoint": "https://in.logs.betterstack.com",
       "jobfence:betterStackSecretName": "jobfence/betterstack",
       "jobfence:dbCredentialsRevision": "2026-11-29",
@@ -695,6 +765,7 @@ describe("stack props from CDK context", () => {
     const base: Record<string, unknown> = {
       "jobfence:jwtIssuer": "https://auth.example.com",
       "jobfence:jwtAudience": "jobfence-ops",
+      "jobfence:emailProviderUrl": "https://email.example.com",
       "jobfence:betterStackEndpoint": "https://in.logs.betterstack.com",
       "jobfence:betterStackSecretName": "jobfence/betterstack",
     };
@@ -720,6 +791,7 @@ describe("stack props from CDK context", () => {
     const base: Record<string, unknown> = {
       "jobfence:jwtIssuer": "https://auth.example.com",
       "jobfence:jwtAudience": "jobfence-ops",
+      "jobfence:emailProviderUrl": "https://email.example.com",
       "jobfence:betterStackEndpoint": "https://in.logs.betterstack.com",
       "jobfence:betterStackSecretName": "jobfence/betterstack",
     };

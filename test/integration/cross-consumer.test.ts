@@ -10,7 +10,7 @@ import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { FENCE_SCOPE } from "../../shared/db/queries/begin-with-fences.ts";
-import { readJobSteps, recordStep } from "../../shared/db/queries/job-steps.ts";
+import { claimStep, readJobSteps, recordStepResult } from "../../shared/db/queries/job-steps.ts";
 import {
   consumerRoleName,
   provisionLogin,
@@ -90,10 +90,11 @@ beforeAll(async () => {
      VALUES ($1, 'b:parent', $2, 'b:follow-up', 't', 'c', '{"payload":{}}', '${FINGERPRINT}')`,
     [B, A],
   );
-  // A step B recorded (migration 0027), of a job id A uses too.
+  // A step B recorded (migration 0027), of a job id A uses too, and one B claimed and has no answer for.
   await admin.query(
-    `INSERT INTO core.job_steps (job_id, consumer_id, step, position, fingerprint, result, expires_at)
-     VALUES ('shared:stepped', core.consumer_id($1), 'charge', 1, '00112233445566778899aabbccddeeff', '{"id":"ch_b"}', now() + interval '1 day')`,
+    `INSERT INTO core.job_steps (job_id, consumer_id, step, position, fingerprint, result, recorded_at, expires_at)
+     VALUES ('shared:stepped', core.consumer_id($1), 'charge', 1, '00112233445566778899aabbccddeeff', '{"id":"ch_b"}', now(), now() + interval '1 day'),
+            ('b:claimed', core.consumer_id($1), 'charge', 1, '00112233445566778899aabbccddeeff', NULL, NULL, now() + interval '1 day')`,
     [B],
   );
   // And a replayed dead letter of B's, of a job id and body A will write too (migration 0025).
@@ -450,15 +451,16 @@ describe("the functions a consumer may call, each argument B's", () => {
 });
 
 describe("the steps (migration 0027)", () => {
-  const stepInsert = (extra = "") =>
-    `INSERT INTO core.job_steps (job_id, consumer_id, step, position, fingerprint, result, expires_at${extra ? ", recorded_at" : ""})
-     VALUES ('shared:stepped', core.consumer_id($1), 'charge', 1, NULL, '{"id":"ch_forged"}', now() + interval '1 day'${extra})`;
+  /** A claim (no result) of `shared:stepped`'s step `charge` in the name of consumer $1, with one more column. */
+  const stepClaim = (column?: string, value?: string) =>
+    `INSERT INTO core.job_steps (job_id, consumer_id, step, position, fingerprint, expires_at${column ? `, ${column}` : ""})
+     VALUES ('shared:stepped', core.consumer_id($1), 'charge', 1, NULL, now() + interval '1 day'${column ? `, ${value}` : ""})`;
 
   it("A's login reads none of B's steps, writes none in B's name, and changes or deletes no step at all", async () => {
-    // Reads: by B's id, by the job id both use, through the runner's own query.
+    // Reads: by B's id, by the job ids both use, through the runner's own query.
     for (const sql of [
       "SELECT * FROM core.job_steps WHERE consumer_id = core.consumer_id($1)",
-      "SELECT * FROM core.job_steps WHERE job_id = 'shared:stepped' AND $1::text IS NOT NULL",
+      "SELECT * FROM core.job_steps WHERE job_id IN ('shared:stepped', 'b:claimed') AND $1::text IS NOT NULL",
     ]) {
       const { rows, error } = await attempt(loginA, sql, [B]);
       expect(error, sql).toBeUndefined();
@@ -466,29 +468,56 @@ describe("the steps (migration 0027)", () => {
     }
     expect(await readJobSteps(loginA, B, "shared:stepped")).toEqual({ fenced: false, steps: new Map() });
     expect(await readJobSteps(loginA, A, "shared:stepped")).toEqual({ fenced: false, steps: new Map() });
-    // Inserts in B's name: refused, also as ON CONFLICT DO NOTHING on the key of B's row (not a
+    // Claims in B's name: refused, also as ON CONFLICT DO NOTHING on the key of B's row (not a
     // silent "someone has it"), also through the runner's own statement.
-    for (const sql of [stepInsert(), `${stepInsert()} ON CONFLICT DO NOTHING`]) {
+    for (const sql of [stepClaim(), `${stepClaim()} ON CONFLICT DO NOTHING`]) {
       expect((await attempt(loginA, sql, [B])).error?.code, sql).toBe("42501");
     }
     await expect(
-      recordStep(loginA, {
+      claimStep(loginA, {
         consumer: B,
         jobId: "shared:stepped",
         step: "charge",
         position: 1,
         fingerprint: Buffer.alloc(16),
-        resultText: '{"id":"ch_forged"}',
         ttlSeconds: 86_400,
       }),
     ).rejects.toMatchObject({ code: "42501" });
-    // Its own row's recorded_at is the server's: no privilege on the column.
-    expect((await attempt(loginA, stepInsert(", now() - interval '1 year'"), [A])).error?.code).toBe("42501");
-    // No step row changes or goes, B's or A's own; nor through the cleanup's function.
-    expect((await attempt(loginA, stepInsert(), [A])).error).toBeUndefined();
+    // Answering B's claim: not A's row to update (none found), through the runner's statement too.
+    await expect(
+      recordStepResult(loginA, { consumer: B, jobId: "b:claimed", step: "charge" }, '{"id":"ch_forged"}'),
+    ).rejects.toThrow(/its claim was gone/);
+    expect(
+      await attempt(
+        loginA,
+        "UPDATE core.job_steps SET result = '{}' WHERE job_id = 'b:claimed' AND $1::text IS NOT NULL",
+        [B],
+      ),
+    ).toMatchObject({ error: undefined, rowCount: 0 });
+    // Its own claim carries no result, and its times are the server's.
+    for (const [column, value] of [
+      ["result", "'{}'"],
+      ["called_at", "now() - interval '1 year'"],
+      ["recorded_at", "now()"],
+    ] as const) {
+      expect((await attempt(loginA, stepClaim(column, value), [A])).error?.code, column).toBe("42501");
+    }
+    // A's own claim gets its result once; then it is a fact.
+    expect((await attempt(loginA, stepClaim(), [A])).error).toBeUndefined();
+    const answer = (id: string) =>
+      `UPDATE core.job_steps SET result = '{"id":"${id}"}' WHERE job_id = 'shared:stepped' AND consumer_id = core.consumer_id($1)`;
+    expect(await attempt(loginA, answer("ch_a"), [A])).toMatchObject({ error: undefined, rowCount: 1 });
+    expect(await attempt(loginA, answer("ch_changed"), [A])).toMatchObject({ error: undefined, rowCount: 0 });
+    const own = await admin.query(
+      "SELECT result::text, recorded_at IS NOT NULL AS recorded FROM core.job_steps WHERE job_id = 'shared:stepped' AND consumer_id = core.consumer_id($1)",
+      [A],
+    );
+    expect(own.rows).toEqual([{ result: '{"id":"ch_a"}', recorded: true }]);
+    // No other column of any row changes, and no row goes, B's or A's own; nor through the cleanup's function.
     for (const sql of [
-      "UPDATE core.job_steps SET result = '{}' WHERE consumer_id = core.consumer_id($1)",
+      "UPDATE core.job_steps SET expires_at = now() WHERE consumer_id = core.consumer_id($1)",
       "UPDATE core.job_steps SET consumer_id = core.consumer_id($1)",
+      "UPDATE core.job_steps SET fingerprint = NULL, result = '{}' WHERE $1::text IS NOT NULL",
       "DELETE FROM core.job_steps WHERE consumer_id = core.consumer_id($1)",
       "DELETE FROM core.job_steps WHERE $1::text IS NOT NULL",
       "SELECT core.delete_expired_steps(10) WHERE $1::text IS NOT NULL",
@@ -507,15 +536,15 @@ describe("the steps (migration 0027)", () => {
     // B records a step and has not committed: its key is locked in the primary key's index.
     await loginB.query("BEGIN");
     await loginB.query(
-      `INSERT INTO core.job_steps (job_id, consumer_id, step, position, fingerprint, result, expires_at)
-       VALUES ('b:racing', core.consumer_id($1), 'charge', 1, NULL, '{"id":"ch_b2"}', now() + interval '1 day')`,
+      `INSERT INTO core.job_steps (job_id, consumer_id, step, position, fingerprint, expires_at)
+       VALUES ('b:racing', core.consumer_id($1), 'charge', 1, NULL, now() + interval '1 day')`,
       [B],
     );
     try {
       await loginA.query("SET lock_timeout = '1s'");
       const started = Date.now();
-      const sql = `INSERT INTO core.job_steps (job_id, consumer_id, step, position, fingerprint, result, expires_at)
-                   VALUES ('b:racing', core.consumer_id($1), 'charge', 1, NULL, '{}', now() + interval '1 day') ON CONFLICT DO NOTHING`;
+      const sql = `INSERT INTO core.job_steps (job_id, consumer_id, step, position, fingerprint, expires_at)
+                   VALUES ('b:racing', core.consumer_id($1), 'charge', 1, NULL, now() + interval '1 day') ON CONFLICT DO NOTHING`;
       const { error } = await attempt(loginA, sql, [B]);
       // Refused by the row policy before the index is probed: a lock timeout (55P03) would tell A
       // that B is recording that very step of that very job right now.
@@ -536,7 +565,7 @@ describe("the steps (migration 0027)", () => {
       for (const sql of [
         "DELETE FROM core.job_steps",
         "UPDATE core.job_steps SET result = '{}'",
-        stepInsert(),
+        stepClaim(),
       ]) {
         const refused = await admin
           .query(sql, sql.includes("$1") ? [B] : [])

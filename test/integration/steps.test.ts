@@ -118,7 +118,7 @@ async function stepRows(jobId: string) {
     async (c) =>
       (
         await c.query(
-          "SELECT step, position, result::text AS result, expires_at > recorded_at AS lives FROM core.job_steps WHERE job_id = $1 ORDER BY position",
+          "SELECT step, position, result::text AS result, expires_at > called_at AS lives, recorded_at IS NOT NULL AS recorded FROM core.job_steps WHERE job_id = $1 ORDER BY position",
           [jobId],
         )
       ).rows,
@@ -139,7 +139,7 @@ describe("a step's call, its checkpoint and the work", () => {
     expect(seen).toEqual([{ steps: { charge: { id: "ch_1", amount: 7 } }, attempt: 1 }]);
     // The schema's output is what is recorded: the answer's other fields are not.
     expect(await stepRows("st-1")).toEqual([
-      { step: "charge", position: 1, result: '{"id":"ch_1","amount":7}', lives: true },
+      { step: "charge", position: 1, result: '{"id":"ch_1","amount":7}', lives: true, recorded: true },
     ]);
     expect(await effectsOf(bed.db, "st-1")).toEqual({ ledger: 1, fences: 1, deadLetters: 0 });
   });
@@ -173,7 +173,10 @@ describe("a step's call, its checkpoint and the work", () => {
     });
     const first = sqsRecord(JSON.stringify(award("st-crash", 4, "u-st-c")));
     expect(await invoke(handler, [first])).toEqual([first.messageId]);
-    expect(await stepRows("st-crash")).toEqual([]);
+    // Claimed before the call, its answer never recorded.
+    expect(await stepRows("st-crash")).toEqual([
+      { step: "charge", position: 1, result: null, lives: true, recorded: false },
+    ]);
     installFaultHook(undefined);
     expect(await invoke(handler, [again(first, 2)])).toEqual([]);
     const key = stepKey(CONSUMER, "st-crash", "charge");
@@ -257,6 +260,7 @@ describe("failures", () => {
         name: "charge",
         position: 1,
         key: stepKey(CONSUMER, "st-dl", "charge"),
+        called_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/),
         recorded_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/),
         fingerprint: expect.stringMatching(/^[0-9a-f]{32}$/),
         result: { id: "ch_1", amount: 9 },
@@ -266,7 +270,7 @@ describe("failures", () => {
     // A pending dead letter holds its steps past their expiry: the cleanup leaves them.
     await bed.db.withClient((c) =>
       c.query(
-        "UPDATE core.job_steps SET recorded_at = now() - interval '2 days', expires_at = now() - interval '1 day' WHERE job_id = 'st-dl'",
+        "UPDATE core.job_steps SET called_at = now() - interval '2 days', recorded_at = now() - interval '2 days', expires_at = now() - interval '1 day' WHERE job_id = 'st-dl'",
       ),
     );
     await cleanup();
@@ -297,7 +301,10 @@ describe("failures", () => {
     expect(await invoke(handler, [sqsRecord(JSON.stringify(award("st-declined", 1, "u-st-t")))])).toEqual([]);
     const letter = await deadLetterOf("st-declined");
     expect(letter).toMatchObject({ error_kind: "hard", error_class: "PermanentStepError" });
-    expect(await stepRows("st-declined")).toEqual([]);
+    // Called and refused: the claim stays, with no result (the dead letter shows it so).
+    expect(await stepRows("st-declined")).toEqual([
+      { step: "charge", position: 1, result: null, lives: true, recorded: false },
+    ]);
   });
 
   it("an answer its schema refuses, a bad step name or a name used twice: a hard dead letter naming the step", async () => {
@@ -309,7 +316,7 @@ describe("failures", () => {
       [
         "st-schema",
         (job) => job.step("charge", Charge, async () => ({ id: 42 })),
-        /step "charge" \(key jf1_charge_.+\): its schema refused the answer/,
+        /step "charge" \(key jf1_[A-Za-z0-9_-]{40}\): its schema refused the answer/,
       ],
       [
         "st-name",
@@ -327,7 +334,7 @@ describe("failures", () => {
       [
         "st-date",
         (job) => job.step("when", z.date(), async () => new Date()),
-        /does not accept its own result read back as JSON/,
+        /does not give its own result back unchanged/,
       ],
     ];
     for (const [jobId, steps, message] of cases) {
@@ -357,7 +364,203 @@ describe("failures", () => {
       [],
     );
     expect(gateway.calls).toHaveLength(1);
-    expect(await deadLetterOf("st-conflict")).toMatchObject({ error_kind: "conflict" });
+    expect(await deadLetterOf("st-conflict")).toMatchObject({
+      error_kind: "conflict",
+      message: expect.stringMatching(
+        /^job "st-conflict" recorded a step with fingerprint [0-9a-f]{32}; this message carries a different job/,
+      ),
+    });
+  });
+});
+
+describe("the claim before each call", () => {
+  /** Two steps, `charge` then `capture`, with a gate a test may hold a delivery at before each. */
+  function twoSteps(
+    gateway: Gateway,
+    seen: { messageId: string; points: number; steps: unknown }[],
+    gate: (messageId: string, step: string) => Promise<void> = async () => {},
+  ): ConsumerDefinition<typeof awardPointsPayload, Record<never, never>, unknown> {
+    return {
+      name: CONSUMER,
+      payload: awardPointsPayload,
+      steps: async (job) => {
+        await gate(job.messageId, "charge");
+        const charge = await job.step("charge", Charge, (key) => gateway.charge(job.payload.points, key));
+        await gate(job.messageId, "capture");
+        const capture = await job.step("capture", Charge, (key) => gateway.charge(job.payload.points, key));
+        return { charge, capture };
+      },
+      work: async (job, tx) => {
+        seen.push({ messageId: job.messageId, points: job.payload.points, steps: job.steps });
+        const { charge } = job.steps as { charge: { amount: number } };
+        await awardPoints(tx, {
+          jobId: job.jobId,
+          tenantId: job.tenantId,
+          userId: job.payload.user_id,
+          points: charge.amount,
+        });
+      },
+    };
+  }
+  const opened = () => {
+    let open!: () => void;
+    return { wait: new Promise<void>((r) => (open = r)), open: () => open() };
+  };
+
+  it("a delivery that read the job's steps before another recorded and applied them calls nothing more", async () => {
+    const gateway = new Gateway();
+    const seen: { messageId: string; points: number; steps: unknown }[] = [];
+    const gate = opened();
+    const body = JSON.stringify(award("st-late-reader", 5, "u-st-lr"));
+    const slow = bed.consumer(
+      twoSteps(gateway, seen, (id, step) =>
+        id === "B" && step === "capture" ? gate.wait : Promise.resolve(),
+      ),
+    );
+    const fast = bed.consumer(twoSteps(gateway, seen));
+    const b = invoke(slow, [sqsRecord(body, { messageId: "B" })]);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(await invoke(fast, [sqsRecord(body, { messageId: "A" })])).toEqual([]);
+    gate.open();
+    await b;
+    expect(
+      gateway.calls.filter((c) => c.key === stepKey(CONSUMER, "st-late-reader", "capture")),
+    ).toHaveLength(1);
+    expect(await effectsOf(bed.db, "st-late-reader")).toMatchObject({ ledger: 1, fences: 1 });
+  });
+
+  it("a different body under the job's id after the first died between call and checkpoint: a conflict, nothing called, no result of the first", async () => {
+    const gateway = new Gateway();
+    const seen: { messageId: string; points: number; steps: unknown }[] = [];
+    const handler = bed.consumer(twoSteps(gateway, seen));
+    installFaultHook((point) => {
+      if (point === "step:after-call") throw new Error("the container died here");
+    });
+    const x = sqsRecord(JSON.stringify(award("st-other-body", 5, "u-st-ob")), { messageId: "X" });
+    expect(await invoke(handler, [x])).toEqual(["X"]);
+    installFaultHook(undefined);
+    expect(
+      await invoke(handler, [
+        sqsRecord(JSON.stringify(award("st-other-body", 500, "u-st-ob")), { messageId: "Y" }),
+      ]),
+    ).toEqual([]);
+    expect(gateway.calls.map((c) => c.amount)).toEqual([5]);
+    expect(seen).toEqual([]);
+    expect(await deadLetterOf("st-other-body")).toMatchObject({ error_kind: "conflict" });
+    // The first body goes on, with the same key: the provider answers what it did.
+    expect(await invoke(handler, [sqsRecord(x.body, { messageId: "X", receiveCount: 2 })])).toEqual([]);
+    expect(gateway.effects).toBe(2);
+    expect(seen.map((s) => s.points)).toEqual([5]);
+  });
+
+  it("a different body running at the same time never calls: the claim is the first body's", async () => {
+    const gateway = new Gateway();
+    const seen: { messageId: string; points: number; steps: unknown }[] = [];
+    const gate = opened();
+    const y = bed.consumer(twoSteps(gateway, seen, (id) => (id === "Y" ? gate.wait : Promise.resolve())));
+    const x = bed.consumer(twoSteps(gateway, seen));
+    const pending = invoke(y, [
+      sqsRecord(JSON.stringify(award("st-racing-body", 500, "u-st-rb")), { messageId: "Y" }),
+    ]);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(
+      await invoke(x, [sqsRecord(JSON.stringify(award("st-racing-body", 5, "u-st-rb")), { messageId: "X" })]),
+    ).toEqual([]);
+    gate.open();
+    await pending;
+    expect(gateway.calls.filter((c) => c.amount === 500)).toEqual([]);
+    expect(seen.map((s) => s.points)).toEqual([5]);
+  });
+
+  it("a step called and never recorded is not called again once the provider has forgotten its key", async () => {
+    const gateway = new Gateway();
+    const handler = bed.consumer(twoSteps(gateway, []));
+    installFaultHook((point) => {
+      if (point === "step:after-call") throw new Error("the container died here");
+    });
+    const first = sqsRecord(JSON.stringify(award("st-forgotten", 5, "u-st-f")), { messageId: "F" });
+    expect(await invoke(handler, [first])).toEqual(["F"]);
+    installFaultHook(undefined);
+    // A day later (Stripe keeps a key 24 hours): the claim is older than the key's lifetime.
+    await bed.db.withClient((c) =>
+      c.query(
+        "UPDATE core.job_steps SET called_at = now() - interval '1 day', expires_at = now() + interval '1 day' WHERE job_id = 'st-forgotten'",
+      ),
+    );
+    expect(await invoke(handler, [sqsRecord(first.body, { messageId: "F", receiveCount: 2 })])).toEqual([]);
+    expect(gateway.calls).toHaveLength(1);
+    const letter = await deadLetterOf("st-forgotten");
+    expect(letter).toMatchObject({ error_kind: "hard", error_class: "StepOutcomeUnknownError" });
+    expect(letter.message).toContain(stepKey(CONSUMER, "st-forgotten", "charge"));
+  });
+
+  it("the 1001st step of a job is refused before it is called", async () => {
+    let calls = 0;
+    const handler = bed.consumer({
+      name: CONSUMER,
+      payload: awardPointsPayload,
+      steps: async (job) => {
+        for (let i = 1; i <= 1001; i++) await job.step(`s${i}`, z.number(), async () => ++calls);
+      },
+      work: async () => {},
+    });
+    expect(await invoke(handler, [sqsRecord(JSON.stringify(award("st-many", 1, "u-st-m")))])).toEqual([]);
+    expect(calls).toBe(1000);
+    expect(await deadLetterOf("st-many")).toMatchObject({
+      error_kind: "hard",
+      error_class: "StepDefinitionError",
+    });
+  });
+});
+
+describe("a provider that hangs", () => {
+  it("each delivery is ended by its deadline (the call's signal aborts) and counts an interruption; then the job is dead-lettered as interrupted and calls no more", async () => {
+    const keys: string[] = [];
+    let aborted = 0;
+    const handler = bed.consumer(
+      {
+        name: CONSUMER,
+        payload: awardPointsPayload,
+        steps: (job) =>
+          job.step("charge", Charge, (key, { signal }) => {
+            keys.push(key);
+            return new Promise((_, reject) =>
+              signal.addEventListener("abort", () => {
+                aborted++;
+                reject(signal.reason);
+              }),
+            );
+          }),
+        work: async () => {},
+      },
+      {
+        configure: {
+          functionTimeoutSeconds: 3,
+          recordBudgetMs: 1200,
+          returnReserveMs: 1000,
+          lockTimeoutMs: 100,
+          maxInterruptions: 2,
+        },
+      },
+    );
+    const delivery = (n: number) => [
+      sqsRecord(JSON.stringify(award("st-hang", 1, "u-st-h")), { messageId: "m-st-hang", receiveCount: n }),
+    ];
+    for (const n of [1, 2]) {
+      const response = await handler({ Records: delivery(n) }, lambdaContext(CONSUMER, 1700));
+      expect(response.batchItemFailures).toEqual([{ itemIdentifier: "m-st-hang" }]);
+    }
+    expect(aborted).toBe(2);
+    const ledger = await bed.db.withClient(
+      async (c) =>
+        (await c.query("SELECT interruptions FROM core.message_attempts WHERE message_id = 'm-st-hang'"))
+          .rows,
+    );
+    expect(ledger).toEqual([{ interruptions: 2 }]);
+    const response = await handler({ Records: delivery(3) }, lambdaContext(CONSUMER, 5000));
+    expect(response.batchItemFailures).toEqual([]);
+    expect(await deadLetterOf("st-hang")).toMatchObject({ error_kind: "interrupted" });
+    expect(keys).toEqual([stepKey(CONSUMER, "st-hang", "charge"), stepKey(CONSUMER, "st-hang", "charge")]);
   });
 });
 
@@ -396,7 +599,7 @@ describe("what steps cost, and where they are refused", () => {
     expect(await stepRows("st-free")).toEqual([]);
   });
 
-  it("a job with one step pays two round trips more: the find and the checkpoint", async () => {
+  it("a job with one step pays three round trips more: the find, the claim and the result", async () => {
     const gateway = new Gateway();
     const sql = await roundTrips(
       {
@@ -407,8 +610,8 @@ describe("what steps cost, and where they are refused", () => {
       },
       "st-one",
     );
-    expect(sql).toHaveLength(5);
-    expect(sql.filter((s) => /job_steps/.test(s))).toHaveLength(2);
+    expect(sql).toHaveLength(6);
+    expect(sql.filter((s) => /job_steps/.test(s))).toHaveLength(3);
   });
 
   it("steps with commitMode batch are refused at start-up", () => {
@@ -481,8 +684,8 @@ describe("housekeeping", () => {
     await bed.db.withClient(async (c) => {
       const insert = (jobId: string) =>
         c.query(
-          `INSERT INTO core.job_steps (job_id, consumer_id, step, position, fingerprint, result, recorded_at, expires_at)
-           VALUES ($1, core.consumer_id($2), 'charge', 1, NULL, '{}', now() - interval '2 days', now() - interval '1 day')`,
+          `INSERT INTO core.job_steps (job_id, consumer_id, step, position, fingerprint, result, called_at, recorded_at, expires_at)
+           VALUES ($1, core.consumer_id($2), 'charge', 1, NULL, '{}', now() - interval '2 days', now() - interval '2 days', now() - interval '1 day')`,
           [jobId, CONSUMER],
         );
       for (const jobId of ["hk-free", "hk-fenced", "hk-resolved-long-ago", "hk-resolved-lately"])

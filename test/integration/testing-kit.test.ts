@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { awardPointsConsumer } from "../../functions/award-points/consumer.ts";
 import { deploymentMigrationSets } from "../../functions/migrate/sets.ts";
-import { type ConsumerDefinition, PermanentJobError } from "../../shared/index.ts";
+import { type ConsumerDefinition, PermanentJobError, stepKey } from "../../shared/index.ts";
 import { type ConsumerTestKit, consumerTestKit, coreMigrationSet } from "../../testing/index.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 
@@ -45,6 +45,56 @@ it("stays out of production bundles: neither the library's entry nor a consumer'
     expect(modules.filter((m) => m.startsWith("testing/") || m.startsWith("local/"))).toEqual([]);
     expect(packages.filter((p) => p === "fauxqs" || p === "vitest")).toEqual([]);
   }
+});
+
+describe("a consumer with a step", () => {
+  let db: TestDatabase;
+  let kit: ConsumerTestKit<typeof awardPointsConsumer.payload>;
+  const calls: string[] = [];
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    kit = await consumerTestKit(
+      {
+        name: awardPointsConsumer.name,
+        payload: awardPointsConsumer.payload,
+        steps: async (job) => ({
+          receipt: await job.step("receipt", z.object({ id: z.string() }), async (key) => {
+            calls.push(key);
+            return { id: `rc_${calls.length}`, ignored: true };
+          }),
+        }),
+        work: async (job, tx) => {
+          await tx.query(
+            "INSERT INTO award_points.ledger (job_id, tenant_id, user_id, points) VALUES ($1, $2, $3, 1)",
+            [job.jobId, job.tenantId, job.steps.receipt.id],
+          );
+        },
+      },
+      { databaseUrl: db.url },
+    );
+  });
+  afterAll(async () => {
+    await kit?.close();
+    await db?.drop();
+  });
+
+  it("reads what a job's steps recorded, with each provider key; a duplicate calls nothing", async () => {
+    const job = kit.job({ user_id: "u-steps", points: 1 });
+    const delivery = await kit.deliver(job, job);
+    expect(delivery.applied).toHaveLength(1);
+    expect(calls).toEqual([stepKey("award-points", job.job_id, "receipt")]);
+    expect(await kit.steps(job.job_id)).toEqual([
+      {
+        step: "receipt",
+        position: 1,
+        key: calls[0],
+        result: { id: "rc_1" },
+        calledAt: expect.any(Date),
+        recordedAt: expect.any(Date),
+      },
+    ]);
+    expect(await kit.steps("never-ran")).toEqual([]);
+  });
 });
 
 describe("on a migrated database", () => {

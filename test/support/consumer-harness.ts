@@ -3,13 +3,16 @@
  * emulator, the EventBridge sink, and consumers built by the real factory against them, with the
  * pool logged in as the least-privileged consumer role so every test also proves the grants
  * suffice. The wiring itself is the testing kit's (testing/): this bed only adds the
- * repository's database, several consumers and queues per bed, and award-points fixtures.
+ * repository's database, several consumers and queues per bed, and award-points fixtures; and a
+ * fake email provider, which the process's EMAIL_PROVIDER_URL names while the bed is open, so
+ * notify-user's step sends its emails there (as the local stack and the deployment configure it).
  */
 import type { SQSClient } from "@aws-sdk/client-sqs";
 import type { SQSRecord } from "aws-lambda";
 import type pg from "pg";
 import type { z } from "zod";
 import { CONSUMERS } from "../../functions/consumers.ts";
+import { EMAIL_PROVIDER_URL } from "../../functions/notify-user/email.ts";
 import type { EventBridgeSink } from "../../local/eventbridge-sink.ts";
 import { lambdaContext } from "../../local/lambda-context.ts";
 import type { SqsEmulator } from "../../local/sqs-emulator.ts";
@@ -23,6 +26,7 @@ import type {
 import { ensureConsumerRole } from "../../shared/db/queries/provision-login.ts";
 import type { FollowUpSchemas } from "../../shared/outbox/follow-up.ts";
 import { buildTestConsumer } from "../../testing/build-consumer.ts";
+import { type FakeProvider, startFakeProvider } from "../../testing/fake-provider.ts";
 import { FollowUpInbox, type ReceivedFollowUp } from "../../testing/follow-ups.ts";
 import { createTestQueue } from "../../testing/queue.ts";
 import { startTestServices, TEST_OPS_BUS } from "../../testing/services.ts";
@@ -38,6 +42,8 @@ export interface ConsumerTestBed {
   readonly emulator: SqsEmulator;
   readonly sqs: SQSClient;
   readonly sink: EventBridgeSink;
+  /** The email provider notify-user sends through: EMAIL_PROVIDER_URL while the bed is open. */
+  readonly emailProvider: FakeProvider;
   /** Pools created by {@link ConsumerTestBed.consumer}, closed by `close()`. */
   readonly pools: pg.Pool[];
   /**
@@ -76,8 +82,14 @@ export interface ConsumerTestBedOptions {
 }
 
 export async function consumerTestBed(options: ConsumerTestBedOptions = {}): Promise<ConsumerTestBed> {
-  const [db, services] = await Promise.all([createTestDatabase(), startTestServices()]);
+  const [db, services, emailProvider] = await Promise.all([
+    createTestDatabase(),
+    startTestServices(),
+    startFakeProvider(),
+  ]);
   const { emulator, sink, sqs } = services;
+  const emailProviderBefore = process.env[EMAIL_PROVIDER_URL];
+  process.env[EMAIL_PROVIDER_URL] = emailProvider.url;
   const pools: pg.Pool[] = [];
   const targets = new Set(CONSUMERS.flatMap((d) => Object.keys(d.definition.sends ?? {})));
   const inbox = await FollowUpInbox.create(sqs, emulator.endpoint, [...targets]);
@@ -87,6 +99,7 @@ export async function consumerTestBed(options: ConsumerTestBedOptions = {}): Pro
     emulator,
     sqs,
     sink,
+    emailProvider,
     pools,
     consumerRole: (name) => db.withClient((client) => ensureConsumerRole(client, name)),
     consumer(definition, runtime = {}) {
@@ -120,6 +133,9 @@ export async function consumerTestBed(options: ConsumerTestBedOptions = {}): Pro
     async close() {
       await Promise.all(pools.map((p) => p.end()));
       await services.stop();
+      await emailProvider.close();
+      if (emailProviderBefore === undefined) delete process.env[EMAIL_PROVIDER_URL];
+      else process.env[EMAIL_PROVIDER_URL] = emailProviderBefore;
       await db.drop();
     },
   };

@@ -21,6 +21,7 @@ export const REFERENCE_STACK_PROPS = Object.freeze({
   betterStackEndpoint: "https://in.logs.betterstack.com",
   betterStackSecretName: "jobfence/betterstack",
   alarmEmails: ["oncall@example.com"],
+  emailProviderUrl: "https://email.example.com",
 }) satisfies Omit<JobfenceStackProps, "env">;
 
 /** How long a file waits for another to finish the synthesis before giving up. */

@@ -50,6 +50,7 @@ describe("the local stack's ports", () => {
     expect(doc).toContain(`(port ${LOCAL_PORTS.postgres})`);
     expect(doc).toContain(`(port ${LOCAL_PORTS.sqs},`);
     expect(doc).toContain(`\`http://127.0.0.1:${LOCAL_PORTS.api}\``);
+    expect(doc).toContain(`\`http://127.0.0.1:${LOCAL_PORTS.provider}\``);
   });
 
   it("the stack starts on those defaults, each variable moves its part, and the printed line names them", () => {
@@ -58,9 +59,9 @@ describe("the local stack's ports", () => {
       Object.fromEntries(PARTS.map((part, i) => [LOCAL_PORT_SETTINGS[part].env, String(40_001 + i)])),
       ROOT,
     );
-    expect(moved.ports).toEqual({ postgres: 40_001, sqs: 40_002, api: 40_003 });
+    expect(moved.ports).toEqual({ postgres: 40_001, sqs: 40_002, api: 40_003, provider: 40_004 });
     expect(portsLine(LOCAL_PORTS)).toBe(
-      "PostgreSQL 54329 (JOBFENCE_PG_PORT), SQS 9324 (JOBFENCE_SQS_PORT), API 8787 (JOBFENCE_API_PORT)",
+      "PostgreSQL 54329 (JOBFENCE_PG_PORT), SQS 9324 (JOBFENCE_SQS_PORT), API 8787 (JOBFENCE_API_PORT), provider 4568 (JOBFENCE_PROVIDER_PORT)",
     );
     expect(portsLine({ api: 8787 })).toBe("API 8787 (JOBFENCE_API_PORT)");
   });

@@ -34,6 +34,25 @@ describe("npm run model and the model", () => {
     for (const { scenario } of [...WITNESSES, ...PROBES]) expect(ids.has(scenario)).toBe(true);
   });
 
+  it("runs the step's witnesses and probes in a scenario that has the step (model/step.pml)", () => {
+    const blocks = main.split(/^#(?:el)?if SCENARIO == /m).slice(1);
+    const withSteps = blocks
+      .filter((b) => /^#define WITH_STEPS\b/m.test(b.slice(0, b.search(/^#(?:elif|endif)/m))))
+      .map((b) => Number.parseInt(b, 10));
+    expect(withSteps.length).toBeGreaterThan(0);
+    const step = sources.get("step.pml") ?? "";
+    const flags = new Set([...step.matchAll(/#ifn?def\s+(W\d\w*)/g)].map((m) => m[1]));
+    const stepWitnesses = WITNESSES.filter((w) => flags.has(w.flag));
+    expect(stepWitnesses.map((w) => w.flag).sort()).toEqual(["W10", "W8", "W9"]);
+    for (const w of stepWitnesses) expect(withSteps).toContain(w.scenario);
+    const guarded = main.slice(main.indexOf("#ifdef WITH_STEPS\n#define P_"));
+    const stepProbes = [...guarded.slice(0, guarded.indexOf("#endif")).matchAll(/^#define (P_\w+)/gm)];
+    expect(stepProbes.length).toBeGreaterThan(0);
+    for (const [, macro] of stepProbes) {
+      expect(withSteps).toContain(PROBES.find((p) => p.macro === macro)?.scenario);
+    }
+  });
+
   it("runs every probe the model defines", () => {
     const defined = [...main.matchAll(/^#define (P_\w+)/gm)].map((m) => m[1] as string);
     expect(sorted(PROBES.map((p) => p.macro))).toEqual(sorted(defined));

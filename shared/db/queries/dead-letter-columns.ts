@@ -58,7 +58,7 @@ export interface DeadLetterSummaryRow {
   replay_failed_as: string | null;
 }
 
-/** A step its job recorded (core.job_steps): a call outside the database that happened. */
+/** A step of its job (core.job_steps): a call outside the database, and what it recorded. */
 export interface DeadLetterStep {
   /** The step's name. */
   name: string;
@@ -66,10 +66,13 @@ export interface DeadLetterStep {
   position: number;
   /** The idempotency key its provider was given. */
   key: string;
-  recorded_at: string;
+  /** When it was (first) called. */
+  called_at: string;
+  /** When its result was recorded; null: called, its answer never recorded (the provider may have acted). */
+  recorded_at: string | null;
   /** The fingerprint (hex) of the job that recorded it: the dead letter's own, or another body's under the same id. */
   fingerprint: string | null;
-  /** The result, as its schema accepted it. */
+  /** The result, as its schema accepted it; null while none was recorded. */
   result: unknown;
 }
 

@@ -11,14 +11,16 @@ import type { DeadLetterStep } from "./dead-letter-columns.ts";
 import { type DeadLetterRow, SUMMARY_COLUMNS, utc } from "./dead-letter-columns.ts";
 
 /**
- * The job's recorded steps (core.job_steps, migration 0027), oldest first, as one JSON array: what
- * its calls outside the database did, which a failure of its work does not undo. Results are kept
- * as their exact text (json_agg of json values copies them).
+ * The job's steps (core.job_steps, migration 0027), oldest first, as one JSON array: its calls
+ * outside the database, each with what it recorded (or nothing: called, its answer never recorded),
+ * which a failure of its work does not undo. Results are kept as their exact text (json_agg of json
+ * values copies them).
  */
 const STEPS_COLUMN = `(SELECT coalesce(json_agg(json_build_object(
-      'name', s.step, 'position', s.position, 'recorded_at', ${utc("s.recorded_at")},
+      'name', s.step, 'position', s.position, 'called_at', ${utc("s.called_at")},
+      'recorded_at', ${utc("s.recorded_at")},
       'fingerprint', encode(uuid_send(s.fingerprint), 'hex'), 'result', s.result)
-      ORDER BY s.position, s.recorded_at), '[]')::text
+      ORDER BY s.position, s.called_at), '[]')::text
     FROM core.job_steps AS s JOIN core.consumer_roles AS c ON c.id = s.consumer_id
    WHERE c.consumer = dead_letters.consumer AND s.job_id = dead_letters.job_id)`;
 

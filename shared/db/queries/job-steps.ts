@@ -1,95 +1,135 @@
 /**
- * The reads and writes of a job's step checkpoints, core.job_steps (migration 0027). Each is a
- * statement of its own, never the fence's transaction.
+ * The reads and writes of a job's step checkpoints, core.job_steps (migration 0027): the job's
+ * steps found, a step claimed before its call, its result recorded after. Each is a statement of
+ * its own, never the fence's transaction.
  */
 import type { Queryable } from "../queryable.ts";
 
-/** A step recorded for a job: its JSON text exactly as stored. */
-export interface RecordedStep {
+/** A step of a job as the table has it: its result's JSON text exactly as stored, or none yet. */
+export interface StepCheckpoint {
   readonly step: string;
   readonly position: number;
-  /** The fingerprint of the job that recorded it (16 bytes); null on none. */
+  /** The fingerprint of the job that claimed it (16 bytes); null on none. */
   readonly fingerprint: Buffer | null;
-  readonly resultText: string;
+  /** The recorded result; null while the step was called and its answer not recorded. */
+  readonly resultText: string | null;
+  /** Seconds since the step was claimed (called), by the database's clock. */
+  readonly ageSeconds: number;
 }
 
 /** What a delivery finds of its job before its steps run. */
 export interface JobStepsFound {
   /** The job's fence, when it exists: the job was applied, and its steps do not run again. */
   readonly fenced: boolean;
-  /** The steps recorded for the job, by name. */
-  readonly steps: ReadonlyMap<string, RecordedStep>;
+  /** The job's steps claimed or recorded so far, by name. */
+  readonly steps: ReadonlyMap<string, StepCheckpoint>;
 }
 
-/** The job's fence (whether it exists) and its recorded steps, in one round trip. */
+type StepRow = {
+  step: string;
+  position: number;
+  fingerprint: Buffer | null;
+  result: string | null;
+  age: number;
+};
+
+function checkpointOf(row: StepRow): StepCheckpoint {
+  return {
+    step: row.step,
+    position: row.position,
+    fingerprint: row.fingerprint,
+    resultText: row.result,
+    ageSeconds: Number(row.age),
+  };
+}
+
+/** A row's columns as {@link StepRow} reads them. */
+const STEP_COLUMNS = `s.step, s.position, uuid_send(s.fingerprint) AS fingerprint, s.result::text AS result,
+  extract(epoch FROM now() - s.called_at)::float8 AS age`;
+
+/** The job's fence (whether it exists) and its steps, in one round trip. */
 export async function readJobSteps(db: Queryable, consumer: string, jobId: string): Promise<JobStepsFound> {
-  const { rows } = await db.query<{
-    step: string | null;
-    position: number | null;
-    fingerprint: Buffer | null;
-    result: string | null;
-  }>(
-    `SELECT NULL::text AS step, NULL::smallint AS position, NULL::bytea AS fingerprint, NULL::text AS result
+  const { rows } = await db.query<{ fence: boolean } & StepRow>(
+    `SELECT true AS fence, NULL::text AS step, NULL::smallint AS position, NULL::bytea AS fingerprint,
+            NULL::text AS result, NULL::float8 AS age
        FROM core.processed_jobs AS p
       WHERE p.job_id = $1 AND p.consumer_id = (SELECT core.consumer_id($2))
      UNION ALL
-     SELECT s.step, s.position, uuid_send(s.fingerprint), s.result::text
+     SELECT false, ${STEP_COLUMNS}
        FROM core.job_steps AS s
       WHERE s.job_id = $1 AND s.consumer_id = (SELECT core.consumer_id($2))`,
     [jobId, consumer],
   );
   let fenced = false;
-  const steps = new Map<string, RecordedStep>();
+  const steps = new Map<string, StepCheckpoint>();
   for (const row of rows) {
-    if (row.step === null || row.result === null) fenced = true;
-    else
-      steps.set(row.step, {
-        step: row.step,
-        position: row.position ?? 0,
-        fingerprint: row.fingerprint,
-        resultText: row.result,
-      });
+    if (row.fence) fenced = true;
+    else steps.set(row.step, checkpointOf(row));
   }
   return { fenced, steps };
 }
 
-/** A step's checkpoint to write. */
-export interface StepCheckpoint {
+/** Which step of which job. */
+export interface StepOfJob {
   readonly consumer: string;
   readonly jobId: string;
   readonly step: string;
+}
+
+/** A step's claim, written just before its call. */
+export interface StepClaim extends StepOfJob {
   readonly position: number;
   readonly fingerprint: Buffer;
-  /** The result's JSON text. */
-  readonly resultText: string;
   /** How long the row lives at least: the consumer's fence TTL. */
   readonly ttlSeconds: number;
 }
 
 /**
- * Writes the checkpoint, unless the step is recorded already (another delivery of the job got
- * there first); returns the one recorded, whichever wrote it.
+ * Claims the step for the job's body, unless it is claimed already: returns undefined when this
+ * claim was written (the step is this delivery's to call), or the row that was there (another
+ * body's, a recorded result, or an earlier claim of this body's whose answer was never recorded).
  */
-export async function recordStep(db: Queryable, c: StepCheckpoint): Promise<RecordedStep> {
-  const inserted = await db.query<{ result: string }>(
-    `INSERT INTO core.job_steps (job_id, consumer_id, step, position, fingerprint, result, expires_at)
-     VALUES ($1, (SELECT core.consumer_id($2)), $3, $4, $5::uuid, $6::json, now() + make_interval(secs => $7))
+export async function claimStep(db: Queryable, c: StepClaim): Promise<StepCheckpoint | undefined> {
+  const claimed = await db.query(
+    `INSERT INTO core.job_steps (job_id, consumer_id, step, position, fingerprint, expires_at)
+     VALUES ($1, (SELECT core.consumer_id($2)), $3, $4, $5::uuid, now() + make_interval(secs => $6))
      ON CONFLICT (job_id, consumer_id, step) DO NOTHING
-     RETURNING result::text AS result`,
-    [c.jobId, c.consumer, c.step, c.position, c.fingerprint.toString("hex"), c.resultText, c.ttlSeconds],
+     RETURNING 1`,
+    [c.jobId, c.consumer, c.step, c.position, c.fingerprint.toString("hex"), c.ttlSeconds],
   );
-  if (inserted.rows.length > 0) {
-    return { step: c.step, position: c.position, fingerprint: c.fingerprint, resultText: c.resultText };
+  if (claimed.rows.length > 0) return undefined;
+  return readStep(db, c);
+}
+
+/**
+ * Records the claimed step's result, unless one is recorded already (another delivery's, of the same
+ * body, got there first); returns the one recorded, whichever wrote it.
+ */
+export async function recordStepResult(
+  db: Queryable,
+  s: StepOfJob,
+  resultText: string,
+): Promise<StepCheckpoint> {
+  const { rows } = await db.query<StepRow>(
+    `UPDATE core.job_steps AS s SET result = $4::json
+      WHERE s.job_id = $1 AND s.consumer_id = (SELECT core.consumer_id($2)) AND s.step = $3 AND s.result IS NULL
+      RETURNING ${STEP_COLUMNS}`,
+    [s.jobId, s.consumer, s.step, resultText],
+  );
+  const row = rows[0] === undefined ? await readStep(db, s) : checkpointOf(rows[0]);
+  if (row === undefined) {
+    throw new Error(`step ${JSON.stringify(s.step)}: its claim was gone when its result was to be recorded`);
   }
-  // The winner committed after this statement's snapshot was taken: a statement of its own sees it.
-  const { rows } = await db.query<{ position: number; fingerprint: Buffer | null; result: string }>(
-    `SELECT s.position, uuid_send(s.fingerprint) AS fingerprint, s.result::text AS result
+  return row;
+}
+
+/** The step's row, in a statement (and so a snapshot) of its own. */
+async function readStep(db: Queryable, s: StepOfJob): Promise<StepCheckpoint | undefined> {
+  const { rows } = await db.query<StepRow>(
+    `SELECT ${STEP_COLUMNS}
        FROM core.job_steps AS s
       WHERE s.job_id = $1 AND s.consumer_id = (SELECT core.consumer_id($2)) AND s.step = $3`,
-    [c.jobId, c.consumer, c.step],
+    [s.jobId, s.consumer, s.step],
   );
-  const row = rows[0];
-  if (row === undefined)
-    throw new Error(`step ${JSON.stringify(c.step)}: its checkpoint was neither written nor found`);
-  return { step: c.step, position: row.position, fingerprint: row.fingerprint, resultText: row.result };
+  return rows[0] === undefined ? undefined : checkpointOf(rows[0]);
 }
