@@ -37,7 +37,7 @@ export interface ContainerOptions {
   readonly dynamodb: { readonly client: DynamoDBClient; readonly tableName: string };
   /** Powertools' idempotency keys' prefix. */
   readonly keyPrefix: string;
-  /** The Lambda function timeout, whole seconds (the harness's record budget is taken from it). */
+  /** The Lambda function timeout, whole seconds, as the consumer's configuration states it. */
   readonly functionTimeoutSeconds: number;
   readonly fault?: WorkFault;
 }
