@@ -25,6 +25,7 @@ const SUITE: readonly Entry[] = [
   { name: "throughput", script: "bench/throughput.ts" },
   { name: "round-trips", script: "bench/round-trips.ts" },
   { name: "powertools", script: "bench/powertools.ts" },
+  { name: "external-steps", script: "bench/external-steps.ts" },
   { name: "fence-storage", script: "bench/fence-storage.ts" },
   { name: "local-e2e", script: "bench/local-e2e.ts" },
   { name: "api", script: "bench/api.ts" },

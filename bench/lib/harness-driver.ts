@@ -19,10 +19,12 @@ import type pg from "pg";
 import { awardPoints } from "../../functions/award-points/award.ts";
 import { awardPointsConsumer, type awardPointsPayload } from "../../functions/award-points/consumer.ts";
 import { lambdaContext } from "../../local/lambda-context.ts";
+import type { ConsumerConfigInput } from "../../shared/config/consumer-config.ts";
 import {
   type CommitMode,
   type ConsumerDefinition,
   type ConsumerHandler,
+  type ConsumerRuntime,
   createConsumer,
 } from "../../shared/consumer.ts";
 
@@ -128,18 +130,30 @@ export function benchConsumer(
       else await awardPoints(tx, award);
     },
   };
-  return createConsumer(definition, {
-    config: {
-      databaseUrl,
-      opsBusName: "jobfence-ops-bench",
-      ...(followUps ? { outboxQueues: { "notify-user": BENCH_TARGET_QUEUE } } : {}),
-    },
+  return createConsumer(
+    definition,
+    quietRuntime(pool, databaseUrl, followUps ? { outboxQueues: { "notify-user": BENCH_TARGET_QUEUE } } : {}),
+  );
+}
+
+/**
+ * What a benchmark's consumer runs with: `pool`, no metrics, no logs, and SQS and EventBridge
+ * stand-ins that answer at once ({@link answerAtOnce}); `config` adds to the configuration (the
+ * queues of a consumer that sends, a function timeout).
+ */
+export function quietRuntime(
+  pool: pg.Pool,
+  databaseUrl: string,
+  config: Partial<ConsumerConfigInput> = {},
+): ConsumerRuntime {
+  return {
+    config: { databaseUrl, opsBusName: "jobfence-ops-bench", ...config },
     pool,
     sqs: answerAtOnce as unknown as SQSClient,
     eventBridge: answerAtOnce as unknown as EventBridgeClient,
     metrics: new Metrics({ namespace: "jobfence-bench", serviceName: "bench" }),
     logger: new Logger({ serviceName: "bench", logLevel: "SILENT" }),
-  });
+  };
 }
 
 /**

@@ -12,36 +12,17 @@
  *
  * Only what the system needs is loaded (a dynamic import per system): many children start at once.
  *
- * Configured by the JSON in JOBFENCE_BENCH_CRASH; exits 3 if the invocation ended without
+ * Configured and killed as bench/lib/crash-protocol.ts says; exits 3 if the invocation ended without
  * reaching the point, so the parent can tell "never crashed" from "crashed".
  */
-import { writeSync } from "node:fs";
 import { lambdaContext } from "../../local/lambda-context.ts";
 import { createPool } from "../../shared/db/pool.ts";
 import { consumerRoleName } from "../../shared/db/queries/provision-login.ts";
+import { crashConfig, die, neverReached, readyThenGo } from "../lib/crash-protocol.ts";
 import type { PersistenceClient } from "./powertools-variant.ts";
-import {
-  CRASH_ENV,
-  CRASH_MARK,
-  type CrashChildConfig,
-  type CrashMark,
-  LABELS,
-  type Point,
-  READY_MARK,
-} from "./systems.ts";
+import { type CrashChildConfig, LABELS, type Point } from "./systems.ts";
 
-const config = JSON.parse(process.env[CRASH_ENV] ?? "") as CrashChildConfig;
-let invokedAt = 0;
-
-/** Writes the mark (synchronously: SIGKILL leaves no time to flush) and dies at once. */
-function die(where: string): never {
-  const mark: CrashMark = { where, invokedAt, killedAt: Date.now() };
-  writeSync(1, `${CRASH_MARK}${JSON.stringify(mark)}\n`);
-  process.kill(process.pid, "SIGKILL");
-  // The signal is delivered on the way out of the kernel; block until then so nothing else runs.
-  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);
-  throw new Error("unreachable: SIGKILL did not end the process");
-}
+const config = crashConfig<CrashChildConfig>();
 
 const pool = createPool({
   connectionString: config.databaseUrl,
@@ -110,21 +91,10 @@ const system =
     : await powertools();
 await pool.query("SELECT 1");
 await system.warmUp();
-writeSync(1, `${READY_MARK}\n`);
-// The parent says "go" when it is this child's turn; a parent that died first leaves nothing to do.
-await new Promise<void>((resolve) => {
-  const orphaned = () => process.exit(4);
-  process.stdin.once("end", orphaned);
-  process.stdin.once("data", () => {
-    process.stdin.off("end", orphaned);
-    resolve();
-  });
-});
-invokedAt = Date.now();
+await readyThenGo();
 // A failed invocation is still one the handler returned from (P3 kills after it either way).
 await system
   .invoke()
   .catch((error: unknown) => console.error(`invocation failed: ${(error as Error).message}`));
 if (config.point === "P3") die("after the handler returned");
-writeSync(1, "crash-child: finished without reaching the point\n");
-process.exit(3);
+neverReached();

@@ -25,9 +25,6 @@
  *   Lambda.
  * In jobfence's batch mode the batch is one transaction, so P1 and P2 are its one commit (nth 1).
  */
-import { spawn } from "node:child_process";
-import { randomUUID } from "node:crypto";
-import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { FullBatchFailureError } from "@aws-lambda-powertools/batch";
 import type { SQSBatchResponse, SQSRecord } from "aws-lambda";
@@ -35,25 +32,25 @@ import pg from "pg";
 import { lambdaContext } from "../../local/lambda-context.ts";
 import { createPool } from "../../shared/db/pool.ts";
 import { consumerRoleName } from "../../shared/db/queries/provision-login.ts";
+import {
+  killedRecord,
+  oneAtATime,
+  redeliverUntilAcked,
+  runCrashChild,
+  runTrials,
+} from "../lib/crash-trials.ts";
 import { batchesOf, benchConsumer, makeJobs } from "../lib/harness-driver.ts";
 import { countEffects } from "./effects.ts";
 import { type PersistenceClient, powertoolsContainer } from "./powertools-variant.ts";
 import { dynamoClient, redisCacheClient, type StoreAddress } from "./stores.ts";
 import {
   BATCH_SIZE,
-  CRASH_ENV,
-  CRASH_MARK,
   type CrashChildConfig,
-  type CrashMark,
   LABELS,
   POINTS,
   type Point,
-  READY_MARK,
   type SystemLabel,
 } from "./systems.ts";
-
-/** Beyond the function timeout, before a delivery after a crash or a failure. */
-const REDELIVERY_MARGIN_MS = 500;
 
 /** One system's row at one point. */
 export interface CrashRow {
@@ -92,15 +89,12 @@ interface Trial {
 export async function runCrashMatrix(o: CrashMatrixOptions): Promise<CrashRow[]> {
   const systems: SystemLabel[] = [LABELS.perRecord, LABELS.batch, LABELS.dynamodb];
   if (o.redis) systems.push(LABELS.redis);
-  // The kill moves through the batch from trial to trial: the first record, the last, between.
-  const nthOf = (t: number) =>
-    o.trials === 1 ? 1 + Math.floor(BATCH_SIZE / 2) : 1 + Math.round((t * (BATCH_SIZE - 1)) / (o.trials - 1));
   const trials: Trial[] = systems.flatMap((system) =>
     POINTS.flatMap((point) =>
       Array.from({ length: o.trials }, (_, t) => ({
         system,
         point,
-        nth: point === "P3" || system === LABELS.batch ? 1 : nthOf(t),
+        nth: point === "P3" || system === LABELS.batch ? 1 : killedRecord(t, o.trials, BATCH_SIZE),
       })),
     ),
   );
@@ -140,16 +134,19 @@ export async function runCrashMatrix(o: CrashMatrixOptions): Promise<CrashRow[]>
     // Users of this trial only: parallel trials do not queue on each other's balance rows.
     const jobs = makeJobs(BATCH_SIZE).map((job, i) => ({ ...job, userId: `crash-${index}-${i}` }));
     const records = batchesOf(jobs, BATCH_SIZE)[0] as SQSRecord[];
-    const mark = await runChild(
-      {
-        ...trial,
-        records,
-        databaseUrl: o.databaseUrl,
-        ...(trial.system === LABELS.dynamodb ? { store: o.dynamodb } : {}),
-        ...(trial.system === LABELS.redis && o.redis ? { store: o.redis } : {}),
-        keyPrefix: o.keyPrefix,
-        timeoutMs: o.timeoutMs,
-      },
+    const config: CrashChildConfig = {
+      ...trial,
+      records,
+      databaseUrl: o.databaseUrl,
+      ...(trial.system === LABELS.dynamodb ? { store: o.dynamodb } : {}),
+      ...(trial.system === LABELS.redis && o.redis ? { store: o.redis } : {}),
+      keyPrefix: o.keyPrefix,
+      timeoutMs: o.timeoutMs,
+    };
+    const mark = await runCrashChild(
+      CHILD,
+      config,
+      `${trial.system}, ${trial.point}, record ${trial.nth}`,
       turn,
     );
     // A kill after the function timeout is not a crash but a timeout, and Powertools gives a record
@@ -160,22 +157,20 @@ export async function runCrashMatrix(o: CrashMatrixOptions): Promise<CrashRow[]>
       );
     }
     slowest = Math.max(slowest, mark.killedAt - mark.invokedAt);
-    await sleep(Math.max(0, mark.invokedAt + o.timeoutMs + REDELIVERY_MARGIN_MS - Date.now()));
     const invoke = container(trial.system);
-    let pending = records;
-    for (let delivery = 2; delivery <= o.redeliveries + 1 && pending.length > 0; delivery++) {
-      if (delivery > 2) await sleep(o.timeoutMs + REDELIVERY_MARGIN_MS);
-      const redelivered = pending.map((record) => redelivery(record, delivery));
-      const failed = await invoke(redelivered).then(
-        (response) => new Set(response.batchItemFailures.map((f) => f.itemIdentifier)),
-        (error: unknown) => {
-          // The batch utility throws when every record failed: Lambda then returns them all.
-          if (error instanceof FullBatchFailureError) return new Set(pending.map((r) => r.messageId));
-          throw error;
-        },
-      );
-      pending = pending.filter((record) => failed.has(record.messageId));
-    }
+    const pending = await redeliverUntilAcked(
+      records,
+      (redelivered) =>
+        invoke(redelivered).then(
+          (response) => new Set(response.batchItemFailures.map((f) => f.itemIdentifier)),
+          (error: unknown) => {
+            // The batch utility throws when every record failed: Lambda then returns them all.
+            if (error instanceof FullBatchFailureError) return new Set(redelivered.map((r) => r.messageId));
+            throw error;
+          },
+        ),
+      { mark, timeoutMs: o.timeoutMs, redeliveries: o.redeliveries },
+    );
     const effects = await countEffects(
       admin,
       jobs.map((j) => j.jobId),
@@ -184,12 +179,7 @@ export async function runCrashMatrix(o: CrashMatrixOptions): Promise<CrashRow[]>
   };
 
   try {
-    let next = 0;
-    await Promise.all(
-      Array.from({ length: Math.min(o.parallel, trials.length) }, async () => {
-        for (let i = next++; i < trials.length; i = next++) await runTrial(trials[i] as Trial, i);
-      }),
-    );
+    await runTrials(trials, o.parallel, runTrial);
   } finally {
     redis?.close();
     dynamo.destroy();
@@ -222,72 +212,7 @@ export async function runCrashMatrix(o: CrashMatrixOptions): Promise<CrashRow[]>
   );
 }
 
-/** The same message delivered again: same id and body, a new receipt handle, one more receive. */
-function redelivery(record: SQSRecord, receiveCount: number): SQSRecord {
-  return {
-    ...record,
-    receiptHandle: `rh-${randomUUID()}`,
-    attributes: { ...record.attributes, ApproximateReceiveCount: String(receiveCount) },
-  };
-}
-
 const CHILD = fileURLToPath(new URL("./crash-child.ts", import.meta.url));
-
-/**
- * Runs the child to its kill; throws unless it died by SIGKILL after writing its mark. The child
- * starts and does its init alongside others, then waits for `turn` to invoke: one invocation at a
- * time, so another child's start-up (seconds of CPU on a small machine) does not stretch it past
- * its function timeout.
- */
-async function runChild(config: CrashChildConfig, turn: <T>(task: () => Promise<T>) => Promise<T>) {
-  const child = spawn(process.execPath, [CHILD], {
-    env: { ...process.env, [CRASH_ENV]: JSON.stringify(config) },
-    stdio: ["pipe", "pipe", "pipe"],
-  });
-  let stdout = "";
-  let stderr = "";
-  const closed = new Promise<[number | null, NodeJS.Signals | null]>((resolve, reject) => {
-    child.once("error", reject);
-    child.once("close", (c, s) => resolve([c, s]));
-  });
-  const ready = new Promise<void>((resolve) => {
-    child.stdout.on("data", (chunk: Buffer) => {
-      stdout += chunk.toString();
-      if (stdout.includes(READY_MARK)) resolve();
-    });
-  });
-  child.stderr.on("data", (chunk: Buffer) => {
-    stderr += chunk.toString();
-  });
-  // A child that died before its turn cannot take the "go"; its exit is reported below.
-  child.stdin.on("error", () => {});
-  const [code, signal] = await Promise.race([
-    closed,
-    ready.then(() =>
-      turn(() => {
-        child.stdin.end("go\n");
-        return closed;
-      }),
-    ),
-  ]);
-  const line = stdout.split("\n").find((l) => l.startsWith(CRASH_MARK));
-  if (signal !== "SIGKILL" || !line) {
-    throw new Error(
-      `crash child (${config.system}, ${config.point}, record ${config.nth}) ended with ${signal ?? `exit ${code}`}, not at its point:\n${stdout}${stderr}`,
-    );
-  }
-  return JSON.parse(line.slice(CRASH_MARK.length)) as CrashMark;
-}
-
-/** Runs tasks one at a time, in the order they ask. */
-function oneAtATime(): <T>(task: () => Promise<T>) => Promise<T> {
-  let last: Promise<unknown> = Promise.resolve();
-  return (task) => {
-    const run = last.then(task);
-    last = run.catch(() => {});
-    return run;
-  };
-}
 
 function unreachable(): never {
   throw new Error("the Redis trials run only when Redis answers");

@@ -5,22 +5,16 @@
  * consumers' role, which may only append to the ledger.
  */
 import type pg from "pg";
+import { classifyEffects, type EffectCount } from "../lib/crash-trials.ts";
 
-export interface EffectCount {
-  readonly jobs: number;
-  readonly once: number;
-  readonly doubled: number;
-  readonly lost: number;
-}
+export type { EffectCount };
 
 export async function countEffects(db: pg.ClientBase, jobIds: readonly string[]): Promise<EffectCount> {
   const { rows } = await db.query<{ job_id: string; n: number }>(
     `SELECT job_id, count(*)::int AS n FROM award_points.ledger WHERE job_id = ANY ($1::text[]) GROUP BY job_id`,
     [jobIds],
   );
-  const once = rows.filter((r) => r.n === 1).length;
-  const doubled = rows.filter((r) => r.n > 1).length;
-  return { jobs: jobIds.length, once, doubled, lost: jobIds.length - rows.length };
+  return classifyEffects(jobIds, new Map(rows.map((r) => [r.job_id, r.n])));
 }
 
 /** Throws unless every job of `jobIds` was applied exactly once: a benchmark that double-applies is wrong. */

@@ -55,7 +55,7 @@ export type PersistenceClient =
   | { readonly kind: "dynamodb"; readonly client: DynamoDBClient; readonly tableName: string }
   | { readonly kind: "redis"; readonly client: CacheClient };
 
-function persistenceLayer(store: PersistenceClient): BasePersistenceLayer {
+export function persistenceLayer(store: PersistenceClient): BasePersistenceLayer {
   return store.kind === "dynamodb"
     ? new DynamoDBPersistenceLayer({ tableName: store.tableName, awsSdkV3Client: store.client })
     : new CachePersistenceLayer({ client: store.client });

@@ -1,6 +1,6 @@
 /**
  * What the benchmark's parts share and the crash child must know without loading them: the
- * systems' names, the SQS batch size, the crash points, and what the child is told and says.
+ * systems' names, the SQS batch size, the crash points, and what the child is told.
  */
 import type { SQSRecord } from "aws-lambda";
 import type { StoreAddress } from "./stores.ts";
@@ -24,7 +24,7 @@ export const POINT_NAMES: Record<Point, string> = {
   P3: "after both, before the ack",
 };
 
-/** What the child is told (JSON in {@link CRASH_ENV}). */
+/** What the child is told (bench/lib/crash-protocol.ts). */
 export interface CrashChildConfig {
   readonly system: SystemLabel;
   readonly point: Point;
@@ -37,16 +37,4 @@ export interface CrashChildConfig {
   readonly keyPrefix: string;
   /** The Lambda context's remaining time at the start of the invocation (Powertools). */
   readonly timeoutMs: number;
-}
-
-export const CRASH_ENV = "JOBFENCE_BENCH_CRASH";
-/** The line the child writes right before it kills itself: the mark, then JSON {@link CrashMark}. */
-export const CRASH_MARK = "crash-child: killing";
-/** The line the child writes once its init is done; it then waits for "go" on stdin. */
-export const READY_MARK = "crash-child: ready";
-export interface CrashMark {
-  readonly where: string;
-  /** Date.now() when the invocation began, and at the kill. */
-  readonly invokedAt: number;
-  readonly killedAt: number;
 }
