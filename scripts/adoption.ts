@@ -173,6 +173,20 @@ function importsOn(node: string, serviceDir: string, scratch: string): void {
     .map((entry) => entry.replace(/^\./, "jobfence"));
   const script = `for (const e of ${JSON.stringify(entries)}) { const m = await import(e); console.log(e, Object.keys(m).length, "exports"); }`;
   run(binary, ["--input-type=module", "-e", script], serviceDir);
+  // What reads JSON and hashes it runs too, not only loads: a key and a fingerprint, and the fake
+  // provider answering a charge (each walks canonical JSON, whose runtime support differs by Node).
+  const works = `
+    const { stepKey, jobFingerprint } = await import("jobfence");
+    const { startFakeProvider } = await import("jobfence/testing");
+    const key = stepKey("charge-invoice", "inv-1", "charge");
+    if (!/^jf1_[A-Za-z0-9_-]{40}$/.test(key)) throw new Error("step key " + key);
+    jobFingerprint("t", { a: [1, 2.5] });
+    const provider = await startFakeProvider();
+    const answer = await fetch(provider.url + "/v1/charges", { method: "POST", headers: { "content-type": "application/json", "idempotency-key": key }, body: JSON.stringify({ amount: 1, currency: "eur", customer: "c" }) });
+    await provider.close();
+    if (answer.status !== 200) throw new Error("the fake provider answered " + answer.status);
+    console.log("keys, fingerprints and the fake provider work:", key);`;
+  run(binary, ["--input-type=module", "-e", works], serviceDir);
   run(binary, [join(serviceDir, "node_modules/jobfence/dist/bin/jobfence.js"), "--version"], serviceDir);
 }
 

@@ -187,12 +187,16 @@ export async function startFakeProvider(options: FakeProviderOptions = {}): Prom
     kind: ProviderEffect,
     raw: Buffer,
   ): void => {
-    const header = request.headers["idempotency-key"];
-    const key = typeof header === "string" ? header : null;
+    const headers = request.headersDistinct["idempotency-key"] ?? [];
+    const key = headers[0] ?? null;
     const refuse = (status: number, body: unknown) => {
       record(request, path, key, "refused", status);
       send(response, status, body, key);
     };
+    if (headers.length > 1) {
+      refuse(400, errorBody("invalid_request_error", "send one Idempotency-Key header, not several"));
+      return;
+    }
     if (key !== null && !IDEMPOTENCY_KEY.test(key)) {
       refuse(
         400,
@@ -202,9 +206,10 @@ export async function startFakeProvider(options: FakeProviderOptions = {}): Prom
     }
     let parsed: unknown;
     try {
-      parsed = JSON.parse(raw.toString("utf8"));
+      // Fatal: two bodies that differ only in invalid bytes must not read as one request.
+      parsed = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(raw));
     } catch {
-      refuse(400, errorBody("invalid_request_error", "the body must be a JSON object"));
+      refuse(400, errorBody("invalid_request_error", "the body must be a JSON object in UTF-8"));
       return;
     }
     const valid = REQUEST_BODIES[kind].safeParse(parsed);
@@ -303,8 +308,16 @@ export async function startFakeProvider(options: FakeProviderOptions = {}): Prom
   };
 
   const handle = async (request: IncomingMessage, response: ServerResponse): Promise<void> => {
-    const path = new URL(request.url ?? "/", "http://fake").pathname;
     const method = request.method ?? "GET";
+    let path: string;
+    try {
+      path = new URL(request.url ?? "/", "http://fake").pathname;
+    } catch {
+      record(request, request.url ?? "", null, "refused", 400);
+      send(response, 400, errorBody("invalid_request_error", "the request target is not a path"), null);
+      request.resume();
+      return;
+    }
     const chunks: Buffer[] = [];
     let size = 0;
     for await (const chunk of request) {

@@ -92,7 +92,7 @@ export class ConsumerReaders {
     const { rows } = await this.#pool.query<Omit<StepRow, "key" | "result"> & { result: string | null }>(
       `SELECT s.step, s.position, s.result::text AS result, s.called_at AS "calledAt", s.recorded_at AS "recordedAt"
          FROM core.consumer_roles AS c JOIN core.job_steps AS s ON s.consumer_id = c.id
-        WHERE c.consumer = $1 AND s.job_id = $2
+        WHERE c.consumer = $1 AND s.job_id = $2 AND s.step <> '_job'
         ORDER BY s.position, s.called_at`,
       [this.#consumer, jobId],
     );

@@ -29,7 +29,13 @@
  */
 import { CanonicalJsonError } from "../errors/job.ts";
 
-const { isRawJSON } = JSON as unknown as { isRawJSON(value: unknown): value is { readonly rawJSON: string } };
+/**
+ * JSON.isRawJSON: Node 22 and later have it. Node 20 has neither it nor JSON.rawJSON, so no value
+ * there is raw JSON (parse-json.ts keeps such numbers as numbers).
+ */
+const isRawJSON: (value: unknown) => value is { readonly rawJSON: string } =
+  (JSON as unknown as { isRawJSON?: (value: unknown) => value is { readonly rawJSON: string } }).isRawJSON ??
+  ((value: unknown): value is { readonly rawJSON: string } => false);
 
 /** An array or object whose children are being written. */
 interface Frame {

@@ -131,7 +131,7 @@ export class JobConflictError extends JobfenceError {
     recordedBy: "fence" | "step" = "fence",
   ) {
     super(
-      `job ${JSON.stringify(jobId)} ${recordedBy === "fence" ? "was applied" : "recorded a step"} with fingerprint ${fenceFingerprint.toString("hex")}; ` +
+      `job ${JSON.stringify(jobId)} ${recordedBy === "fence" ? "was applied" : "has steps claimed"} with fingerprint ${fenceFingerprint.toString("hex")}; ` +
         `this message carries a different job (fingerprint ${jobFingerprint.toString("hex")})`,
     );
     this.jobFingerprint = jobFingerprint;

@@ -2,9 +2,10 @@
  * A job's steps: its calls outside the database, run before its fence transaction
  * (docs/consumers.md "Steps"). In order:
  *
- *   1 find    one round trip: whether the job's fence exists, and the steps already recorded for it
- *             (a fenced job was applied: its steps do not run again, the fence decides the rest; a
- *             step recorded by a different body sent under the job's id is a conflict)
+ *   1 find    one round trip: the job claimed for this body (its `_job` row, unless there is one),
+ *             whether its fence exists, and the steps already claimed or recorded (a fenced job was
+ *             applied: its steps do not run again, the fence decides the rest; a job claimed by a
+ *             different body sent under its id is a conflict, before any step runs)
  *   2 steps   the definition's `steps(job)`; each `job.step(name, schema, call)`:
  *             recorded → the recorded result, parsed by the schema, and no call;
  *             else     → claimed for the job's body (one statement, just before the call: a step
@@ -22,7 +23,7 @@
 import type pg from "pg";
 import type { z } from "zod";
 import { poolBefore } from "../db/connect-before.ts";
-import { claimStep, readJobSteps, recordStepResult, type StepCheckpoint } from "../db/queries/job-steps.ts";
+import { claimJobSteps, claimStep, recordStepResult, type StepCheckpoint } from "../db/queries/job-steps.ts";
 import type { Queryable } from "../db/queryable.ts";
 import type { Job } from "../envelope/envelope.ts";
 import { parseJson } from "../envelope/parse-json.ts";
@@ -90,8 +91,22 @@ export type StepsFunction<P, R> = (job: StepJob<P>) => Promise<R>;
 /** How long a provider remembers an idempotency key, unless a step says otherwise: Stripe's 24 hours. */
 export const DEFAULT_KEY_LIFETIME_SECONDS = 86_400;
 
-/** Taken off a key's lifetime before a step is called again: clocks of the database and the provider differ. */
+/**
+ * Taken off a key's lifetime before a step is called again, for the clocks of the database and the
+ * provider: 5 minutes, or a tenth of a shorter lifetime.
+ */
 export const KEY_LIFETIME_MARGIN_SECONDS = 300;
+
+/** The step's key lifetime, refused unless a positive, finite number of seconds. */
+function keyLifetimeOf(step: string, settings: StepSettings | undefined): number {
+  const lifetime = settings?.keyLifetimeSeconds ?? DEFAULT_KEY_LIFETIME_SECONDS;
+  if (typeof lifetime !== "number" || !Number.isFinite(lifetime) || lifetime <= 0) {
+    throw new StepDefinitionError(
+      `step ${JSON.stringify(step)}: keyLifetimeSeconds must be a positive number of seconds (how long the provider remembers a key), got ${String(lifetime)}`,
+    );
+  }
+  return lifetime;
+}
 
 /** The largest result a step records, as JSON text (the table's CHECK says the same). */
 export const STEP_RESULT_MAX_BYTES = 65536;
@@ -120,8 +135,17 @@ export async function runSteps<P, R>(
   signal: AbortSignal,
 ): Promise<StepsRun<R>> {
   const db = poolBefore(access.pool, signal);
-  const found = await readJobSteps(db, access.consumer, job.jobId);
+  const found = await claimJobSteps(db, {
+    consumer: access.consumer,
+    jobId: job.jobId,
+    fingerprint,
+    ttlSeconds: access.ttlSeconds,
+  });
   if (found.fenced) return { fenced: true };
+  // The job's steps are another body's (sent under the same job id): a conflict, before any call.
+  if (found.claimedBy !== null && !found.claimedBy.equals(fingerprint)) {
+    throw new JobConflictError(job.jobId, fingerprint, found.claimedBy, "step");
+  }
   for (const recorded of found.steps.values()) refuseOtherBody(job.jobId, fingerprint, recorded);
   const run = new JobStepsRun(access, db, job, fingerprint, signal, found.steps);
   const results = await steps(run.stepJob());
@@ -178,6 +202,7 @@ class JobStepsRun<P> {
         `step ${JSON.stringify(name)} is the job's step ${position}: a job has at most ${STEPS_PER_JOB}`,
       );
     }
+    const lifetime = keyLifetimeOf(name, settings);
     const key = stepKey(this.#a.consumer, this.#job.jobId, name);
     const found = this.#found.get(name);
     if (found?.resultText != null) return readRecorded(name, key, schema, found.resultText);
@@ -198,8 +223,7 @@ class JobStepsRun<P> {
       if (there.resultText !== null) return readRecorded(name, key, schema, there.resultText);
       // Called before, its answer never recorded: again with the same key, while the provider
       // still remembers it.
-      const lifetime = settings?.keyLifetimeSeconds ?? DEFAULT_KEY_LIFETIME_SECONDS;
-      if (there.ageSeconds >= lifetime - KEY_LIFETIME_MARGIN_SECONDS) {
+      if (there.ageSeconds >= lifetime - Math.min(KEY_LIFETIME_MARGIN_SECONDS, lifetime / 10)) {
         throw new StepOutcomeUnknownError(name, key, there.ageSeconds, lifetime);
       }
     }

@@ -466,8 +466,16 @@ describe("the steps (migration 0027)", () => {
       expect(error, sql).toBeUndefined();
       expect(rows, sql).toEqual([]);
     }
-    expect(await readJobSteps(loginA, B, "shared:stepped")).toEqual({ fenced: false, steps: new Map() });
-    expect(await readJobSteps(loginA, A, "shared:stepped")).toEqual({ fenced: false, steps: new Map() });
+    expect(await readJobSteps(loginA, B, "shared:stepped")).toEqual({
+      fenced: false,
+      claimedBy: null,
+      steps: new Map(),
+    });
+    expect(await readJobSteps(loginA, A, "shared:stepped")).toEqual({
+      fenced: false,
+      claimedBy: null,
+      steps: new Map(),
+    });
     // Claims in B's name: refused, also as ON CONFLICT DO NOTHING on the key of B's row (not a
     // silent "someone has it"), also through the runner's own statement.
     for (const sql of [stepClaim(), `${stepClaim()} ON CONFLICT DO NOTHING`]) {

@@ -143,6 +143,48 @@ describe("the endpoints", () => {
     expect(provider.ledger()).toHaveLength(1);
   });
 
+  it("refuses a body that is not UTF-8, a request target that is no path, and two Idempotency-Key headers", async () => {
+    // Two bodies differing only in invalid bytes would decode to one request: refused, nothing kept.
+    const invalid = Buffer.concat([
+      Buffer.from('{"amount":1,"currency":"eur","customer":"c'),
+      Buffer.from([0xff]),
+      Buffer.from('"}'),
+    ]);
+    const notUtf8 = await fetch(`${provider.url}/v1/charges`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "idempotency-key": "utf8-key" },
+      body: invalid,
+    });
+    expect(notUtf8.status).toBe(400);
+    expect(((await notUtf8.json()) as { error: { type: string } }).error.type).toBe("invalid_request_error");
+    // A request target no URL parser takes: a 400 answered, the connection not reset.
+    const raw = await new Promise<string>((resolve, reject) => {
+      const socket = createConnection(Number(new URL(provider.url).port), "127.0.0.1");
+      let text = "";
+      socket.on("data", (chunk) => {
+        text += chunk.toString("utf8");
+      });
+      socket.on("end", () => resolve(text));
+      socket.on("error", reject);
+      socket.write("POST //[ HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    });
+    expect(raw).toMatch(/^HTTP\/1\.1 400 /);
+    // Two keys in one request: which one would the provider mean? Refused.
+    const { request } = await import("node:http");
+    const twice = await new Promise<number>((resolve, reject) => {
+      const req = request(`${provider.url}/v1/charges`, { method: "POST" }, (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      req.on("error", reject);
+      req.setHeader("content-type", "application/json");
+      req.setHeader("idempotency-key", ["a", "b"]);
+      req.end(JSON.stringify(CHARGE));
+    });
+    expect(twice).toBe(400);
+    expect(provider.ledger()).toEqual([]);
+  });
+
   it("answers 404 to an unknown path or method", async () => {
     expect((await post("/v1/refunds", {})).status).toBe(404);
     const get = await fetch(`${provider.url}/v1/charges`);

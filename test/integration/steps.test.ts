@@ -118,7 +118,7 @@ async function stepRows(jobId: string) {
     async (c) =>
       (
         await c.query(
-          "SELECT step, position, result::text AS result, expires_at > called_at AS lives, recorded_at IS NOT NULL AS recorded FROM core.job_steps WHERE job_id = $1 ORDER BY position",
+          "SELECT step, position, result::text AS result, expires_at > called_at AS lives, recorded_at IS NOT NULL AS recorded FROM core.job_steps WHERE job_id = $1 AND step <> '_job' ORDER BY position",
           [jobId],
         )
       ).rows,
@@ -142,6 +142,16 @@ describe("a step's call, its checkpoint and the work", () => {
       { step: "charge", position: 1, result: '{"id":"ch_1","amount":7}', lives: true, recorded: true },
     ]);
     expect(await effectsOf(bed.db, "st-1")).toEqual({ ledger: 1, fences: 1, deadLetters: 0 });
+    // The job itself was claimed first, for this body: its `_job` row, position 0, never a result.
+    const claim = await bed.db.withClient(
+      async (c) =>
+        (
+          await c.query(
+            "SELECT position, result, fingerprint IS NOT NULL AS body FROM core.job_steps WHERE job_id = 'st-1' AND step = '_job'",
+          )
+        ).rows,
+    );
+    expect(claim).toEqual([{ position: 0, result: null, body: true }]);
   });
 
   it("a retry reuses the recorded result: the provider is not called again", async () => {
@@ -270,7 +280,7 @@ describe("failures", () => {
     // A pending dead letter holds its steps past their expiry: the cleanup leaves them.
     await bed.db.withClient((c) =>
       c.query(
-        "UPDATE core.job_steps SET called_at = now() - interval '2 days', recorded_at = now() - interval '2 days', expires_at = now() - interval '1 day' WHERE job_id = 'st-dl'",
+        "UPDATE core.job_steps SET called_at = now() - interval '2 days', recorded_at = CASE WHEN result IS NULL THEN NULL ELSE now() - interval '2 days' END, expires_at = now() - interval '1 day' WHERE job_id = 'st-dl'",
       ),
     );
     await cleanup();
@@ -367,7 +377,7 @@ describe("failures", () => {
     expect(await deadLetterOf("st-conflict")).toMatchObject({
       error_kind: "conflict",
       message: expect.stringMatching(
-        /^job "st-conflict" recorded a step with fingerprint [0-9a-f]{32}; this message carries a different job/,
+        /^job "st-conflict" has steps claimed with fingerprint [0-9a-f]{32}; this message carries a different job/,
       ),
     });
   });
@@ -453,10 +463,11 @@ describe("the claim before each call", () => {
     expect(seen.map((s) => s.points)).toEqual([5]);
   });
 
-  it("a different body running at the same time never calls: the claim is the first body's", async () => {
+  it("a different body running at the same time never calls: the job is the first claimant's", async () => {
     const gateway = new Gateway();
     const seen: { messageId: string; points: number; steps: unknown }[] = [];
     const gate = opened();
+    // Y claims the job, then is held before its first step; X, another body under the same id, comes.
     const y = bed.consumer(twoSteps(gateway, seen, (id) => (id === "Y" ? gate.wait : Promise.resolve())));
     const x = bed.consumer(twoSteps(gateway, seen));
     const pending = invoke(y, [
@@ -466,10 +477,72 @@ describe("the claim before each call", () => {
     expect(
       await invoke(x, [sqsRecord(JSON.stringify(award("st-racing-body", 5, "u-st-rb")), { messageId: "X" })]),
     ).toEqual([]);
+    expect(await deadLetterOf("st-racing-body")).toMatchObject({ error_kind: "conflict" });
     gate.open();
-    await pending;
-    expect(gateway.calls.filter((c) => c.amount === 500)).toEqual([]);
-    expect(seen.map((s) => s.points)).toEqual([5]);
+    expect(await pending).toEqual([]);
+    expect(gateway.calls.map((c) => c.amount)).toEqual([500, 500]);
+    expect(seen.map((s) => s.points)).toEqual([500]);
+  });
+
+  it("a different body whose payload chooses other steps, or none, never calls: the job is claimed for the first body", async () => {
+    const gateway = new Gateway();
+    const seen: { messageId: string; points: number; steps: unknown }[] = [];
+    const gate = opened();
+    // Small awards call nothing; large ones charge a step named by their amount.
+    const byAmount = (
+      held: string,
+    ): ConsumerDefinition<typeof awardPointsPayload, Record<never, never>, unknown> => ({
+      name: CONSUMER,
+      payload: awardPointsPayload,
+      steps: async (job) => {
+        if (job.messageId === held) await gate.wait;
+        if (job.payload.points < 100) return {};
+        return {
+          charge: await job.step(`charge-${job.payload.points}`, Charge, (key) =>
+            gateway.charge(job.payload.points, key),
+          ),
+        };
+      },
+      work: async (job, tx) => {
+        seen.push({ messageId: job.messageId, points: job.payload.points, steps: job.steps });
+        await awardPoints(tx, {
+          jobId: job.jobId,
+          tenantId: job.tenantId,
+          userId: job.payload.user_id,
+          points: job.payload.points,
+        });
+      },
+    });
+    // The first body calls nothing and is applied; the second would charge: it finds the job theirs.
+    const handler = bed.consumer(byAmount("none"));
+    expect(
+      await invoke(handler, [
+        sqsRecord(JSON.stringify(award("st-body-none", 5, "u-st-bn")), { messageId: "X" }),
+      ]),
+    ).toEqual([]);
+    expect(
+      await invoke(handler, [
+        sqsRecord(JSON.stringify(award("st-body-none", 500, "u-st-bn")), { messageId: "Y" }),
+      ]),
+    ).toEqual([]);
+    expect(await deadLetterOf("st-body-none")).toMatchObject({ error_kind: "conflict" });
+    // The first body, with no step of its own yet, is held after claiming the job; the second,
+    // whose step has another name, comes meanwhile: refused before it calls.
+    const slow = bed.consumer(byAmount("X"));
+    const pending = invoke(slow, [
+      sqsRecord(JSON.stringify(award("st-body-other", 5, "u-st-bo")), { messageId: "X" }),
+    ]);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(
+      await invoke(handler, [
+        sqsRecord(JSON.stringify(award("st-body-other", 500, "u-st-bo")), { messageId: "Y" }),
+      ]),
+    ).toEqual([]);
+    gate.open();
+    expect(await pending).toEqual([]);
+    expect(await deadLetterOf("st-body-other")).toMatchObject({ error_kind: "conflict" });
+    expect(gateway.calls).toEqual([]);
+    expect(seen.map((s) => s.points)).toEqual([5, 5]);
   });
 
   it("a step called and never recorded is not called again once the provider has forgotten its key", async () => {

@@ -559,3 +559,21 @@ describe("canonicalJson: size", () => {
     expectSameText(canonical, JSON.stringify(sortKeys(payload)));
   });
 });
+
+describe("canonicalJson on a runtime without JSON.isRawJSON (Node 20, which the package supports)", () => {
+  it("writes the same text, and so the same fingerprints and step keys", async () => {
+    const json = JSON as unknown as { isRawJSON?: unknown };
+    const saved = json.isRawJSON;
+    delete json.isRawJSON;
+    try {
+      // A fresh instance of the module, evaluated while the runtime lacks the function.
+      const fresh = (await import("../../shared/envelope/canonical-json.ts?without-is-raw-json")) as {
+        canonicalJson: (value: unknown) => string;
+      };
+      const value = { b: [1, 2.5, "x"], a: { "\u00e9": null, z: true } };
+      expect(fresh.canonicalJson(value)).toBe('{"a":{"z":true,"\u00e9":null},"b":[1,2.5,"x"]}');
+    } finally {
+      json.isRawJSON = saved;
+    }
+  });
+});

@@ -8,7 +8,13 @@
 -- result finds the claim and calls again with the same key, and the provider answers with what it
 -- did the first time.
 --
--- The claim comes before the call so that
+-- The job itself is claimed first, by the first delivery whose steps begin: a row named `_job`
+-- (position 0, never a result) with the body's fingerprint. Every delivery takes or finds it, in the
+-- statement that reads the job's steps, before any step runs; a different body sent under the job's
+-- id finds another fingerprint there and is a conflict before it calls anything, whatever steps its
+-- payload would choose.
+--
+-- Each step's claim comes before its call so that
 -- * a different body sent under the job's id finds the claim's fingerprint and is a conflict before
 --   it calls anything (the provider would otherwise give it the first body's answer for the key);
 -- * a delivery that read the job's steps a while ago asks again just before calling: a step another
@@ -48,8 +54,10 @@ CREATE TABLE core.job_steps (
   expires_at  timestamptz NOT NULL,
   CONSTRAINT job_steps_pkey PRIMARY KEY (job_id, consumer_id, step),
   CONSTRAINT job_steps_job_id_length CHECK (char_length(job_id) BETWEEN 1 AND 255),
-  CONSTRAINT job_steps_step_name CHECK (step ~ '^[a-z0-9][a-z0-9_-]{0,63}$'),
-  CONSTRAINT job_steps_position CHECK (position BETWEEN 1 AND 1000),
+  -- A step's name, or `_job`: the job's own claim (position 0, never a result).
+  CONSTRAINT job_steps_step_name CHECK (
+    (step ~ '^[a-z0-9][a-z0-9_-]{0,63}$' AND position BETWEEN 1 AND 1000)
+    OR (step = '_job' AND position = 0 AND result IS NULL)),
   -- 64 KiB: a step records what the work needs (an id, a status), not a provider's whole answer.
   CONSTRAINT job_steps_result_size CHECK (octet_length(result::text) <= 65536),
   CONSTRAINT job_steps_recorded_with_result CHECK ((result IS NULL) = (recorded_at IS NULL)),

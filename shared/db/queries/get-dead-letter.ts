@@ -22,7 +22,7 @@ const STEPS_COLUMN = `(SELECT coalesce(json_agg(json_build_object(
       'fingerprint', encode(uuid_send(s.fingerprint), 'hex'), 'result', s.result)
       ORDER BY s.position, s.called_at), '[]')::text
     FROM core.job_steps AS s JOIN core.consumer_roles AS c ON c.id = s.consumer_id
-   WHERE c.consumer = dead_letters.consumer AND s.job_id = dead_letters.job_id)`;
+   WHERE c.consumer = dead_letters.consumer AND s.job_id = dead_letters.job_id AND s.step <> '_job')`;
 
 /** The steps as the API shows them, each with the key its provider saw. */
 function stepsOf(consumer: string, jobId: string, text: string): DeadLetterStep[] {
