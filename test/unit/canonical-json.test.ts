@@ -567,7 +567,8 @@ describe("canonicalJson on a runtime without JSON.isRawJSON (Node 20, which the 
     delete json.isRawJSON;
     try {
       // A fresh instance of the module, evaluated while the runtime lacks the function.
-      const fresh = (await import("../../shared/envelope/canonical-json.ts?without-is-raw-json")) as {
+      const specifier = "../../shared/envelope/canonical-json.ts?without-is-raw-json";
+      const fresh = (await import(/* @vite-ignore */ specifier)) as {
         canonicalJson: (value: unknown) => string;
       };
       const value = { b: [1, 2.5, "x"], a: { "\u00e9": null, z: true } };
