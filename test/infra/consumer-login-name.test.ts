@@ -14,13 +14,17 @@ import {
   SHARED_ROLES,
 } from "../../shared/db/queries/provision-login.ts";
 
-/** Consumer names as the constructs accept them: a letter, then up to 62 letters, digits or dashes. */
+/**
+ * Consumer names as the constructs accept them: a letter, then up to 62 letters, digits or dashes,
+ * but for the reserved ones (whose schema would be public, core, information_schema or pg_*).
+ */
 const consumerName = fc
   .tuple(
     fc.constantFrom(..."abcdefghijklmnopqrstuvwxyz"),
     fc.string({ unit: fc.constantFrom(..."abcdefghijklmnopqrstuvwxyz0123456789-"), maxLength: 62 }),
   )
-  .map(([first, rest]) => first + rest);
+  .map(([first, rest]) => first + rest)
+  .filter((name) => CONSUMER_NAME.test(name));
 
 describe("consumerLoginName", () => {
   it("is jobfence_login_ and the name with - as _", () => {
