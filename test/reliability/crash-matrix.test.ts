@@ -500,19 +500,24 @@ const chainJobs = new Set<string>();
 /** How often notify-user received each follow-up, over every drain. */
 const followUpDeliveries = new Map<string, number>();
 
-/** notify-user drains `followUps`: what the relays sent applies downstream. */
-async function drainFollowUps(id: string, followUps: { url: string; arn: string }): Promise<DrainResult> {
-  const result = await drainQueue({
+/** notify-user drains `queue`, as `applicationName`. */
+function drainNotifyUser(queue: { url: string; arn: string }, applicationName: string): Promise<DrainResult> {
+  return drainQueue({
     databaseUrl: bed.db.url,
     sqs: bed.sqs,
     eventBridgeEndpoint: bed.sink.endpoint,
-    queueUrl: followUps.url,
-    queueArn: followUps.arn,
-    followUpQueueUrl: followUps.url,
+    queueUrl: queue.url,
+    queueArn: queue.arn,
+    followUpQueueUrl: queue.url,
     commitMode: "per-record",
     consumer: "notify-user",
-    applicationName: `crash-notify-${RUN}-${id}`,
+    applicationName,
   });
+}
+
+/** notify-user drains `followUps`: what the relays sent applies downstream. */
+async function drainFollowUps(id: string, followUps: { url: string; arn: string }): Promise<DrainResult> {
+  const result = await drainNotifyUser(followUps, `crash-notify-${RUN}-${id}`);
   for (const record of result.records) {
     const jobId = jobIdOf(record.body);
     if (jobId) followUpDeliveries.set(jobId, (followUpDeliveries.get(jobId) ?? 0) + 1);
@@ -604,17 +609,7 @@ async function stepsCase(expect: ExpectStatic, c: CrashCase): Promise<void> {
     });
   }
   await crash(expect, c, { kind: "notify", queueUrl: queue.url, queueArn: queue.arn });
-  await drainQueue({
-    databaseUrl: bed.db.url,
-    sqs: bed.sqs,
-    eventBridgeEndpoint: bed.sink.endpoint,
-    queueUrl: queue.url,
-    queueArn: queue.arn,
-    followUpQueueUrl: queue.followUps.url,
-    commitMode: "per-record",
-    consumer: "notify-user",
-    applicationName: `crash-steps-${RUN}-${c.id}`,
-  });
+  await drainNotifyUser(queue, `crash-steps-${RUN}-${c.id}`);
   const rows = await bed.db.withClient(async (client) => {
     const { rows } = await client.query<{
       job_id: string;

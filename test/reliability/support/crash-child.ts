@@ -15,7 +15,7 @@ import { notifyUserConsumer } from "../../../functions/notify-user/consumer.ts";
 import { localEventBridgeClient, localSqsClient } from "../../../local/aws-clients.ts";
 import { pollOnce } from "../../../local/event-source.ts";
 import { lambdaContext } from "../../../local/lambda-context.ts";
-import { createConsumer } from "../../../shared/consumer.ts";
+import { type ConsumerHandler, createConsumer } from "../../../shared/consumer.ts";
 import { createPool } from "../../../shared/db/pool.ts";
 import { consumerRoleName } from "../../../shared/db/queries/provision-login.ts";
 import { runBulkOperations } from "../../../shared/dead-letters/bulk-worker.ts";
@@ -61,13 +61,37 @@ installFaultHook(async (point, context) => {
 const sqs = localSqsClient(config.sqsEndpoint);
 const role = config.role;
 
-if (role.kind === "consume") {
-  const pool = createPool({
+/** A pool of `consumer`'s role, named for the parent's session checks. */
+function consumerPool(consumer: string): ReturnType<typeof createPool> {
+  return createPool({
     connectionString: config.databaseUrl,
-    role: consumerRoleName("award-points"),
+    role: consumerRoleName(consumer),
     max: 2,
     applicationName: config.applicationName,
   });
+}
+
+/** Polls the queue with `handler` until an empty receive: the emulator may hand its messages over in more than one batch. */
+async function consumeQueue(
+  handler: ConsumerHandler,
+  queue: { readonly queueUrl: string; readonly queueArn: string },
+  timeoutSeconds = 30,
+): Promise<void> {
+  const source = { sqs, queueUrl: queue.queueUrl, queueArn: queue.queueArn };
+  for (;;) {
+    const delivered = await pollOnce(source, handler, lambdaContext(handler.consumer, timeoutSeconds * 1000));
+    if (delivered.received.length === 0) break;
+  }
+}
+
+const runtimeOf = (pool: ReturnType<typeof createPool>) => ({
+  pool,
+  sqs,
+  eventBridge: localEventBridgeClient(config.eventBridgeEndpoint),
+  retryPolicy: CRASH_RETRY_POLICY,
+});
+
+if (role.kind === "consume") {
   const handler = createConsumer(
     { ...crashConsumer, commitMode: role.commitMode },
     {
@@ -81,41 +105,16 @@ if (role.kind === "consume") {
           ? { functionTimeoutSeconds: role.timeoutSeconds, lockTimeoutMs: 500, returnReserveMs: 500 }
           : {}),
       },
-      pool,
-      sqs,
-      eventBridge: localEventBridgeClient(config.eventBridgeEndpoint),
-      retryPolicy: CRASH_RETRY_POLICY,
+      ...runtimeOf(consumerPool("award-points")),
     },
   );
-  const source = { sqs, queueUrl: role.queueUrl, queueArn: role.queueArn };
-  // Until an empty receive: the emulator may hand the queue's messages over in more than one batch.
-  for (;;) {
-    const delivered = await pollOnce(
-      source,
-      handler,
-      lambdaContext("award-points", (role.timeoutSeconds ?? 30) * 1000),
-    );
-    if (delivered.received.length === 0) break;
-  }
+  await consumeQueue(handler, role, role.timeoutSeconds);
 } else if (role.kind === "notify") {
-  const pool = createPool({
-    connectionString: config.databaseUrl,
-    role: consumerRoleName("notify-user"),
-    max: 2,
-    applicationName: config.applicationName,
-  });
   const handler = createConsumer(notifyUserConsumer, {
     config: { databaseUrl: config.databaseUrl, opsBusName: "jobfence-ops-test", queueUrl: role.queueUrl },
-    pool,
-    sqs,
-    eventBridge: localEventBridgeClient(config.eventBridgeEndpoint),
-    retryPolicy: CRASH_RETRY_POLICY,
+    ...runtimeOf(consumerPool("notify-user")),
   });
-  const source = { sqs, queueUrl: role.queueUrl, queueArn: role.queueArn };
-  for (;;) {
-    const delivered = await pollOnce(source, handler, lambdaContext("notify-user", 30_000));
-    if (delivered.received.length === 0) break;
-  }
+  await consumeQueue(handler, role);
 } else if (role.kind === "replay-single" || role.kind === "replay-bulk") {
   const pool = createPool({
     connectionString: config.databaseUrl,
