@@ -510,6 +510,23 @@ describe("the steps (migration 0027)", () => {
     ] as const) {
       expect((await attempt(loginA, stepClaim(column, value), [A])).error?.code, column).toBe("42501");
     }
+    // Its own job claim: never a result, never without a body's fingerprint (any body would pass).
+    const jobClaim = (fingerprint: string) =>
+      `INSERT INTO core.job_steps (job_id, consumer_id, step, position, fingerprint, expires_at)
+       VALUES ('a:claimed', core.consumer_id($1), '_job', 0, ${fingerprint}, now() + interval '1 day')`;
+    expect((await attempt(loginA, jobClaim("NULL"), [A])).error?.code).toBe("23514");
+    expect(
+      (await attempt(loginA, jobClaim("'00112233445566778899aabbccddeeff'"), [A])).error,
+    ).toBeUndefined();
+    expect(
+      (
+        await attempt(
+          loginA,
+          "UPDATE core.job_steps SET result = 'null' WHERE job_id = 'a:claimed' AND $1::text IS NOT NULL",
+          [A],
+        )
+      ).error?.code,
+    ).toBe("23514");
     // A's own claim gets its result once; then it is a fact.
     expect((await attempt(loginA, stepClaim(), [A])).error).toBeUndefined();
     const answer = (id: string) =>

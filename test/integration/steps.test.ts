@@ -763,6 +763,14 @@ describe("housekeeping", () => {
         );
       for (const jobId of ["hk-free", "hk-fenced", "hk-resolved-long-ago", "hk-resolved-lately"])
         await insert(jobId);
+      // The job's own claim, expired, of a job whose step lives on: it stays until the step goes.
+      await c.query(
+        `INSERT INTO core.job_steps (job_id, consumer_id, step, position, fingerprint, called_at, expires_at)
+         VALUES ('hk-claimed', core.consumer_id($1), '_job', 0, '00112233445566778899aabbccddeeff', now() - interval '2 days', now() - interval '1 day'),
+                ('hk-claimed', core.consumer_id($1), 'charge', 1, '00112233445566778899aabbccddeeff', now() - interval '1 hour', now() + interval '1 day'),
+                ('hk-free', core.consumer_id($1), '_job', 0, '00112233445566778899aabbccddeeff', now() - interval '2 days', now() - interval '1 day')`,
+        [CONSUMER],
+      );
       await c.query(
         "INSERT INTO core.processed_jobs (job_id, consumer_id, tenant_id, expires_at) VALUES ('hk-fenced', core.consumer_id($1), 't', now() + interval '1 day')",
         [CONSUMER],
@@ -786,11 +794,27 @@ describe("housekeeping", () => {
     });
     const report = await cleanup();
     expect(report.stepsDeleted).toBeGreaterThanOrEqual(2);
-    const left = await bed.db.withClient(
-      async (c) =>
-        (await c.query("SELECT job_id FROM core.job_steps WHERE job_id LIKE 'hk-%' ORDER BY 1")).rows,
-    );
-    expect(left).toEqual([{ job_id: "hk-fenced" }, { job_id: "hk-resolved-lately" }]);
+    const left = async () =>
+      bed.db.withClient(
+        async (c) =>
+          (await c.query("SELECT job_id, step FROM core.job_steps WHERE job_id LIKE 'hk-%' ORDER BY 1, 2"))
+            .rows,
+      );
+    // hk-free's claim waits for a later run: its step was deleted in this one.
+    expect(await left()).toEqual([
+      { job_id: "hk-claimed", step: "_job" },
+      { job_id: "hk-claimed", step: "charge" },
+      { job_id: "hk-fenced", step: "charge" },
+      { job_id: "hk-free", step: "_job" },
+      { job_id: "hk-resolved-lately", step: "charge" },
+    ]);
+    await cleanup();
+    expect(await left()).toEqual([
+      { job_id: "hk-claimed", step: "_job" },
+      { job_id: "hk-claimed", step: "charge" },
+      { job_id: "hk-fenced", step: "charge" },
+      { job_id: "hk-resolved-lately", step: "charge" },
+    ]);
   });
 });
 

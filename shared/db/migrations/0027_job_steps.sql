@@ -33,7 +33,8 @@
 -- * the job has no fence that is not yet past its expires_at (the fence is written after the steps,
 --   so it outlives them), and
 -- * no dead letter of the job is pending review (an operator may still replay it), and none was
---   resolved less than the row's own lifetime ago (a replayed copy may still be on its queue).
+--   resolved less than the row's own lifetime ago (a replayed copy may still be on its queue);
+-- * and, for the job's own claim, no other row of the job is left (it goes last).
 
 CREATE TABLE core.job_steps (
   job_id      text        NOT NULL,
@@ -54,10 +55,11 @@ CREATE TABLE core.job_steps (
   expires_at  timestamptz NOT NULL,
   CONSTRAINT job_steps_pkey PRIMARY KEY (job_id, consumer_id, step),
   CONSTRAINT job_steps_job_id_length CHECK (char_length(job_id) BETWEEN 1 AND 255),
-  -- A step's name, or `_job`: the job's own claim (position 0, never a result).
+  -- A step's name, or `_job`: the job's own claim (position 0, never a result, always a body's
+  -- fingerprint: one without would let any body through).
   CONSTRAINT job_steps_step_name CHECK (
     (step ~ '^[a-z0-9][a-z0-9_-]{0,63}$' AND position BETWEEN 1 AND 1000)
-    OR (step = '_job' AND position = 0 AND result IS NULL)),
+    OR (step = '_job' AND position = 0 AND result IS NULL AND fingerprint IS NOT NULL)),
   -- 64 KiB: a step records what the work needs (an id, a status), not a provider's whole answer.
   CONSTRAINT job_steps_result_size CHECK (octet_length(result::text) <= 65536),
   CONSTRAINT job_steps_recorded_with_result CHECK ((result IS NULL) = (recorded_at IS NULL)),
@@ -131,6 +133,11 @@ BEGIN
                         WHERE d.consumer = names[s.consumer_id] AND d.job_id = s.job_id
                           AND (d.status = 'pending_review'
                                OR d.resolved_at > now() - (s.expires_at - s.called_at)))
+       -- The job's own claim goes last, after every step of the job: while one is kept, a different
+       -- body must still find the job claimed.
+       AND (s.step <> '_job' OR NOT EXISTS (SELECT 1 FROM core.job_steps AS o
+                                             WHERE o.job_id = s.job_id AND o.consumer_id = s.consumer_id
+                                               AND o.step <> '_job'))
      ORDER BY s.expires_at
      LIMIT batch_size
        FOR UPDATE SKIP LOCKED);
@@ -144,7 +151,10 @@ BEGIN
      AND NOT EXISTS (SELECT 1 FROM core.dead_letters AS d
                       WHERE d.consumer = names[s.consumer_id] AND d.job_id = s.job_id
                         AND (d.status = 'pending_review'
-                             OR d.resolved_at > now() - (s.expires_at - s.called_at)));
+                             OR d.resolved_at > now() - (s.expires_at - s.called_at)))
+     AND (s.step <> '_job' OR NOT EXISTS (SELECT 1 FROM core.job_steps AS o
+                                           WHERE o.job_id = s.job_id AND o.consumer_id = s.consumer_id
+                                             AND o.step <> '_job'));
   GET DIAGNOSTICS deleted = ROW_COUNT;
   RETURN deleted;
 END
