@@ -55,7 +55,9 @@ beforeAll(async () => {
   ops = new pg.Client({ connectionString: db.url });
   await ops.connect();
   await ops.query("SET ROLE jobfence_ops");
-});
+  // 50,000 dead letters through their triggers take about 100 s on a 2-core machine, more beside a
+  // busy suite: the setup gets a bound of its own, above the default hook timeout.
+}, 360_000);
 let operationId: string;
 let group: string;
 afterAll(async () => {
