@@ -82,7 +82,9 @@ describe("Lambda Managed Instances", () => {
     const handler = consumer(async (_jobId, sleep) => {
       peak = Math.max(peak, ++running);
       try {
-        await sleep(0.1);
+        // Long enough that the 32 invocations overlap even on a busy machine, where opening their
+        // connections is slow: 100 ms once saw 11 of them side by side in a loaded CI run.
+        await sleep(0.4);
       } finally {
         running--;
       }
@@ -97,7 +99,7 @@ describe("Lambda Managed Instances", () => {
     expect(ledger.size).toBe(CONCURRENCY * 5);
     expect([...ledger.values()].every((n) => n === 1)).toBe(true);
     // The works ran side by side, each on its own connection: behind a pool of two, at most two
-    // at a time, and each invocation would take about 32 × 5 × 100 ms ÷ 2 = 8 s instead of 0.5 s
+    // at a time, and each invocation would take about 32 × 5 × 400 ms ÷ 2 = 32 s instead of 2 s
     // (bench/managed-instances.ts measures it).
     expect(peak).toBeGreaterThanOrEqual(CONCURRENCY / 2);
   });
