@@ -5,6 +5,7 @@
  */
 import type pg from "pg";
 import { parseJsonExact } from "../shared/db/exact-json.ts";
+import { JOB_CLAIM } from "../shared/db/queries/job-steps.ts";
 import type { DeadLetterStatus } from "../shared/dead-letters/status.ts";
 import { stepKey } from "../shared/envelope/step-key.ts";
 import type { ErrorKind } from "../shared/errors/error-kind.ts";
@@ -92,7 +93,7 @@ export class ConsumerReaders {
     const { rows } = await this.#pool.query<Omit<StepRow, "key" | "result"> & { result: string | null }>(
       `SELECT s.step, s.position, s.result::text AS result, s.called_at AS "calledAt", s.recorded_at AS "recordedAt"
          FROM core.consumer_roles AS c JOIN core.job_steps AS s ON s.consumer_id = c.id
-        WHERE c.consumer = $1 AND s.job_id = $2 AND s.step <> '_job'
+        WHERE c.consumer = $1 AND s.job_id = $2 AND s.step <> '${JOB_CLAIM}'
         ORDER BY s.position, s.called_at`,
       [this.#consumer, jobId],
     );

@@ -9,6 +9,7 @@ import type { Queryable } from "../queryable.ts";
 import { bodyOf } from "../stored-body.ts";
 import type { DeadLetterStep } from "./dead-letter-columns.ts";
 import { type DeadLetterRow, SUMMARY_COLUMNS, utc } from "./dead-letter-columns.ts";
+import { JOB_CLAIM } from "./job-steps.ts";
 
 /**
  * The job's steps (core.job_steps, migration 0027), oldest first, as one JSON array: its calls
@@ -22,7 +23,7 @@ const STEPS_COLUMN = `(SELECT coalesce(json_agg(json_build_object(
       'fingerprint', encode(uuid_send(s.fingerprint), 'hex'), 'result', s.result)
       ORDER BY s.position, s.called_at), '[]')::text
     FROM core.job_steps AS s JOIN core.consumer_roles AS c ON c.id = s.consumer_id
-   WHERE c.consumer = dead_letters.consumer AND s.job_id = dead_letters.job_id AND s.step <> '_job')`;
+   WHERE c.consumer = dead_letters.consumer AND s.job_id = dead_letters.job_id AND s.step <> '${JOB_CLAIM}')`;
 
 /** The steps as the API shows them, each with the key its provider saw. */
 function stepsOf(consumer: string, jobId: string, text: string): DeadLetterStep[] {
