@@ -8,6 +8,8 @@
  * The impure edge of the schema snapshot and the doctor: `catalog-description.ts` turns a snapshot
  * into the committed description of `core`, and `shared/doctor/` checks it.
  */
+
+import type pg from "pg";
 import type { CatalogPrivilege } from "./catalog-privilege.ts";
 import { type CatalogReach, readReach, signatureSql } from "./catalog-reach.ts";
 import type { Queryable } from "./queryable.ts";
@@ -248,12 +250,50 @@ function oneLine(text: string): string {
   return text.replace(/\s*\n\s*/g, " ");
 }
 
+/** A pool: a snapshot is read on one of its connections. */
+type PoolLike = Queryable & { connect(): Promise<pg.PoolClient> };
+/** A client that says whether it is inside a transaction ('I': idle outside one). */
+type ClientLike = Queryable & { getTransactionStatus(): string | null };
+
 /**
- * Reads the snapshot through `client` (any role; see the module comment). Runs no transaction of
- * its own, so a caller may read inside one (a test's rolled-back drift); it sets the search path
- * for the reads and restores the session's afterwards.
+ * Reads the snapshot through `client` (any role; see the module comment) as one consistent view.
+ * Its dozen reads run in one REPEATABLE READ, READ ONLY transaction of their own, so a role created
+ * or dropped by another session meanwhile is in all of them or in none (read one by one, a role
+ * granted between the read of the roles and that of the memberships was a member nobody knew).
+ * A client already inside a transaction (a test's rolled-back drift) reads in it, with the snapshot
+ * its isolation gives; a pool lends one connection for the whole read. The search path is set for
+ * the reads and the session's restored afterwards.
  */
 export async function readCatalog(client: Queryable): Promise<CatalogSnapshot> {
+  if (isClient(client)) {
+    if (client.getTransactionStatus() !== "I") return readWithPath(client);
+    await client.query("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY");
+    try {
+      const snapshot = await readWithPath(client);
+      await client.query("COMMIT");
+      return snapshot;
+    } catch (error) {
+      await client.query("ROLLBACK").catch(() => {});
+      throw error;
+    }
+  }
+  if (isPool(client)) {
+    const lent = await client.connect();
+    try {
+      return await readCatalog(lent);
+    } finally {
+      lent.release();
+    }
+  }
+  return readWithPath(client);
+}
+
+const isClient = (q: Queryable): q is ClientLike =>
+  typeof (q as Partial<ClientLike>).getTransactionStatus === "function";
+// A pg.Client has connect() too (to open itself): only what is not a client is taken for a pool.
+const isPool = (q: Queryable): q is PoolLike => typeof (q as Partial<PoolLike>).connect === "function";
+
+async function readWithPath(client: Queryable): Promise<CatalogSnapshot> {
   const { rows: pathRows } = await client.query<{ path: string }>(
     "SELECT current_setting('search_path') AS path",
   );

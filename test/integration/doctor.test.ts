@@ -117,6 +117,47 @@ describe("a freshly migrated database", () => {
     }
   });
 
+  it("reads one consistent catalog: a consumer's role made by another session mid-read is no stranger", async () => {
+    // Another session creates a consumer's role, and makes it a member of jobfence_consumer, right
+    // after the doctor read the roles and before it reads the memberships. Read one query at a
+    // time, the membership named a role the snapshot did not have: a "foreign member" finding
+    // about a role that is in fact well formed (a full-tier run met this with another file's role).
+    const role = `jobfence_consumer_jfdoc_race_${randomBytes(4).toString("hex")}`;
+    created.push(role);
+    const other = new pg.Client({ connectionString: db.url });
+    await other.connect();
+    let interleaved = false;
+    const racing = new Proxy(client, {
+      get(target, property) {
+        if (property === "query") {
+          return async (...args: Parameters<pg.Client["query"]>) => {
+            const result = await (target.query as (...a: unknown[]) => Promise<unknown>)(...args);
+            if (
+              !interleaved &&
+              typeof args[0] === "string" &&
+              args[0].includes('rolcanlogin AS "canLogin"')
+            ) {
+              interleaved = true;
+              await other.query(`CREATE ROLE ${role} NOLOGIN`);
+              await other.query(`GRANT jobfence_consumer TO ${role}`);
+            }
+            return result;
+          };
+        }
+        const value = Reflect.get(target, property, target);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    try {
+      const report = await doctor(racing);
+      expect(interleaved).toBe(true);
+      expect(report.findings.filter((f) => f.where.includes(role) || f.what.includes(role))).toEqual([]);
+    } finally {
+      await other.query(`DROP ROLE IF EXISTS ${role}`);
+      await other.end();
+    }
+  });
+
   it("has each registered consumer's schemas as its committed schema.txt describes them", async () => {
     const schemas = deploymentConsumerSchemas();
     expect(schemas.map((s) => s.consumer)).toEqual(CONSUMERS.map((c) => c.definition.name));
