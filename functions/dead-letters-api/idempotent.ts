@@ -15,11 +15,8 @@ import {
 } from "../../shared/db/queries/idempotency-keys.ts";
 import { deadLetterIdSchema } from "../../shared/dead-letters/api-schemas.ts";
 import { IDEMPOTENCY, repeatOutcome, requestDigest } from "../../shared/dead-letters/idempotency.ts";
+import { IdempotencyKeyInProgressError, IdempotencyKeyReusedError } from "../../shared/errors/idempotency.ts";
 import { describeError } from "../../shared/errors/last-error.ts";
-import {
-  IdempotencyKeyInProgressError,
-  IdempotencyKeyReusedError,
-} from "../../shared/errors/idempotency.ts";
 import { parseJsonBody, parsePathParameter } from "../../shared/http/request.ts";
 import type { RouteSpec } from "./routes.ts";
 
@@ -80,7 +77,11 @@ export async function answerOnce(
     if (stored === undefined) continue;
     switch (repeatOutcome(stored, request.digest)) {
       case "replay":
-        return { status: stored.response_status as number, body: stored.response_body as string, replayed: true };
+        return {
+          status: stored.response_status as number,
+          body: stored.response_body as string,
+          replayed: true,
+        };
       case "reused":
         throw new IdempotencyKeyReusedError(stored.operation);
       case "in-progress":

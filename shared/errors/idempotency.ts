@@ -29,8 +29,6 @@ export class IdempotencyKeyReusedError extends IdempotencyKeyError {
 export class IdempotencyKeyInProgressError extends IdempotencyKeyError {
   override name = "IdempotencyKeyInProgressError";
   constructor() {
-    super(
-      "a request with this Idempotency-Key is still in progress; retry later to receive its response",
-    );
+    super("a request with this Idempotency-Key is still in progress; retry later to receive its response");
   }
 }
