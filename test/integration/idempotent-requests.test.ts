@@ -343,7 +343,9 @@ describe("Idempotency-Key", () => {
     expect(nothing.body.reason).toBe("nothing-matched");
     expect(await sql("SELECT 1 FROM core.idempotency_keys WHERE key = $1", [key])).toEqual([]);
     await seedQueue("key-retry", 1);
-    expect((await start()).status).toBe(202);
+    const started = await start();
+    expect(started.status).toBe(202);
+    expectReplayOf(await start(), started);
   });
 
   it("an unanswered claim is taken over by the same request once older than the API's timeout, never before, never by another request", async () => {
