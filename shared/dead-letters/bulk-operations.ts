@@ -141,7 +141,9 @@ export async function planOperation(
 /**
  * Starts a bulk replay or discard by `actor`; the worker runs it. With a plan's token it acts on the
  * planned rows only: dead letters recorded since that match the filter are counted
- * (`newer_not_included`) and left pending, never added to a set the operator did not see.
+ * (`newer_not_included`) and left pending, never added to a set the operator did not see. While an
+ * operation of the same kind and filter runs, the start is refused ({@link OperationRunningError},
+ * naming it): the database's unique index decides, so starts sent at once make one operation.
  */
 export async function startOperation(
   deps: BulkDeps,
