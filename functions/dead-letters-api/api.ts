@@ -11,12 +11,14 @@ import httpRouterHandler from "@middy/http-router";
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2, Context } from "aws-lambda";
 import type pg from "pg";
 import type { BulkSettings } from "../../shared/dead-letters/bulk-operations.ts";
+import { IDEMPOTENCY, idempotencyKeyOf } from "../../shared/dead-letters/idempotency.ts";
 import type { SealKey } from "../../shared/dead-letters/seal.ts";
 import { reportJsonRuntime } from "../../shared/envelope/json-runtime-report.ts";
 import { HttpProblem } from "../../shared/errors/http.ts";
 import { requireAnyPermission, type TokenVerifier } from "../../shared/http/auth.ts";
 import { problemDetails } from "../../shared/http/problem-details.ts";
 import { headerOf } from "../../shared/http/request.ts";
+import { answerOnce, routeRequestDigest } from "./idempotent.ts";
 import { ROUTES, type RouteSpec, routePermissions } from "./routes.ts";
 
 /** What the API runs on. */
@@ -64,11 +66,33 @@ export function createDeadLetterApi(deps: DeadLetterApiDeps): DeadLetterApiHandl
         const principal = await deps.verifier(headerOf(event, "authorization"));
         requireAnyPermission(principal, routePermissions(route));
         const routeDeps = { ...deps, sealKey: await sealKey() };
-        const body = await route.operate({ event, principal, actor: principal.actor, deps: routeDeps });
+        const run = async () => {
+          const body = await route.operate({ event, principal, actor: principal.actor, deps: routeDeps });
+          return { status: route.success.status, body: JSON.stringify(body) };
+        };
+        // Every POST may carry an Idempotency-Key: then it runs at most once per key and caller.
+        const key = route.method === "POST" ? idempotencyKeyOf(event) : undefined;
+        const answer =
+          key === undefined
+            ? { ...(await run()), replayed: false }
+            : await answerOnce(
+                deps.pool,
+                {
+                  actor: principal.actor,
+                  key,
+                  operation: route.operationId,
+                  digest: routeRequestDigest(route, event),
+                },
+                run,
+                logger,
+              );
         return {
-          statusCode: route.success.status,
-          headers: { "content-type": "application/json" },
-          body: JSON.stringify(body),
+          statusCode: answer.status,
+          headers: {
+            "content-type": "application/json",
+            ...(answer.replayed ? { [IDEMPOTENCY.replayedHeader.toLowerCase()]: "true" } : {}),
+          },
+          body: answer.body,
         };
       },
     );

@@ -13,9 +13,11 @@ import {
   deadLetterSchema,
   deadLetterSummarySchema,
   groupSchema,
+  idempotencyKeySchema,
   operationSchema,
   operationStartSchema,
 } from "../../shared/dead-letters/api-schemas.ts";
+import { IDEMPOTENCY } from "../../shared/dead-letters/idempotency.ts";
 import { DEAD_LETTER_STATUSES } from "../../shared/dead-letters/status.ts";
 import { PROBLEM, type ProblemKind } from "../../shared/errors/http.ts";
 import { PERMISSION } from "../../shared/http/auth.ts";
@@ -75,8 +77,12 @@ export const problemSchema = z
       .string()
       .optional()
       .describe(
-        "409 and 428: why (not-pending, job-conflict, operation-finished, plan-expired, plan-stale, plan-used, nothing-matched, confirmation-required).",
+        "409, 422 and 428: why (not-pending, job-conflict, operation-finished, operation-running, plan-expired, plan-stale, plan-used, nothing-matched, idempotency-key-in-progress, idempotency-key-reused, confirmation-required).",
       ),
+    operation_id: z
+      .uuid()
+      .optional()
+      .describe("409 operation-running: the running bulk operation of the same kind and filter."),
     matched: z
       .number()
       .int()
@@ -118,7 +124,20 @@ const PROBLEM_HEADERS: Partial<Record<ProblemKind, JsonObject>> = {
   unavailable: {
     "Retry-After": { description: "Seconds to wait before trying again.", schema: { type: "integer" } },
   },
+  conflict: {
+    "Retry-After": {
+      description:
+        "With reason idempotency-key-in-progress only: seconds to wait before sending the request again.",
+      schema: { type: "integer" },
+    },
+  },
 };
+
+/**
+ * Statuses every POST can answer because of its Idempotency-Key: 409 while the first request under
+ * the key runs, 422 when the key was first used for another request.
+ */
+const IDEMPOTENCY_ERROR_STATUSES = [409, 422] as const;
 
 /** Statuses every operation can answer with a problem; 415 is added where the route takes a body. */
 const COMMON_ERROR_STATUSES = [400, 401, 403, 500, 503] as const;
@@ -209,6 +228,7 @@ const pathParameters = (path: string) => [...path.matchAll(/\{([^}]+)\}/g)].map(
 function errorStatuses(route: RouteSpec): number[] {
   const statuses = new Set<number>([...COMMON_ERROR_STATUSES, ...route.errors]);
   if (route.body) statuses.add(415);
+  if (route.method === "POST") for (const status of IDEMPOTENCY_ERROR_STATUSES) statuses.add(status);
   return [...statuses].sort((a, b) => a - b);
 }
 
@@ -283,6 +303,16 @@ export function buildOpenApiDocument(): object {
         schema: schemaOf(inputNames, deadLetterIdSchema),
       });
     }
+    if (route.method === "POST") {
+      const { description: about, ...schema } = convert(idempotencyKeySchema, "input");
+      parameters.push({
+        name: IDEMPOTENCY.header,
+        in: "header",
+        required: false,
+        ...(about !== undefined ? { description: about } : {}),
+        schema,
+      });
+    }
     let description: string | undefined;
     if (route.query) {
       const query = input.get(inputNames.get(route.query) ?? "") ?? {};
@@ -304,6 +334,17 @@ export function buildOpenApiDocument(): object {
     const responses: Record<string, JsonObject> = {
       [String(route.success.status)]: {
         description: "OK",
+        ...(route.method === "POST"
+          ? {
+              headers: {
+                [IDEMPOTENCY.replayedHeader]: {
+                  description:
+                    "`true` when this is the response first given to the same request under the same Idempotency-Key, given again; absent otherwise.",
+                  schema: { type: "string", const: "true" },
+                },
+              },
+            }
+          : {}),
         content: { [JSON_CONTENT_TYPE]: { schema: schemaOf(outputNames, route.success.schema) } },
       },
     };

@@ -213,6 +213,19 @@ export const bulkReplayBodySchema = z
   .strict()
   .superRefine(refineForce);
 
+/**
+ * The `Idempotency-Key` request header of every POST: 1–255 visible ASCII characters (no space),
+ * chosen by the client, typically a UUID.
+ */
+export const idempotencyKeySchema = z
+  .string()
+  .min(1)
+  .max(255)
+  .regex(/^[\x21-\x7E]+$/, "must be visible ASCII characters (0x21–0x7E), no spaces")
+  .describe(
+    "Makes the request safe to send again: a repeat with the same key and the same request (method, path, validated body) within 24 hours gets the first successful response again, with `Idempotent-Replayed: true`, and does nothing; the same key with another request is refused (422); a repeat while the first is still running is refused (409, reason `idempotency-key-in-progress`). Keys are per caller (the token's `sub`). 1–255 visible ASCII characters, e.g. a UUID.",
+  );
+
 /** A bulk replay request after validation. */
 export type BulkReplayRequest = z.output<typeof bulkReplayBodySchema>;
 

@@ -13,6 +13,7 @@ export const PROBLEM = {
   methodNotAllowed: { status: 405, title: "Method not allowed" },
   conflict: { status: 409, title: "The dead letter's state does not allow this operation" },
   unsupportedMediaType: { status: 415, title: "The body must be application/json" },
+  idempotencyKeyReused: { status: 422, title: "The Idempotency-Key was first used for another request" },
   confirmationRequired: { status: 428, title: "This operation needs the confirmation token of its plan" },
   upstreamFailed: { status: 502, title: "A downstream service refused the operation" },
   unavailable: { status: 503, title: "The service is temporarily unavailable" },

@@ -10,6 +10,7 @@ import type { IConstruct } from "constructs";
 import { beforeAll, describe, expect, it } from "vitest";
 import { ROUTES, routePermissions } from "../../functions/dead-letters-api/routes.ts";
 import { DeadLetterApi } from "../../infra/constructs/dead-letter-api.ts";
+import { IDEMPOTENCY } from "../../shared/dead-letters/idempotency.ts";
 import { ConfigurationError } from "../../shared/errors/configuration.ts";
 import { PERMISSION } from "../../shared/http/auth.ts";
 import { logicalId, type TestEnvironment, testEnvironment } from "./support.ts";
@@ -112,6 +113,19 @@ describe("DeadLetterApi", () => {
         }),
       },
     });
+  });
+
+  it("stops the handler well before an unanswered Idempotency-Key claim may be taken over", () => {
+    const functions = Object.values(
+      template.findResources("AWS::Lambda::Function", {
+        Properties: { Description: "jobfence dead-letter API" },
+      }),
+    );
+    expect(functions).toHaveLength(1);
+    const timeout = Number(functions[0]?.Properties?.Timeout);
+    // API Gateway gives up at 30 seconds whatever the function's timeout; a claim is taken over later.
+    expect(timeout).toBeLessThanOrEqual(30);
+    expect(IDEMPOTENCY.staleAfterSeconds).toBeGreaterThanOrEqual(2 * timeout);
   });
 
   it("generates the signing key as the whole secret string: 64 letters and digits", () => {

@@ -13,6 +13,7 @@ import {
   problemSchema,
 } from "../../functions/dead-letters-api/openapi.ts";
 import { ROUTES, type RouteSpec, routePermissions } from "../../functions/dead-letters-api/routes.ts";
+import { idempotencyKeySchema } from "../../shared/dead-letters/api-schemas.ts";
 import { PROBLEM, type ProblemKind } from "../../shared/errors/http.ts";
 import { problemType } from "../../shared/http/problem.ts";
 
@@ -143,6 +144,45 @@ describe("the OpenAPI document", () => {
       }
       const success = deref(responses[String(route.success.status)]);
       expect(objectAt(success.content, "content")["application/json"]).toBeDefined();
+    }
+  });
+
+  it("documents Idempotency-Key on every POST as the handler validates it, its 409 and 422, and Idempotent-Replayed", () => {
+    const samples = [
+      "",
+      "a",
+      "~".repeat(255),
+      "x".repeat(256),
+      "two words",
+      "tab\tkey",
+      "clé",
+      "k-1_2.3:4/5=6",
+    ];
+    for (const route of ROUTES) {
+      const operation = operationOf(route);
+      const header = ((operation.parameters as unknown[]) ?? [])
+        .map(deref)
+        .find((p) => p.in === "header" && p.name === "Idempotency-Key");
+      if (route.method !== "POST") {
+        expect(header, `${route.operationId} takes no key`).toBeUndefined();
+        continue;
+      }
+      expect(header, route.operationId).toMatchObject({ required: false, description: expect.any(String) });
+      const schema = objectAt(header?.schema, "the header's schema");
+      const accepts = (value: string) =>
+        value.length >= Number(schema.minLength) &&
+        value.length <= Number(schema.maxLength) &&
+        new RegExp(String(schema.pattern), "u").test(value);
+      for (const value of samples) {
+        expect(accepts(value), `${route.operationId}: ${JSON.stringify(value)}`).toBe(
+          idempotencyKeySchema.safeParse(value).success,
+        );
+      }
+      const responses = objectAt(operation.responses, "responses");
+      expect(deref(responses["409"]).description, route.operationId).toBe(PROBLEM.conflict.title);
+      expect(deref(responses["422"]).description, route.operationId).toBe(PROBLEM.idempotencyKeyReused.title);
+      const success = deref(responses[String(route.success.status)]);
+      expect(objectAt(success.headers, "success headers")).toHaveProperty("Idempotent-Replayed");
     }
   });
 

@@ -238,6 +238,24 @@ export async function insertOperation(db: Queryable, op: NewOperation): Promise<
 }
 
 /**
+ * The running operation of `kind` whose filter equals `filter` (jsonb equality: key order does not
+ * matter), if any: the one the unique index bulk_operations_one_running_per_filter (migration 0028)
+ * refused a second start for.
+ */
+export async function runningOperationId(
+  db: Queryable,
+  kind: "replay" | "discard",
+  filter: BulkFilterColumns,
+): Promise<string | undefined> {
+  const { rows } = await db.query<{ id: string }>(
+    `SELECT id FROM core.bulk_operations
+      WHERE status = 'running' AND kind = $1 AND filter = $2::jsonb`,
+    [kind, JSON.stringify(filter)],
+  );
+  return rows[0]?.id;
+}
+
+/**
  * Writes an operation's set: the pending rows `filter` matches up to `bound`, numbered in
  * (created_at, id) order. Run in the snapshot that counted them, so it writes the rows counted.
  */
