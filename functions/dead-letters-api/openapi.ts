@@ -430,7 +430,7 @@ export function buildOpenApiDocument(): object {
             "The permissions are this scheme's scopes. The API verifies tokens (signature, `iss`, " +
             "`aud`) and issues none: get one from the identity provider the deployment trusts, by " +
             "whatever grant it offers. The flow's `tokenUrl` is a placeholder for that provider's " +
-            "token endpoint (the `token_endpoint` of its OpenID discovery document, " +
+            "token endpoint (for an OpenID Connect provider, the `token_endpoint` of " +
             "`<issuer>/.well-known/openid-configuration`).",
           flows: {
             clientCredentials: {
