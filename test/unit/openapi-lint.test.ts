@@ -41,6 +41,16 @@ describe("the OpenAPI document under Spectral's spectral:oas ruleset", () => {
     expect(lines).toEqual(['extends: ["spectral:oas"]']);
   });
 
+  it("is run by `npm run lint` (what CI runs) on the committed document, failing on any warning", () => {
+    const { scripts } = JSON.parse(readFileSync(new URL("package.json", root), "utf8")) as {
+      scripts: Record<string, string>;
+    };
+    expect(scripts.lint?.split(" && ")).toContain("npm run lint:openapi");
+    expect(scripts["lint:openapi"]).toBe(
+      "spectral lint --ruleset .spectral.yaml --fail-severity=warn docs/openapi.json",
+    );
+  });
+
   it("still finds what it should (a document missing its tags and servers is not clean)", async () => {
     const { servers: _servers, ...withoutServers } = buildOpenApiDocument() as Record<string, unknown>;
     expect((await lint(withoutServers)).join("\n")).toContain("oas3-api-servers");
