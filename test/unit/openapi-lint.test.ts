@@ -6,9 +6,10 @@
  * no scheme declares, fails the unit tests before it reaches the committed file.
  */
 import { readFileSync } from "node:fs";
-// Spectral's packages are CommonJS: Node's ESM loader sees only their default export.
-import spectralCore, { type RulesetDefinition } from "@stoplight/spectral-core";
-import spectralRulesets from "@stoplight/spectral-rulesets";
+// CommonJS packages: Node 24's ESM loader finds these two names in them (it does not find every
+// export of every Spectral package: spectral-parsers' `Json`, for one).
+import { type RulesetDefinition, Spectral } from "@stoplight/spectral-core";
+import { oas } from "@stoplight/spectral-rulesets";
 import { describe, expect, it } from "vitest";
 import { buildOpenApiDocument } from "../../functions/dead-letters-api/openapi.ts";
 
@@ -16,9 +17,9 @@ const root = new URL("../../", import.meta.url);
 
 /** Spectral's results for `document` under the `spectral:oas` ruleset, as readable lines. */
 async function lint(document: object): Promise<string[]> {
-  const spectral = new spectralCore.Spectral();
+  const spectral = new Spectral();
   // The ruleset's own declaration is looser than RulesetDefinition (its rules' `then` is inferred).
-  spectral.setRuleset({ extends: [spectralRulesets.oas as RulesetDefinition] });
+  spectral.setRuleset({ extends: [oas as RulesetDefinition] });
   // A plain object is serialised and parsed by Spectral itself, so results carry their paths.
   const results = await spectral.run(document as Record<string, unknown>);
   return results.map(
