@@ -20,9 +20,9 @@ import {
 import { IDEMPOTENCY } from "../../shared/dead-letters/idempotency.ts";
 import { DEAD_LETTER_STATUSES } from "../../shared/dead-letters/status.ts";
 import { PROBLEM, type ProblemKind } from "../../shared/errors/http.ts";
-import { PERMISSION } from "../../shared/http/auth.ts";
+import { PERMISSION, type Permission } from "../../shared/http/auth.ts";
 import { PROBLEM_CONTENT_TYPE, problemType } from "../../shared/http/problem.ts";
-import { ROUTES, type RouteSpec, routePermissions } from "./routes.ts";
+import { ROUTE_TAGS, ROUTES, type RouteSpec, routePermissions } from "./routes.ts";
 
 /** The document's `info.version`: the version of the API contract. Raise it when the contract changes. */
 export const OPENAPI_DOCUMENT_VERSION = "1.0.0";
@@ -33,8 +33,65 @@ export const OPENAPI_TITLE = "jobfence dead-letter API";
 /** Where `npm run openapi` writes the document, relative to the repository root. */
 export const OPENAPI_DOCUMENT_PATH = "docs/openapi.json";
 
-/** The name of the bearer security scheme. */
+/** The name of the security scheme: an OAuth 2.0 bearer token (RFC 6750), a JWT. */
 const BEARER = "bearer";
+
+/**
+ * What each permission allows, as the scopes of the security scheme. The token carries them in its
+ * `scope` claim or `permissions` array; each operation's `security` names the ones it accepts.
+ */
+const PERMISSION_SCOPES: Readonly<Record<Permission, string>> = {
+  [PERMISSION.read]:
+    "Read: list and read dead letters, their counts and failure groups, and bulk operations. Changes nothing.",
+  [PERMISSION.replay]:
+    "Replay dead letters, one at a time or in bulk (plan and start), and cancel bulk replays.",
+  [PERMISSION.discard]:
+    "Discard dead letters with a reason, one at a time or in bulk (plan and start), and cancel bulk discards.",
+};
+
+/**
+ * Where the API is. Its base URL is per deployment, so the first server is a template: `host` stands
+ * for the deployment's. Its default is under `.invalid`, a domain reserved never to resolve (RFC
+ * 2606), so a client nobody pointed at a deployment fails at once instead of sending a token to a
+ * host that happens to exist.
+ */
+const SERVERS = [
+  {
+    url: "https://{host}",
+    description:
+      "A deployment. Every path of this document is under its base URL: the stack output `ApiUrl` " +
+      "(API Gateway's invoke URL, `https://<api-id>.execute-api.<region>.amazonaws.com`), or the custom " +
+      "domain in front of it.",
+    variables: {
+      host: {
+        default: "jobfence-api.invalid",
+        description:
+          "The deployment's API host: the host of the stack output `ApiUrl` (`aws cloudformation " +
+          "describe-stacks --stack-name Jobfence --query \"Stacks[0].Outputs[?OutputKey=='ApiUrl'].OutputValue\"`), " +
+          "or your custom domain. The default is a placeholder that never resolves.",
+      },
+    },
+  },
+  {
+    url: "http://127.0.0.1:{port}",
+    description:
+      "The local stack (`npm start`): its `apiUrl` in `.local/stack.json`, with tokens for each permission " +
+      "beside it.",
+    variables: {
+      port: {
+        default: "8787",
+        description: "`JOBFENCE_API_PORT`; `npm start` prints the port it listens on.",
+      },
+    },
+  },
+];
+
+/**
+ * The token endpoint OpenAPI requires a flow to name. The API issues no tokens and needs no
+ * particular grant: it verifies whatever JWT the deployment's issuer signed. So the flow names a
+ * placeholder under `.invalid`, and the scheme's description says where the real endpoint is.
+ */
+const TOKEN_URL_PLACEHOLDER = "https://identity-provider.invalid/oauth2/token";
 
 type JsonSchema = z.core.JSONSchema.JSONSchema;
 type JsonObject = Record<string, unknown>;
@@ -313,7 +370,7 @@ export function buildOpenApiDocument(): object {
         schema,
       });
     }
-    let description: string | undefined;
+    let description = route.description;
     if (route.query) {
       const query = input.get(inputNames.get(route.query) ?? "") ?? {};
       const required = new Set(query.required ?? []);
@@ -328,7 +385,7 @@ export function buildOpenApiDocument(): object {
         });
       }
       if (query.additionalProperties === false)
-        description = "Query parameters not listed here are refused (400).";
+        description = `${description} Query parameters not listed here are refused (400).`;
     }
 
     const responses: Record<string, JsonObject> = {
@@ -357,7 +414,8 @@ export function buildOpenApiDocument(): object {
     const operation: JsonObject = {
       operationId: route.operationId,
       summary: route.summary,
-      ...(description !== undefined ? { description } : {}),
+      description,
+      tags: [route.tag],
       // OpenAPI: alternative security requirements, any one of which suffices.
       security: routePermissions(route).map((p) => ({ [BEARER]: [p] })),
       "x-required-permission": routePermissions(route).join(" | "),
@@ -381,6 +439,7 @@ export function buildOpenApiDocument(): object {
   }
 
   const problemKinds = [...usedProblems].sort((a, b) => PROBLEM[a].status - PROBLEM[b].status);
+  const usedTags = new Set(ROUTES.map((route) => route.tag));
   return {
     openapi: "3.1.0",
     info: {
@@ -390,20 +449,36 @@ export function buildOpenApiDocument(): object {
         "List, inspect, replay and discard the dead letters of jobfence's SQS consumers. " +
         "Generated from functions/dead-letters-api/routes.ts by `npm run openapi`; do not edit by hand. " +
         "The operator's guide is docs/api.md.",
+      contact: { name: "The jobfence project" },
+      license: { name: "Apache License 2.0", identifier: "Apache-2.0" },
     },
+    servers: SERVERS,
+    tags: Object.entries(ROUTE_TAGS)
+      .filter(([name]) => usedTags.has(name as keyof typeof ROUTE_TAGS))
+      .map(([name, description]) => ({ name, description })),
     paths,
     components: {
       schemas: Object.fromEntries([...components].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))),
       responses: Object.fromEntries(problemKinds.map((kind) => [pascal(kind), problemResponse(kind)])),
       securitySchemes: {
         [BEARER]: {
-          type: "http",
-          scheme: "bearer",
-          bearerFormat: "JWT",
+          type: "oauth2",
           description:
-            "A JWT carrying `sub`, `iat` and `exp`, issued at most the maximum token age ago (12 hours " +
+            "An OAuth 2.0 bearer token (`Authorization: Bearer <JWT>`): a JWT from the deployment's " +
+            "issuer carrying `sub`, `iat` and `exp`, issued at most the maximum token age ago (12 hours " +
             "by default), whose `scope` claim (space-separated) or `permissions` array grants the " +
-            "operation's permission (x-required-permission); its `sub` is recorded as the actor.",
+            "operation's permission (x-required-permission); its `sub` is recorded as the actor. " +
+            "The permissions are this scheme's scopes. The API verifies tokens (signature, `iss`, " +
+            "`aud`) and issues none: get one from the identity provider the deployment trusts, by " +
+            "whatever grant it offers. The flow's `tokenUrl` is a placeholder for that provider's " +
+            "token endpoint (for an OpenID Connect provider, the `token_endpoint` of " +
+            "`<issuer>/.well-known/openid-configuration`).",
+          flows: {
+            clientCredentials: {
+              tokenUrl: TOKEN_URL_PLACEHOLDER,
+              scopes: Object.fromEntries(Object.values(PERMISSION).map((p) => [p, PERMISSION_SCOPES[p]])),
+            },
+          },
         },
       },
     },

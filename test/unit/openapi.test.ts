@@ -15,6 +15,7 @@ import {
 import { ROUTES, type RouteSpec, routePermissions } from "../../functions/dead-letters-api/routes.ts";
 import { idempotencyKeySchema } from "../../shared/dead-letters/api-schemas.ts";
 import { PROBLEM, type ProblemKind } from "../../shared/errors/http.ts";
+import { PERMISSION } from "../../shared/http/auth.ts";
 import { problemType } from "../../shared/http/problem.ts";
 
 type Json = Record<string, unknown>;
@@ -104,15 +105,53 @@ describe("docs/openapi.json", () => {
 });
 
 describe("the OpenAPI document", () => {
-  it("is OpenAPI 3.1 with the API's title and version and a bearer JWT scheme", () => {
+  it("is OpenAPI 3.1 with the API's title and version and an OAuth 2.0 bearer JWT scheme", () => {
     expect(doc.openapi).toBe("3.1.0");
     expect(doc.info).toMatchObject({ title: OPENAPI_TITLE, version: OPENAPI_DOCUMENT_VERSION });
     const components = objectAt(doc.components, "components");
-    expect(objectAt(components.securitySchemes, "securitySchemes").bearer).toMatchObject({
-      type: "http",
-      scheme: "bearer",
-      bearerFormat: "JWT",
+    const scheme = objectAt(objectAt(components.securitySchemes, "securitySchemes").bearer, "bearer");
+    // OpenAPI gives scopes to oauth2 schemes only: the permissions are declared as its scopes.
+    expect(scheme.type).toBe("oauth2");
+    expect(scheme.description).toEqual(expect.stringContaining("`Authorization: Bearer <JWT>`"));
+    const flows = objectAt(scheme.flows, "flows");
+    expect(Object.keys(flows)).toEqual(["clientCredentials"]);
+    const flow = objectAt(flows.clientCredentials, "clientCredentials");
+    // The token endpoint is the deployment's identity provider's: a placeholder that cannot resolve.
+    expect(new URL(String(flow.tokenUrl)).hostname.endsWith(".invalid")).toBe(true);
+    const scopes = objectAt(flow.scopes, "scopes");
+    expect(Object.keys(scopes).sort()).toEqual(Object.values(PERMISSION).sort());
+    for (const [scope, about] of Object.entries(scopes)) {
+      expect(typeof about === "string" && about.length > 0, scope).toBe(true);
+    }
+  });
+
+  it("names its servers, its licence and its contact, and lists every operation under a described tag", () => {
+    const servers = doc.servers as Json[];
+    const [deployed, local] = servers;
+    // A deployment's host is its own (the stack output ApiUrl); the default never resolves.
+    expect(deployed).toMatchObject({
+      url: "https://{host}",
+      variables: { host: { default: "jobfence-api.invalid" } },
     });
+    expect(String(objectAt(objectAt(deployed?.variables, "variables").host, "host").description)).toContain(
+      "ApiUrl",
+    );
+    expect(local).toMatchObject({ url: "http://127.0.0.1:{port}", variables: { port: { default: "8787" } } });
+    expect(doc.info).toMatchObject({
+      license: { identifier: "Apache-2.0" },
+      contact: { name: expect.any(String) },
+    });
+    const tags = (doc.tags as Json[]).map((tag) => tag.name);
+    for (const tag of doc.tags as Json[])
+      expect(String(tag.description).length, String(tag.name)).toBeGreaterThan(0);
+    for (const route of ROUTES) {
+      const operation = operationOf(route);
+      expect(operation.tags).toEqual([route.tag]);
+      expect(tags).toContain(route.tag);
+      expect(String(operation.description)).toContain(route.description);
+    }
+    // Only tags some operation uses are declared.
+    expect(new Set(tags)).toEqual(new Set(ROUTES.map((route) => route.tag)));
   });
 
   it("has every route with its method, path, operationId and required permission, and nothing else", () => {
