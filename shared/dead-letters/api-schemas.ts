@@ -28,6 +28,11 @@ export const API_LIMITS = Object.freeze({
   maxDelaySeconds: 900,
   /** Rows per second a bulk operation may be paced at, at most. */
   maxRatePerSecond: 1000,
+  /**
+   * Rows per second a bulk operation may be paced at, at least: one row every 100 seconds. The
+   * table's CHECK (migration 0029) holds the same floor.
+   */
+  minRatePerSecond: 0.01,
   /** Default pace of a bulk replay, messages per second: gentle on the consumer's database. */
   defaultReplayRate: 50,
   /** Default pace of a bulk discard, rows per second (nothing is sent). */
@@ -171,11 +176,11 @@ export const replayBodySchema = z
 const rate = (fallback: number) =>
   z
     .number()
-    .positive()
+    .min(API_LIMITS.minRatePerSecond)
     .max(API_LIMITS.maxRatePerSecond)
     .default(fallback)
     .describe(
-      `Rows handled per second at most (default ${fallback}, at most ${API_LIMITS.maxRatePerSecond}).`,
+      `Rows handled per second at most (default ${fallback}; from ${API_LIMITS.minRatePerSecond}, one row every ${1 / API_LIMITS.minRatePerSecond} seconds, to ${API_LIMITS.maxRatePerSecond}).`,
     );
 
 const confirmationToken = z

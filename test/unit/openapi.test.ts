@@ -183,14 +183,17 @@ describe("the OpenAPI document", () => {
     expect(bodyOf("startBulkReplay")).toMatchObject({
       additionalProperties: false,
       properties: {
-        rate_per_second: { default: 50, maximum: 1000 },
+        rate_per_second: { default: 50, minimum: 0.01, maximum: 1000 },
         delay_seconds: { default: 0, minimum: 0, maximum: 900 },
       },
     });
     const discardBulk = bodyOf("startBulkDiscard");
     expect(discardBulk).toMatchObject({
       additionalProperties: false,
-      properties: { rate_per_second: { default: 200 }, reason: { minLength: 1, maxLength: 2000 } },
+      properties: {
+        rate_per_second: { default: 200, minimum: 0.01, maximum: 1000 },
+        reason: { minLength: 1, maxLength: 2000 },
+      },
     });
     expect(discardBulk.required).toContain("reason");
   });
