@@ -50,6 +50,17 @@ function trimmedCharacters(max: number): RegExp {
   return new RegExp(`^\\s*[^\\s](?:[\\s\\S]{0,${max - 2}}[^\\s])?\\s*$`, "u");
 }
 
+/**
+ * A value this API issued and signed (a list cursor, a plan token): `base64url.base64url`, at most
+ * `max` characters (ASCII, so zod's count and JSON Schema's agree). Only the signature check says
+ * whether it is one; this is its shape.
+ */
+const sealedText = (max: number) =>
+  z
+    .string()
+    .max(max)
+    .regex(/^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/, "is not a value this API issued (base64url.base64url)");
+
 /** A string filter: text PostgreSQL can compare as sent, from 1 to `max` characters (code points). */
 const filterText = (max: number) => storableText.pipe(characters(1, max));
 
@@ -133,11 +144,11 @@ export const listQuerySchema = z
       API_LIMITS.defaultPageSize,
       `Rows per page, 1–${API_LIMITS.maxPageSize}, in decimal digits.`,
     ),
-    cursor: z
-      .string()
-      .max(512)
+    cursor: sealedText(512)
       .optional()
-      .describe("next_cursor of the previous page, with the same filters."),
+      .describe(
+        "next_cursor of the previous page, with the same filters. Opaque and signed: any other value, or one sent with other filters, is refused (400).",
+      ),
   })
   .strict();
 
@@ -243,12 +254,11 @@ const rate = (fallback: number) =>
       `Rows handled per second at most (default ${fallback}; from ${API_LIMITS.minRatePerSecond}, one row every ${1 / API_LIMITS.minRatePerSecond} seconds, to ${API_LIMITS.maxRatePerSecond}).`,
     );
 
-const confirmationToken = z
-  .string()
-  .min(1)
-  .max(1024)
+const confirmationToken = sealedText(1024)
   .optional()
-  .describe("The plan's token: required when the set is large or is every pending dead letter.");
+  .describe(
+    "The plan's token: required when the set is large or is every pending dead letter. Opaque and signed: a value the API did not issue, or issued for another filter or kind, is refused (400); an expired, stale or used one is a 409.",
+  );
 
 /** Body of `POST /v1/core/dead-letters/replay/plan`. */
 export const replayPlanBodySchema = z
