@@ -16,6 +16,7 @@ import {
   idempotencyKeySchema,
   operationSchema,
   operationStartSchema,
+  QUERY_INTEGERS,
 } from "../../shared/dead-letters/api-schemas.ts";
 import { IDEMPOTENCY } from "../../shared/dead-letters/idempotency.ts";
 import { DEAD_LETTER_STATUSES } from "../../shared/dead-letters/status.ts";
@@ -213,27 +214,62 @@ function problemKindOf(status: number): ProblemKind {
 }
 
 /**
- * zod describes a pipe's input by its first half only, so `storableText.pipe(z.string().max(128))`
- * would lose the bounds the second half enforces. When the first half is a string schema that only
- * checks (no coercion, no trim or other rewrite), the value reaching the second half is the value
- * sent, so the second half's string keywords hold for the input too: merge them in.
+ * The strings a value passes through unchanged, in order, when `schema` is a string schema that only
+ * checks (no coercion, no trim or other rewrite) or a chain of pipes of such; otherwise undefined.
  */
-function keepPipeBounds(ctx: { zodSchema: z.core.$ZodTypes; jsonSchema: JsonSchema }): void {
-  const schema = ctx.zodSchema;
-  if (!(schema instanceof z.core.$ZodPipe)) return;
-  const first = schema._zod.def.in;
-  if (!(first instanceof z.core.$ZodString) || first._zod.def.coerce) return;
-  if ((first._zod.def.checks ?? []).some((check) => check._zod.def.check === "overwrite")) return;
-  if (ctx.jsonSchema.type !== "string") return;
-  const second = convert(schema._zod.def.out, "input");
-  if (second.type !== "string") return;
+function checkedStrings(schema: z.core.$ZodType): z.core.$ZodString[] | undefined {
+  if (schema instanceof z.core.$ZodString) {
+    if (schema._zod.def.coerce) return undefined;
+    if ((schema._zod.def.checks ?? []).some((check) => check._zod.def.check === "overwrite"))
+      return undefined;
+    return [schema];
+  }
+  if (schema instanceof z.core.$ZodPipe) {
+    const first = checkedStrings(schema._zod.def.in);
+    const second = checkedStrings(schema._zod.def.out);
+    return first && second ? [...first, ...second] : undefined;
+  }
+  return undefined;
+}
+
+/**
+ * The document must refuse what the server refuses. Two shapes need help:
+ * - zod describes a pipe's input by its first half only, so `storableText.pipe(characters(1, 128))`
+ *   would lose the bounds the second half enforces. When every half is a string schema that only
+ *   checks, the value reaching each is the value sent, so each one's keywords hold for the input:
+ *   merge them all (a keyword two halves set differently, such as two patterns, goes under allOf).
+ * - a {@link queryInteger} reads decimal digits and turns them into a number; a client sends the
+ *   integer, so the document shows `type: integer` with its bounds and default.
+ */
+function exactInput(ctx: { zodSchema: z.core.$ZodTypes; jsonSchema: JsonSchema }): void {
+  const integer = QUERY_INTEGERS.get(ctx.zodSchema);
+  if (integer !== undefined) {
+    const description = ctx.jsonSchema.description;
+    for (const key of Object.keys(ctx.jsonSchema)) delete (ctx.jsonSchema as Record<string, unknown>)[key];
+    Object.assign(ctx.jsonSchema, {
+      ...(description !== undefined ? { description } : {}),
+      type: "integer",
+      ...integer,
+    });
+    return;
+  }
+  if (!(ctx.zodSchema instanceof z.core.$ZodPipe) || ctx.jsonSchema.type !== "string") return;
+  const parts = checkedStrings(ctx.zodSchema);
+  if (parts === undefined) return;
   const target: Record<string, unknown> = ctx.jsonSchema;
-  for (const key of ["minLength", "maxLength", "pattern", "format"]) {
-    const wanted = second[key];
-    if (wanted === undefined) continue;
-    const present = target[key];
-    if (present === undefined) target[key] = wanted;
-    else if (present !== wanted) ctx.jsonSchema.allOf = [...(ctx.jsonSchema.allOf ?? []), { [key]: wanted }];
+  for (const part of parts) {
+    const keywords = convert(part, "input");
+    for (const key of ["minLength", "maxLength", "pattern", "format"]) {
+      const wanted = keywords[key];
+      if (wanted === undefined) continue;
+      const present = target[key];
+      const elsewhere = (ctx.jsonSchema.allOf ?? []).some(
+        (s) => typeof s === "object" && (s as Record<string, unknown>)[key] === wanted,
+      );
+      if (present === undefined) target[key] = wanted;
+      else if (present !== wanted && !elsewhere)
+        ctx.jsonSchema.allOf = [...(ctx.jsonSchema.allOf ?? []), { [key]: wanted }];
+    }
   }
 }
 
@@ -242,7 +278,7 @@ const conversionOptions = (io: "input" | "output") =>
     target: "draft-2020-12",
     io,
     unrepresentable: "any",
-    ...(io === "input" ? { override: keepPipeBounds } : {}),
+    ...(io === "input" ? { override: exactInput } : {}),
   }) as const;
 
 /** One schema as JSON Schema, without `$schema`. */

@@ -45,7 +45,7 @@ import { decodeCursor, encodeCursor } from "../../shared/dead-letters/cursor.ts"
 import { discardDeadLetter, type ReplayDeps, replayDeadLetter } from "../../shared/dead-letters/replay.ts";
 import { HttpProblem } from "../../shared/errors/http.ts";
 import { PERMISSION, type Permission, type Principal, requirePermission } from "../../shared/http/auth.ts";
-import { parseJsonBody, parsePathParameter, parseQuery } from "../../shared/http/request.ts";
+import { parseJsonBody, parsePathParameter, parseQuery, queryParameters } from "../../shared/http/request.ts";
 
 /** What a route's operation receives. */
 export interface OperationInput {
@@ -166,7 +166,7 @@ export const ROUTES: readonly RouteSpec[] = [
     success: { status: 200, schema: statsResponseSchema },
     errors: [],
     operate: async ({ event, deps }) => {
-      if (Object.keys(event.queryStringParameters ?? {}).length > 0) {
+      if (Object.keys(queryParameters(event)).length > 0) {
         throw new HttpProblem("invalidRequest", "stats takes no query parameters");
       }
       return deadLetterStats(deps.pool, API_LIMITS.statsGroupsPerConsumer);

@@ -20,9 +20,47 @@ function invalid(where: string, error: z.ZodError): HttpProblem {
   );
 }
 
-/** Parses the query string (API Gateway joins repeated keys with commas). */
+/** A problem about one query parameter, in the shape of a validation failure. */
+function invalidParameter(name: string, message: string): HttpProblem {
+  return new HttpProblem("invalidRequest", `invalid query: ${name}: ${message}`, {
+    extensions: { errors: [{ location: "query", field: name, message }] },
+  });
+}
+
+/** Decodes one name or value of a query string as a form does: `+` is a space, `%XX` UTF-8 bytes. */
+function decodeQueryPart(part: string, name: string): string {
+  try {
+    return decodeURIComponent(part.replaceAll("+", " "));
+  } catch {
+    throw invalidParameter(name, "is not valid percent-encoded UTF-8");
+  }
+}
+
+/**
+ * The query's parameters, read from the raw query string. API Gateway's `queryStringParameters`
+ * joins a repeated name's values with commas, so `consumer=a&consumer=b` would read as the one
+ * value `a,b`: here a parameter given twice is refused, naming it. Without a raw query string (an
+ * event built by hand) the parsed parameters are taken as they are.
+ */
+export function queryParameters(event: APIGatewayProxyEventV2): Record<string, string> {
+  // No prototype: a parameter named __proto__ stays a parameter (and is refused as unknown).
+  const parameters: Record<string, string> = Object.create(null);
+  if (event.rawQueryString === undefined) return Object.assign(parameters, event.queryStringParameters);
+  for (const pair of event.rawQueryString.split("&")) {
+    if (pair === "") continue;
+    const at = pair.indexOf("=");
+    const rawName = at < 0 ? pair : pair.slice(0, at);
+    const name = decodeQueryPart(rawName, rawName);
+    const value = decodeQueryPart(at < 0 ? "" : pair.slice(at + 1), name);
+    if (Object.hasOwn(parameters, name)) throw invalidParameter(name, "is given more than once");
+    parameters[name] = value;
+  }
+  return parameters;
+}
+
+/** Parses the query string: each parameter once, validated by `schema`. */
 export function parseQuery<S extends z.ZodType>(event: APIGatewayProxyEventV2, schema: S): z.output<S> {
-  const result = schema.safeParse(event.queryStringParameters ?? {});
+  const result = schema.safeParse(queryParameters(event));
   if (!result.success) throw invalid("query", result.error);
   return result.data;
 }

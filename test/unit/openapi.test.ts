@@ -252,7 +252,13 @@ describe("the OpenAPI document", () => {
     expect(body.required).toBe(true);
     const schema = deref(objectAt(objectAt(body.content, "content")["application/json"], "media").schema);
     expect(schema.required).toEqual(["reason"]);
-    expect(schema).toMatchObject({ properties: { reason: { minLength: 1, maxLength: 2000 } } });
+    // 1–2000 characters once trimmed, as the server counts: the bound is a pattern, not maxLength,
+    // since a reason is stored trimmed and a maxLength would refuse "  <2000 characters>\n".
+    const reasonBounds = {
+      type: "string",
+      allOf: expect.arrayContaining([{ pattern: "^\\s*[^\\s](?:[\\s\\S]{0,1998}[^\\s])?\\s*$" }]),
+    };
+    expect(schema).toMatchObject({ properties: { reason: reasonBounds } });
 
     const bodyOf = (operationId: string) => {
       const operation = operationOf(ROUTES.find((r) => r.operationId === operationId) as RouteSpec);
@@ -262,14 +268,17 @@ describe("the OpenAPI document", () => {
     expect(bodyOf("startBulkReplay")).toMatchObject({
       additionalProperties: false,
       properties: {
-        rate_per_second: { default: 50, maximum: 1000 },
+        rate_per_second: { default: 50, minimum: 0.01, maximum: 1000 },
         delay_seconds: { default: 0, minimum: 0, maximum: 900 },
       },
     });
     const discardBulk = bodyOf("startBulkDiscard");
     expect(discardBulk).toMatchObject({
       additionalProperties: false,
-      properties: { rate_per_second: { default: 200 }, reason: { minLength: 1, maxLength: 2000 } },
+      properties: {
+        rate_per_second: { default: 200, minimum: 0.01, maximum: 1000 },
+        reason: reasonBounds,
+      },
     });
     expect(discardBulk.required).toContain("reason");
   });

@@ -389,6 +389,8 @@ export interface ChunkProgress {
   /** The set position of the chunk's last row; null for an empty chunk. */
   readonly lastPosition: number | null;
   readonly rows: number;
+  /** Seconds before the operation is due again (the worker's pacing policy). */
+  readonly pauseSeconds: number;
   readonly replayed: number;
   readonly superseded: number;
   readonly discarded: number;
@@ -400,7 +402,7 @@ export interface ChunkProgress {
 
 /**
  * Records a chunk in the operation, in the chunk's transaction, and paces it: not due again before
- * rows / rate seconds after it was due (or now, if it ran late), so a resumed operation does not burst.
+ * `pauseSeconds` after it was due (or now, if it ran late), so a resumed operation does not burst.
  */
 export async function recordChunk(tx: Queryable, id: string, progress: ChunkProgress): Promise<void> {
   await tx.query(
@@ -409,7 +411,7 @@ export async function recordChunk(tx: Queryable, id: string, progress: ChunkProg
             processed = processed + $3, replayed = replayed + $4, superseded = superseded + $5,
             discarded = discarded + $6, conflicts = conflicts + $7, failed = failed + $8,
             chunk_failures = 0, last_error = NULL,
-            next_run_at = greatest(next_run_at, now()) + make_interval(secs => $3 / rate_per_second),
+            next_run_at = greatest(next_run_at, now()) + make_interval(secs => $10),
             status = CASE WHEN $9 THEN 'completed' ELSE status END,
             finished_at = CASE WHEN $9 THEN now() ELSE finished_at END
       WHERE id = $1`,
@@ -423,6 +425,7 @@ export async function recordChunk(tx: Queryable, id: string, progress: ChunkProg
       progress.conflicts,
       progress.failed,
       progress.done,
+      progress.pauseSeconds,
     ],
   );
 }
