@@ -120,8 +120,11 @@ const PROBLEM_HEADERS: Partial<Record<ProblemKind, JsonObject>> = {
   },
 };
 
-/** Statuses every operation can answer with a problem; 415 is added where the route takes a body. */
-const COMMON_ERROR_STATUSES = [400, 401, 403, 500, 503] as const;
+/**
+ * Statuses every operation can answer with a problem; 415 is added where the route takes a body.
+ * 413: a body over the size limit is refused before any route sees it, whatever the method.
+ */
+const COMMON_ERROR_STATUSES = [400, 401, 403, 413, 500, 503] as const;
 
 const pascal = (name: string) => name.charAt(0).toUpperCase() + name.slice(1);
 const ref = (prefix: string, name: string) => ({ $ref: `${prefix}${name}` });

@@ -58,7 +58,19 @@ export interface OperationInput {
 }
 
 /** What the routes run on. */
-export type RouteDeps = ReplayDeps & BulkDeps;
+export type RouteDeps = ReplayDeps &
+  BulkDeps & {
+    /** The OpenAPI document as `npm run openapi` writes it (built by the caller: openapi.ts imports this table). */
+    readonly openApiDocument: () => string;
+  };
+
+/** A success body already rendered as JSON, answered byte for byte. */
+export class JsonText {
+  readonly text: string;
+  constructor(text: string) {
+    this.text = text;
+  }
+}
 
 /** A route: how it is reached, who may call it, what it takes and gives, and what it does. */
 export interface RouteSpec {
@@ -80,6 +92,15 @@ export interface RouteSpec {
 }
 
 const BASE = "/v1/core/dead-letters";
+
+/** Where the API serves its own OpenAPI document. */
+export const OPENAPI_PATH = "/v1/core/openapi.json";
+
+/** The served document: an OpenAPI 3.1 object, described here only by what every one has. */
+const openApiDocumentSchema = z
+  .object({ openapi: z.string(), info: z.object({ title: z.string(), version: z.string() }).loose() })
+  .loose()
+  .describe("This document: the API's OpenAPI 3.1 description, as docs/openapi.json holds it.");
 
 /** A body with no fields (cancel); an empty object is tolerated. */
 export const emptyBody = z.object({}).strict().describe("No fields.");
@@ -287,6 +308,21 @@ export const ROUTES: readonly RouteSpec[] = [
       const id = idOf(event);
       const { reason } = parseJsonBody(event, discardBodySchema);
       return discardDeadLetter(deps.pool, id, reason, actor);
+    },
+  },
+  {
+    method: "GET",
+    path: OPENAPI_PATH,
+    operationId: "getOpenApiDocument",
+    summary: "This API's OpenAPI document, the version the server runs",
+    permission: PERMISSION.read,
+    success: { status: 200, schema: openApiDocumentSchema },
+    errors: [],
+    operate: async ({ event, deps }) => {
+      if (Object.keys(event.queryStringParameters ?? {}).length > 0) {
+        throw new HttpProblem("invalidRequest", "the document takes no query parameters");
+      }
+      return new JsonText(deps.openApiDocument());
     },
   },
 ];

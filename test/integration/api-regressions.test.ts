@@ -94,20 +94,75 @@ describe("inputs", () => {
 
 describe("routing", () => {
   it.each([
-    ["DELETE", "/v1/core/dead-letters", "GET"],
+    ["DELETE", "/v1/core/dead-letters", "GET, HEAD"],
     ["PUT", "/v1/core/dead-letters/00000000-0000-4000-8000-000000000000/discard", "POST"],
-    // GET reaches /{id} (and is refused there as not a UUID), so both methods are allowed.
-    ["PATCH", "/v1/core/dead-letters/replay", "GET, POST"],
+    // A literal path wins over {id}: these are the bulk routes' paths, which take POST only.
+    ["PATCH", "/v1/core/dead-letters/replay", "POST"],
+    ["GET", "/v1/core/dead-letters/replay", "POST"],
+    ["GET", "/v1/core/dead-letters/discard", "POST"],
+    ["HEAD", "/v1/core/dead-letters/discard", "POST"],
+    ["GET", "/v1/core/dead-letters/replay/plan", "POST"],
+    ["GET", "/v1/core/dead-letters/discard/plan", "POST"],
+    ["POST", "/v1/core/dead-letters/operations", "GET, HEAD"],
+    ["POST", "/v1/core/dead-letters/stats", "GET, HEAD"],
+    ["GET", "/v1/core/dead-letters/operations/00000000-0000-4000-8000-000000000000/cancel", "POST"],
   ])("%s %s is 405 with Allow: %s", async (method, path, allow) => {
     const response = await bed.call(method, path, { token: bed.tokens.admin });
     expect(response.status).toBe(405);
-    expect(response.contentType).toBe("application/problem+json");
     expect(response.headers.get("allow")).toBe(allow);
+    if (method === "HEAD") {
+      expect(response.body).toBeUndefined();
+      return;
+    }
+    expect(response.contentType).toBe("application/problem+json");
+    expect(response.body).toMatchObject({ status: 405, instance: path });
   });
 
   it("an unknown path is 404", async () => {
     const response = await bed.call("GET", "/v1/core/nothing-here", { token: bed.tokens.admin });
     expect(response.status).toBe(404);
     expect(response.contentType).toBe("application/problem+json");
+  });
+
+  it("answers 405 and 404 before it reads a token (in AWS those routes have no authorizer); an operation still needs one", async () => {
+    for (const token of [undefined, "not-a-jwt", bed.tokens.none]) {
+      const options = token === undefined ? {} : { token };
+      const wrong = await bed.call("GET", `${BASE}/replay`, options);
+      expect(wrong.status).toBe(405);
+      expect(wrong.headers.get("allow")).toBe("POST");
+      expect((await bed.call("DELETE", `${BASE}/${id}`, options)).status).toBe(405);
+      expect((await bed.call("GET", "/v1/core/nothing-here", options)).status).toBe(404);
+    }
+    const replay = await bed.call("POST", `${BASE}/${id}/replay`);
+    expect(replay.status).toBe(401);
+    expect(replay.headers.get("www-authenticate")).toMatch(/^Bearer /);
+  });
+});
+
+describe("HEAD", () => {
+  /** Headers that describe the connection or the body's framing, not the answer. */
+  const FRAMING = new Set(["date", "connection", "keep-alive", "transfer-encoding", "content-length"]);
+  const answerHeaders = (headers: Headers) =>
+    Object.fromEntries([...headers].filter(([name]) => !FRAMING.has(name)));
+
+  const cases: Array<[string, () => string, "read" | "discard" | undefined]> = [
+    ["the list", () => `${BASE}?limit=1`, "read"],
+    ["stats", () => `${BASE}/stats`, "read"],
+    ["groups", () => `${BASE}/groups`, "read"],
+    ["operations", () => `${BASE}/operations`, "read"],
+    ["one dead letter", () => `${BASE}/${id}`, "read"],
+    ["an unknown dead letter", () => `${BASE}/00000000-0000-4000-8000-000000000000`, "read"],
+    ["an id that is not a UUID", () => `${BASE}/not-a-uuid`, "read"],
+    ["one dead letter, without the read permission", () => `${BASE}/${id}`, "discard"],
+    ["one dead letter, without a token", () => `${BASE}/${id}`, undefined],
+  ];
+  it.each(cases)("on %s answers as GET does, without a body", async (_, path, token) => {
+    const options = token ? { token: bed.tokens[token] } : {};
+    const get = await bed.call("GET", path(), options);
+    const head = await bed.call("HEAD", path(), options);
+    expect(head.status).toBe(get.status);
+    expect(answerHeaders(head.headers)).toEqual(answerHeaders(get.headers));
+    expect(head.body).toBeUndefined();
+    expect(get.body).toBeDefined();
   });
 });
