@@ -8,6 +8,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2, Context } from "aws-lambda";
 import { HttpProblem } from "../shared/errors/http.ts";
 import { problemResponse } from "../shared/http/problem.ts";
+import { MAX_REQUEST_BODY_BYTES } from "../shared/http/request.ts";
 import { LOCAL_ACCOUNT } from "./aws-clients.ts";
 import { lambdaContext } from "./lambda-context.ts";
 
@@ -17,7 +18,7 @@ export type HttpApiHandler = (
 ) => Promise<APIGatewayProxyStructuredResultV2>;
 
 /** API Gateway refuses request bodies over 10 MB; so does the adapter. */
-export const MAX_BODY_BYTES = 10 * 1024 * 1024;
+export const MAX_BODY_BYTES = MAX_REQUEST_BODY_BYTES;
 
 /**
  * How long a refused request's connection is kept reading (and discarding) what the client still

@@ -20,6 +20,7 @@ import { DEAD_LETTER_STATUSES } from "../../shared/dead-letters/status.ts";
 import { PROBLEM, type ProblemKind } from "../../shared/errors/http.ts";
 import { PERMISSION } from "../../shared/http/auth.ts";
 import { PROBLEM_CONTENT_TYPE, problemType } from "../../shared/http/problem.ts";
+import { MAX_REQUEST_BODY_BYTES } from "../../shared/http/request.ts";
 import { ROUTES, type RouteSpec, routePermissions } from "./routes.ts";
 
 /** The document's `info.version`: the version of the API contract. Raise it when the contract changes. */
@@ -120,6 +121,14 @@ const PROBLEM_HEADERS: Partial<Record<ProblemKind, JsonObject>> = {
   },
 };
 
+/** What a problem's response says where its title is not the whole story. */
+const PROBLEM_DESCRIPTIONS: Partial<Record<ProblemKind, string>> = {
+  contentTooLarge:
+    `The request body is over ${MAX_REQUEST_BODY_BYTES} bytes (10 MB), whatever the operation. ` +
+    "In AWS, API Gateway refuses it itself, with its own 413 and a JSON body holding a `message`, " +
+    "not this problem document; the function never sees the request.",
+};
+
 /**
  * Statuses every operation can answer with a problem; 415 is added where the route takes a body.
  * 413: a body over the size limit is refused before any route sees it, whatever the method.
@@ -218,7 +227,7 @@ function errorStatuses(route: RouteSpec): number[] {
 function problemResponse(kind: ProblemKind): JsonObject {
   const headers = PROBLEM_HEADERS[kind];
   return {
-    description: PROBLEM[kind].title,
+    description: PROBLEM_DESCRIPTIONS[kind] ?? PROBLEM[kind].title,
     ...(headers ? { headers } : {}),
     content: {
       [PROBLEM_CONTENT_TYPE]: {

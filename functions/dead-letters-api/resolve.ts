@@ -90,9 +90,9 @@ export function createResolver(
 ): (method: string, path: string) => Resolution {
   const resources = resourcesOf(routes);
   return (method, path) => {
-    // One trailing slash is tolerated, as the router before this one did; an empty segment is not.
-    const trimmed = path.length > 1 && path.endsWith("/") ? path.slice(0, -1) : path;
-    const parts = trimmed.split("/");
+    // Exactly the paths of the table: no empty segment, so no trailing slash either. A request
+    // that reaches the function by API Gateway's $default route is then never an operation.
+    const parts = path.split("/");
     if (parts[0] !== "" || parts.slice(1).some((part) => part === "")) return { kind: "notFound" };
     const sent = parts.slice(1);
     let best: { resource: Resource; parameters: Record<string, string> } | undefined;

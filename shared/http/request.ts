@@ -4,6 +4,12 @@ import type { z } from "zod";
 import { parseJson } from "../envelope/parse-json.ts";
 import { HttpProblem } from "../errors/http.ts";
 
+/**
+ * The largest request body the API takes: API Gateway's own limit for an HTTP API, which the local
+ * server applies too (a 413 above it).
+ */
+export const MAX_REQUEST_BODY_BYTES = 10 * 1024 * 1024;
+
 /** The zod issues as problem `errors`: where and what. */
 function invalid(where: string, error: z.ZodError): HttpProblem {
   const errors = error.issues.slice(0, 20).map((issue) => ({

@@ -2,6 +2,7 @@
  * Regressions found by the API's robustness tests: each request here once reached the database
  * and came back as a 500, or was refused where it should not have been.
  */
+import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ApiTestBed, apiTestBed } from "../support/api-harness.ts";
 import { insertDeadLetter } from "../support/fixtures.ts";
@@ -164,5 +165,34 @@ describe("HEAD", () => {
     expect(answerHeaders(head.headers)).toEqual(answerHeaders(get.headers));
     expect(head.body).toBeUndefined();
     expect(get.body).toBeDefined();
+  });
+});
+
+describe("the OpenAPI document", () => {
+  const committed = readFileSync(new URL("../../docs/openapi.json", import.meta.url), "utf8");
+
+  it("is served at /v1/core/openapi.json, byte for byte what npm run openapi writes", async () => {
+    const response = await fetch(`${bed.apiUrl}/v1/core/openapi.json`, {
+      headers: { authorization: `Bearer ${bed.tokens.read}` },
+    });
+    expect(response.status).toBe(200);
+    expect(response.headers.get("content-type")).toBe("application/json");
+    expect(await response.text()).toBe(committed);
+    // It describes itself.
+    expect(JSON.parse(committed).paths["/v1/core/openapi.json"].get.operationId).toBe("getOpenApiDocument");
+  });
+
+  it("needs the read permission, answers HEAD, and takes no query", async () => {
+    expect((await bed.call("GET", "/v1/core/openapi.json")).status).toBe(401);
+    const forbidden = await bed.call("GET", "/v1/core/openapi.json", { token: bed.tokens.discard });
+    expect(forbidden.status).toBe(403);
+    expect(forbidden.body.required_permission).toBe("core.dead_letters.read");
+    const head = await bed.call("HEAD", "/v1/core/openapi.json", { token: bed.tokens.read });
+    expect(head.status).toBe(200);
+    expect(head.body).toBeUndefined();
+    expect((await bed.call("GET", "/v1/core/openapi.json?x=1", { token: bed.tokens.read })).status).toBe(400);
+    const post = await bed.call("POST", "/v1/core/openapi.json", { token: bed.tokens.read });
+    expect(post.status).toBe(405);
+    expect(post.headers.get("allow")).toBe("GET, HEAD");
   });
 });

@@ -11,6 +11,7 @@ import {
   OPENAPI_DOCUMENT_VERSION,
   OPENAPI_TITLE,
   problemSchema,
+  renderOpenApiDocument,
 } from "../../functions/dead-letters-api/openapi.ts";
 import { ROUTES, type RouteSpec, routePermissions } from "../../functions/dead-letters-api/routes.ts";
 import { PROBLEM, type ProblemKind } from "../../shared/errors/http.ts";
@@ -95,6 +96,8 @@ describe("docs/openapi.json", () => {
     // toEqual ignores key order; the committed file must also keep the generator's order.
     expect(JSON.stringify(parsed), stale).toBe(JSON.stringify(doc));
     expect(committed.endsWith("}\n"), `${stale} (it must end with one newline)`).toBe(true);
+    // Byte for byte: the API serves these bytes at GET /v1/core/openapi.json.
+    expect(committed, stale).toBe(renderOpenApiDocument());
   });
 
   it("is built the same way every time", () => {
@@ -129,10 +132,10 @@ describe("the OpenAPI document", () => {
     expect(operations()).toHaveLength(ROUTES.length);
   });
 
-  it("documents 400, 401, 403, 500 and 503 on every operation as problem+json, and each route's own errors", () => {
+  it("documents 400, 401, 403, 413, 500 and 503 on every operation as problem+json, and each route's own errors", () => {
     for (const route of ROUTES) {
       const responses = objectAt(operationOf(route).responses, "responses");
-      const statuses = [400, 401, 403, 500, 503, ...route.errors, ...(route.body ? [415] : [])];
+      const statuses = [400, 401, 403, 413, 500, 503, ...route.errors, ...(route.body ? [415] : [])];
       for (const status of statuses) {
         const response = deref(responses[String(status)]);
         const kind = (Object.keys(PROBLEM) as ProblemKind[]).find((k) => PROBLEM[k].status === status);
@@ -143,6 +146,14 @@ describe("the OpenAPI document", () => {
       }
       const success = deref(responses[String(route.success.status)]);
       expect(objectAt(success.content, "content")["application/json"]).toBeDefined();
+    }
+  });
+
+  it("says how large a body may be, and what API Gateway answers above it", () => {
+    for (const route of ROUTES) {
+      const tooLarge = deref(objectAt(operationOf(route).responses, "responses")["413"]);
+      expect(tooLarge.description, `${route.method} ${route.path}`).toMatch(/over 10485760 bytes \(10 MB\)/);
+      expect(tooLarge.description).toMatch(/API Gateway refuses it itself/);
     }
   });
 
