@@ -153,7 +153,11 @@ export class DeadLetterApi extends Construct {
       jwtAudience: [props.jwtAudience],
       identitySource: ["$request.header.Authorization"],
     });
-    const integration = new HttpLambdaIntegration("Handler", this.handler.function);
+    // One invoke permission for the whole API, not one per route: with every method of every path
+    // routed (below), per-route statements would overflow the function's 20 KB resource policy.
+    const integration = new HttpLambdaIntegration("Handler", this.handler.function, {
+      scopePermissionToRoute: false,
+    });
     // Routes without an operation (another method of a path, $default for a path the API does
     // not have) are answered by the handler with a 405 or 404 problem before it reads any token,
     // so they need no authorizer; the handler verifies the token itself before any operation.

@@ -100,6 +100,21 @@ describe("DeadLetterApi", () => {
     }
   });
 
+  it("lets this API, and only it, invoke the handler, with one permission for all its routes", () => {
+    const fn = logicalId(env.stack, api.handler.function);
+    const permissions = Object.values(template.findResources("AWS::Lambda::Permission")).filter((p) =>
+      JSON.stringify(p.Properties.FunctionName).includes(fn),
+    );
+    expect(permissions).toHaveLength(1);
+    expect(permissions[0]?.Properties).toMatchObject({
+      Action: "lambda:InvokeFunction",
+      Principal: "apigateway.amazonaws.com",
+    });
+    const source = JSON.stringify(permissions[0]?.Properties.SourceArn);
+    expect(source).toContain(JSON.stringify({ Ref: logicalId(env.stack, api.api) }));
+    expect(source).toContain("/*/*/*");
+  });
+
   it("sends every route to the one handler", () => {
     const integrations = Object.entries(template.findResources("AWS::ApiGatewayV2::Integration"));
     expect(integrations).toHaveLength(1);
