@@ -248,6 +248,33 @@ function problemResponse(kind: ProblemKind): JsonObject {
   };
 }
 
+/**
+ * The HEAD twin of a GET operation: the same parameters, permission and statuses, each response
+ * with its headers but without a body.
+ */
+function headOperation(get: JsonObject): JsonObject {
+  const responses: Record<string, JsonObject> = {};
+  for (const status of Object.keys(get.responses as JsonObject)) {
+    const code = Number(status);
+    if (code < 400) {
+      responses[status] = { description: "OK: the headers GET would answer with, without its body" };
+      continue;
+    }
+    const kind = problemKindOf(code);
+    const headers = PROBLEM_HEADERS[kind];
+    responses[status] = {
+      description: `${PROBLEM_DESCRIPTIONS[kind] ?? PROBLEM[kind].title} (no body)`,
+      ...(headers ? { headers } : {}),
+    };
+  }
+  return {
+    ...get,
+    operationId: `head${pascal(String(get.operationId))}`,
+    summary: `Headers only: ${String(get.summary)}`,
+    responses,
+  };
+}
+
 export function buildOpenApiDocument(): object {
   // Name every schema an operation uses: shared ones by OUTPUT_NAMES / INPUT_NAMES, the others after
   // their operation. Query schemas are named only to be converted, then spread into parameters.
@@ -348,6 +375,8 @@ export function buildOpenApiDocument(): object {
     const method = route.method.toLowerCase();
     if (item[method] !== undefined) throw new Error(`two routes for ${route.method} ${route.path}`);
     item[method] = operation;
+    // The server answers HEAD wherever it answers GET (resolve.ts): documented beside it.
+    if (route.method === "GET") item.head = headOperation(operation);
     paths[route.path] = item;
   }
 

@@ -128,8 +128,32 @@ describe("the OpenAPI document", () => {
       expect(operation.security).toEqual(permissions.map((p) => ({ bearer: [p] })));
     }
     const documented = operations().map((o) => `${o.method.toUpperCase()} ${o.path}`);
-    expect(documented.sort()).toEqual(ROUTES.map((r) => `${r.method} ${r.path}`).sort());
-    expect(operations()).toHaveLength(ROUTES.length);
+    const served = ROUTES.flatMap((r) => [
+      `${r.method} ${r.path}`,
+      ...(r.method === "GET" ? [`HEAD ${r.path}`] : []),
+    ]);
+    expect(documented.sort()).toEqual(served.sort());
+    expect(operations()).toHaveLength(served.length);
+  });
+
+  it("documents HEAD beside every GET: its parameters, permission and statuses, without bodies", () => {
+    for (const route of ROUTES.filter((r) => r.method === "GET")) {
+      const get = operationOf(route);
+      const item = objectAt(objectAt(doc.paths, "paths")[route.path], route.path);
+      const head = objectAt(item.head, `HEAD ${route.path}`);
+      expect(head.operationId).toBe(
+        `head${route.operationId.charAt(0).toUpperCase()}${route.operationId.slice(1)}`,
+      );
+      expect(head.security).toEqual(get.security);
+      expect(head["x-required-permission"]).toBe(get["x-required-permission"]);
+      expect(head.parameters).toEqual(get.parameters);
+      const responses = objectAt(head.responses, "responses");
+      expect(Object.keys(responses)).toEqual(Object.keys(objectAt(get.responses, "responses")));
+      for (const [status, response] of Object.entries(responses)) {
+        expect(objectAt(response, status).content, `HEAD ${route.path} ${status}`).toBeUndefined();
+      }
+      expect(objectAt(responses["401"], "401").headers).toHaveProperty("WWW-Authenticate");
+    }
   });
 
   it("documents 400, 401, 403, 413, 500 and 503 on every operation as problem+json, and each route's own errors", () => {
