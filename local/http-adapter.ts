@@ -1,7 +1,8 @@
 /**
  * A real HTTP server in front of an API Gateway HTTP API (payload format 2.0) handler: each request
  * becomes the event API Gateway would send, and the handler's result becomes the response. What
- * API Gateway does before the handler (the JWT authorizer) the handler does itself.
+ * API Gateway does before the handler (the JWT authorizer) the handler does itself; its body limit
+ * the server applies, answering 413 with the API's problem document.
  */
 import { randomUUID } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
