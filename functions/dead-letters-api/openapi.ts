@@ -23,6 +23,7 @@ import { DEAD_LETTER_STATUSES } from "../../shared/dead-letters/status.ts";
 import { PROBLEM, type ProblemKind } from "../../shared/errors/http.ts";
 import { PERMISSION, type Permission } from "../../shared/http/auth.ts";
 import { PROBLEM_CONTENT_TYPE, problemType } from "../../shared/http/problem.ts";
+import { MAX_REQUEST_BODY_BYTES, MAX_REQUEST_LINE_AND_HEADERS_BYTES } from "../../shared/http/request.ts";
 import { ROUTE_TAGS, ROUTES, type RouteSpec, routePermissions } from "./routes.ts";
 
 /** The document's `info.version`: the version of the API contract. Raise it when the contract changes. */
@@ -197,8 +198,25 @@ const PROBLEM_HEADERS: Partial<Record<ProblemKind, JsonObject>> = {
  */
 const IDEMPOTENCY_ERROR_STATUSES = [409, 422] as const;
 
-/** Statuses every operation can answer with a problem; 415 is added where the route takes a body. */
-const COMMON_ERROR_STATUSES = [400, 401, 403, 500, 503] as const;
+/** What a problem's response says where its title is not the whole story. */
+const PROBLEM_DESCRIPTIONS: Partial<Record<ProblemKind, string>> = {
+  contentTooLarge:
+    `The request body is over ${MAX_REQUEST_BODY_BYTES} bytes (10 MB), whatever the operation. ` +
+    "In AWS, API Gateway refuses it itself, with its own 413 and a JSON body holding a `message`, " +
+    "not this problem document; the function never sees the request.",
+  headersTooLarge:
+    `The request line and the header values together are over ${MAX_REQUEST_LINE_AND_HEADERS_BYTES} bytes, ` +
+    "whatever the operation: a query string is bounded by this as well as by its parameters' lengths, " +
+    "and the bearer token takes about a kilobyte of it. In AWS, API Gateway refuses such a request " +
+    "itself, with its own answer, not this problem document; the function never sees it.",
+};
+
+/**
+ * Statuses every operation can answer with a problem; 415 is added where the route takes a body.
+ * 413 and 431: a body, or a request line and headers, over the size limits are refused before any
+ * route sees them, whatever the method.
+ */
+const COMMON_ERROR_STATUSES = [400, 401, 403, 413, 431, 500, 503] as const;
 
 const pascal = (name: string) => name.charAt(0).toUpperCase() + name.slice(1);
 const ref = (prefix: string, name: string) => ({ $ref: `${prefix}${name}` });
@@ -328,7 +346,7 @@ function errorStatuses(route: RouteSpec): number[] {
 function problemResponse(kind: ProblemKind): JsonObject {
   const headers = PROBLEM_HEADERS[kind];
   return {
-    description: PROBLEM[kind].title,
+    description: PROBLEM_DESCRIPTIONS[kind] ?? PROBLEM[kind].title,
     ...(headers ? { headers } : {}),
     content: {
       [PROBLEM_CONTENT_TYPE]: {
@@ -346,6 +364,33 @@ function problemResponse(kind: ProblemKind): JsonObject {
         },
       },
     },
+  };
+}
+
+/**
+ * The HEAD twin of a GET operation: the same parameters, permission and statuses, each response
+ * with its headers but without a body.
+ */
+function headOperation(get: JsonObject): JsonObject {
+  const responses: Record<string, JsonObject> = {};
+  for (const status of Object.keys(get.responses as JsonObject)) {
+    const code = Number(status);
+    if (code < 400) {
+      responses[status] = { description: "OK: the headers GET would answer with, without its body" };
+      continue;
+    }
+    const kind = problemKindOf(code);
+    const headers = PROBLEM_HEADERS[kind];
+    responses[status] = {
+      description: `${PROBLEM_DESCRIPTIONS[kind] ?? PROBLEM[kind].title} (no body)`,
+      ...(headers ? { headers } : {}),
+    };
+  }
+  return {
+    ...get,
+    operationId: `head${pascal(String(get.operationId))}`,
+    summary: `Headers only: ${String(get.summary)}`,
+    responses,
   };
 }
 
@@ -422,6 +467,8 @@ export function buildOpenApiDocument(): object {
       }
       if (query.additionalProperties === false)
         description = `${description} Query parameters not listed here are refused (400).`;
+    } else {
+      description = `${description} It takes no query parameters: any is refused (400).`;
     }
 
     const responses: Record<string, JsonObject> = {
@@ -471,6 +518,8 @@ export function buildOpenApiDocument(): object {
     const method = route.method.toLowerCase();
     if (item[method] !== undefined) throw new Error(`two routes for ${route.method} ${route.path}`);
     item[method] = operation;
+    // The server answers HEAD wherever it answers GET (resolve.ts): documented beside it.
+    if (route.method === "GET") item.head = headOperation(operation);
     paths[route.path] = item;
   }
 

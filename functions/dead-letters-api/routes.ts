@@ -45,7 +45,7 @@ import { decodeCursor, encodeCursor } from "../../shared/dead-letters/cursor.ts"
 import { discardDeadLetter, type ReplayDeps, replayDeadLetter } from "../../shared/dead-letters/replay.ts";
 import { HttpProblem } from "../../shared/errors/http.ts";
 import { PERMISSION, type Permission, type Principal, requirePermission } from "../../shared/http/auth.ts";
-import { parseJsonBody, parsePathParameter, parseQuery, queryParameters } from "../../shared/http/request.ts";
+import { parseJsonBody, parsePathParameter, parseQuery } from "../../shared/http/request.ts";
 
 /** What a route's operation receives. */
 export interface OperationInput {
@@ -58,7 +58,19 @@ export interface OperationInput {
 }
 
 /** What the routes run on. */
-export type RouteDeps = ReplayDeps & BulkDeps;
+export type RouteDeps = ReplayDeps &
+  BulkDeps & {
+    /** The OpenAPI document as `npm run openapi` writes it (built by the caller: openapi.ts imports this table). */
+    readonly openApiDocument: () => string;
+  };
+
+/** A success body already rendered as JSON, answered byte for byte. */
+export class JsonText {
+  readonly text: string;
+  constructor(text: string) {
+    this.text = text;
+  }
+}
 
 /**
  * The groups the OpenAPI document lists operations under, each with what it covers. A route names
@@ -100,9 +112,24 @@ export interface RouteSpec {
   /** The error statuses it can answer, besides 400, 401, 403 and 5xx. */
   readonly errors: readonly number[];
   readonly operate: (input: OperationInput) => Promise<unknown>;
+  /**
+   * A check `operate` makes on what it found (cancel: the permission of the operation's kind), made
+   * again before a stored answer is given to a repeat under the same Idempotency-Key: the caller
+   * is the same `sub`, but its token now may hold less.
+   */
+  readonly authorizeAnswer?: (principal: Principal, answer: unknown) => void;
 }
 
 const BASE = "/v1/core/dead-letters";
+
+/** Where the API serves its own OpenAPI document. */
+export const OPENAPI_PATH = "/v1/core/openapi.json";
+
+/** The served document: an OpenAPI 3.1 object, described here only by what every one has. */
+const openApiDocumentSchema = z
+  .object({ openapi: z.string(), info: z.object({ title: z.string(), version: z.string() }).loose() })
+  .loose()
+  .describe("This document: the API's OpenAPI 3.1 description, as docs/openapi.json holds it.");
 
 /** A body with no fields (cancel); an empty object is tolerated. */
 export const emptyBody = z.object({}).strict().describe("No fields.");
@@ -165,10 +192,7 @@ export const ROUTES: readonly RouteSpec[] = [
     permission: PERMISSION.read,
     success: { status: 200, schema: statsResponseSchema },
     errors: [],
-    operate: async ({ event, deps }) => {
-      if (Object.keys(queryParameters(event)).length > 0) {
-        throw new HttpProblem("invalidRequest", "stats takes no query parameters");
-      }
+    operate: async ({ deps }) => {
       return deadLetterStats(deps.pool, API_LIMITS.statsGroupsPerConsumer);
     },
   },
@@ -253,6 +277,8 @@ export const ROUTES: readonly RouteSpec[] = [
         requirePermission(principal, KIND_PERMISSION[kind]),
       );
     },
+    authorizeAnswer: (principal, answer) =>
+      requirePermission(principal, KIND_PERMISSION[(answer as { kind: keyof typeof KIND_PERMISSION }).kind]),
   },
   {
     method: "GET",
@@ -412,6 +438,23 @@ export const ROUTES: readonly RouteSpec[] = [
       const id = idOf(event);
       const { reason } = parseJsonBody(event, discardBodySchema);
       return discardDeadLetter(deps.pool, id, reason, actor);
+    },
+  },
+  {
+    method: "GET",
+    path: OPENAPI_PATH,
+    operationId: "getOpenApiDocument",
+    summary: "This API's OpenAPI document, the version the server runs",
+    description:
+      "The OpenAPI 3.1 document of this API as the deployment answering runs it, byte for byte the " +
+      "`docs/openapi.json` of its release, so a client can fetch the contract of the server it talks " +
+      "to. Takes no query parameters (400).",
+    tag: "Document",
+    permission: PERMISSION.read,
+    success: { status: 200, schema: openApiDocumentSchema },
+    errors: [],
+    operate: async ({ deps }) => {
+      return new JsonText(deps.openApiDocument());
     },
   },
 ];

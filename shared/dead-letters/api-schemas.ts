@@ -8,7 +8,7 @@ import { BODY_FORMS } from "../db/stored-body.ts";
 import { characters, JOB_ID_MAX_LENGTH, storableText } from "../envelope/envelope.ts";
 import { ERROR_KINDS } from "../errors/error-kind.ts";
 import { DEAD_LETTER_STATUSES } from "./status.ts";
-import { timestampSchema } from "./timestamp.ts";
+import { canonicalInstant, timestampSchema } from "./timestamp.ts";
 
 /** Named bounds of the API. */
 export const API_LIMITS = Object.freeze({
@@ -91,11 +91,15 @@ export const QUERY_INTEGERS = new WeakMap<
   { readonly minimum: number; readonly maximum: number; readonly default: number }
 >();
 
-const timestamp = timestampSchema;
+/**
+ * A filter's timestamp: as the document describes it, read as the instant it names (canonical UTC
+ * text), so two spellings of one instant are one filter.
+ */
+const timestamp = timestampSchema.transform(canonicalInstant);
 
 /** What the timestamp pattern says, in words. */
 const TIMESTAMP_IN_WORDS =
-  "RFC 3339 with an offset or Z (`2026-03-01T12:00:00Z`, `2026-03-01T13:00:00.5+01:00`), from year 0001, with an offset of at most ±15:59 (PostgreSQL's range).";
+  "RFC 3339 with an offset or Z (`2026-03-01T12:00:00Z`, `2026-03-01T13:00:00.5+01:00`), from year 0001, with an offset of at most ±15:59 and at most nine fraction digits (PostgreSQL's range).";
 
 /** A dead letter's id. */
 export const deadLetterIdSchema = z
@@ -211,6 +215,7 @@ const forceReason = reasonText
  */
 const FORCE_NEEDS_REASON = {
   if: { properties: { force_outlived: { const: true } }, required: ["force_outlived"] },
+  // biome-ignore lint/suspicious/noThenProperty: JSON Schema's if/then/else keywords, never awaited
   then: { required: ["reason"] },
   else: { not: { required: ["reason"] } },
 };

@@ -12,6 +12,8 @@ export const PROBLEM = {
   notFound: { status: 404, title: "No such resource" },
   methodNotAllowed: { status: 405, title: "Method not allowed" },
   conflict: { status: 409, title: "The dead letter's state does not allow this operation" },
+  contentTooLarge: { status: 413, title: "The request body is too large" },
+  headersTooLarge: { status: 431, title: "The request line and headers are too large" },
   unsupportedMediaType: { status: 415, title: "The body must be application/json" },
   idempotencyKeyReused: { status: 422, title: "The Idempotency-Key was first used for another request" },
   confirmationRequired: { status: 428, title: "This operation needs the confirmation token of its plan" },

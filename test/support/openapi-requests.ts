@@ -235,7 +235,7 @@ function parameterValue(
       ? clean
         ? drawValue(contract, schema, 0, clean).map((n) => String(n))
         : fc.oneof(
-            { weight: 6, arbitrary: drawValue(contract, schema, 0, clean).map((n) => String(n)) },
+            { weight: 3, arbitrary: drawValue(contract, schema, 0, clean).map((n) => String(n)) },
             {
               weight: 2,
               arbitrary: fc.constantFrom("0x10", "0b11", "1e1", "+5", " 5 ", "5.0", "", "-1", "0", "005"),
@@ -249,7 +249,7 @@ function parameterValue(
     parameter.in === "path"
       ? text.filter((raw) => !["", ".", ".."].includes(raw))
       : parameter.in === "header"
-        ? text.filter((raw) => !/[\u0000-\u001f\u007f]/.test(raw) && raw === raw.trim())
+        ? text.filter((raw) => ![...raw].some((c) => c < " " || c === "\u007f") && raw === raw.trim())
         : text;
   const drawn = sendable.map((raw) => ({ raw }));
   if (clean) return parameter.required ? drawn : fc.option(drawn, { freq: 3 }).map((d) => d ?? undefined);
@@ -341,6 +341,10 @@ function stringValue(schema: Json, clean: boolean): fc.Arbitrary<unknown> {
         "2026-03-01t12:00:00z",
         "2026-03-01T12:00:00",
         "2026-03-01T24:00:00Z",
+        "2026-03-01T12:00:00.123456Z",
+        "2026-03-01T12:00:00.123456789Z",
+        "2026-03-01T12:00:00.1234567891Z",
+        `2026-03-01T12:00:00.${"0".repeat(130)}Z`,
       ),
     });
   }
@@ -371,8 +375,8 @@ function drawValue(
   if (Array.isArray(schema.enum)) {
     if (clean) return fc.constantFrom(...schema.enum);
     return fc.oneof(
-      { weight: 9, arbitrary: fc.constantFrom(...schema.enum) },
-      { weight: 1, arbitrary: fc.constant("nope") },
+      { weight: 7, arbitrary: fc.constantFrom(...schema.enum) },
+      { weight: 3, arbitrary: fc.constantFrom("nope", "", String(schema.enum[0]).toUpperCase()) },
     );
   }
   if ("const" in schema) return fc.constant(schema.const);

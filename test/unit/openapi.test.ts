@@ -11,6 +11,7 @@ import {
   OPENAPI_DOCUMENT_VERSION,
   OPENAPI_TITLE,
   problemSchema,
+  renderOpenApiDocument,
 } from "../../functions/dead-letters-api/openapi.ts";
 import { ROUTES, type RouteSpec, routePermissions } from "../../functions/dead-letters-api/routes.ts";
 import { idempotencyKeySchema } from "../../shared/dead-letters/api-schemas.ts";
@@ -97,6 +98,8 @@ describe("docs/openapi.json", () => {
     // toEqual ignores key order; the committed file must also keep the generator's order.
     expect(JSON.stringify(parsed), stale).toBe(JSON.stringify(doc));
     expect(committed.endsWith("}\n"), `${stale} (it must end with one newline)`).toBe(true);
+    // Byte for byte: the API serves these bytes at GET /v1/core/openapi.json.
+    expect(committed, stale).toBe(renderOpenApiDocument());
   });
 
   it("is built the same way every time", () => {
@@ -165,14 +168,38 @@ describe("the OpenAPI document", () => {
       expect(operation.security).toEqual(permissions.map((p) => ({ bearer: [p] })));
     }
     const documented = operations().map((o) => `${o.method.toUpperCase()} ${o.path}`);
-    expect(documented.sort()).toEqual(ROUTES.map((r) => `${r.method} ${r.path}`).sort());
-    expect(operations()).toHaveLength(ROUTES.length);
+    const served = ROUTES.flatMap((r) => [
+      `${r.method} ${r.path}`,
+      ...(r.method === "GET" ? [`HEAD ${r.path}`] : []),
+    ]);
+    expect(documented.sort()).toEqual(served.sort());
+    expect(operations()).toHaveLength(served.length);
   });
 
-  it("documents 400, 401, 403, 500 and 503 on every operation as problem+json, and each route's own errors", () => {
+  it("documents HEAD beside every GET: its parameters, permission and statuses, without bodies", () => {
+    for (const route of ROUTES.filter((r) => r.method === "GET")) {
+      const get = operationOf(route);
+      const item = objectAt(objectAt(doc.paths, "paths")[route.path], route.path);
+      const head = objectAt(item.head, `HEAD ${route.path}`);
+      expect(head.operationId).toBe(
+        `head${route.operationId.charAt(0).toUpperCase()}${route.operationId.slice(1)}`,
+      );
+      expect(head.security).toEqual(get.security);
+      expect(head["x-required-permission"]).toBe(get["x-required-permission"]);
+      expect(head.parameters).toEqual(get.parameters);
+      const responses = objectAt(head.responses, "responses");
+      expect(Object.keys(responses)).toEqual(Object.keys(objectAt(get.responses, "responses")));
+      for (const [status, response] of Object.entries(responses)) {
+        expect(objectAt(response, status).content, `HEAD ${route.path} ${status}`).toBeUndefined();
+      }
+      expect(objectAt(responses["401"], "401").headers).toHaveProperty("WWW-Authenticate");
+    }
+  });
+
+  it("documents 400, 401, 403, 413, 500 and 503 on every operation as problem+json, and each route's own errors", () => {
     for (const route of ROUTES) {
       const responses = objectAt(operationOf(route).responses, "responses");
-      const statuses = [400, 401, 403, 500, 503, ...route.errors, ...(route.body ? [415] : [])];
+      const statuses = [400, 401, 403, 413, 500, 503, ...route.errors, ...(route.body ? [415] : [])];
       for (const status of statuses) {
         const response = deref(responses[String(status)]);
         const kind = (Object.keys(PROBLEM) as ProblemKind[]).find((k) => PROBLEM[k].status === status);
@@ -222,6 +249,14 @@ describe("the OpenAPI document", () => {
       expect(deref(responses["422"]).description, route.operationId).toBe(PROBLEM.idempotencyKeyReused.title);
       const success = deref(responses[String(route.success.status)]);
       expect(objectAt(success.headers, "success headers")).toHaveProperty("Idempotent-Replayed");
+    }
+  });
+
+  it("says how large a body may be, and what API Gateway answers above it", () => {
+    for (const route of ROUTES) {
+      const tooLarge = deref(objectAt(operationOf(route).responses, "responses")["413"]);
+      expect(tooLarge.description, `${route.method} ${route.path}`).toMatch(/over 10485760 bytes \(10 MB\)/);
+      expect(tooLarge.description).toMatch(/API Gateway refuses it itself/);
     }
   });
 
