@@ -47,12 +47,14 @@ import { type JWTPayload, SignJWT, UnsecuredJWT } from "jose";
 import pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { createLocalIssuer } from "../../local/tokens.ts";
+import { bulkFilterSchema } from "../../shared/dead-letters/api-schemas.ts";
 import { DEFAULT_BULK_SETTINGS } from "../../shared/dead-letters/bulk-operations.ts";
 import { runBulkOperations } from "../../shared/dead-letters/bulk-worker.ts";
 import { encodeCursor, filterFingerprint } from "../../shared/dead-letters/cursor.ts";
 import { issuePlanToken, PLAN_TOKEN_TTL_SECONDS } from "../../shared/dead-letters/plan-token.ts";
 import { sealKey } from "../../shared/dead-letters/seal.ts";
 import { PERMISSION } from "../../shared/http/auth.ts";
+import { MAX_REQUEST_LINE_AND_HEADERS_BYTES, requestLineAndHeadersBytes } from "../../shared/http/request.ts";
 import {
   type ApiCall,
   callAt,
@@ -197,16 +199,19 @@ beforeAll(async () => {
   });
   expect(cancelled.status, JSON.stringify(cancelled.body)).toBe(200);
   knownOperations.push(completed.id, soonCancelled);
-  for (const kind of ["replay", "discard", "replay", "discard"] as const) {
+  // Two running operations of each kind: one running operation per kind and filter, so the second
+  // of each narrows by a creation date every row passes; at the slowest pace the API takes.
+  for (const [kind, filter] of [
+    ["replay", { consumer: "fuzz-slow" }],
+    ["discard", { consumer: "fuzz-slow" }],
+    ["replay", { consumer: "fuzz-slow", created_after: "2000-01-01T00:00:00Z" }],
+    ["discard", { consumer: "fuzz-slow", created_after: "2000-01-01T00:00:00Z" }],
+  ] as const) {
     knownOperations.push(
-      await start(
-        kind,
-        { consumer: "fuzz-slow" },
-        {
-          rate_per_second: 0.001,
-          ...(kind === "discard" ? { reason: "slow fuzz set-up" } : {}),
-        },
-      ),
+      await start(kind, filter, {
+        rate_per_second: 0.01,
+        ...(kind === "discard" ? { reason: "slow fuzz set-up" } : {}),
+      }),
     );
   }
 
@@ -868,10 +873,14 @@ const anyQuery = looseQuery(ALL_QUERY_KEYS);
 function queryFor(route: Route): fc.Arbitrary<QuerySpec> {
   const values = QUERY_VALUES[route];
   const refused = QUERY_REFUSED[route];
-  if (route === "stats") {
+  if (!values || !refused) {
+    // A route that reads no query (stats among them) takes none: any parameter is refused, a query
+    // string of separators only (`&&&`) holds none.
+    const holdsParameters = (query: QuerySpec) =>
+      query.pairs.length > 0 || (query.raw ?? "").split("&").some((part) => part !== "");
+    // Mostly none, so the rest of the request decides as often as it did when a query was ignored.
     return fc.oneof(
-      { weight: 5, arbitrary: fc.constant(NO_QUERY) },
-      // Stats takes no query at all.
+      { weight: 14, arbitrary: fc.constant(NO_QUERY) },
       {
         weight: 1,
         arbitrary: fc
@@ -881,12 +890,14 @@ function queryFor(route: Route): fc.Arbitrary<QuerySpec> {
           })
           .map((pairs) => ({ pairs, validity: "invalid" as const })),
       },
-      { weight: 1, arbitrary: anyQuery },
+      {
+        weight: 1,
+        arbitrary: anyQuery.map((query) => ({
+          ...query,
+          validity: holdsParameters(query) ? ("invalid" as const) : ("valid" as const),
+        })),
+      },
     );
-  }
-  if (!values || !refused) {
-    // A route that reads no query: it is ignored, whatever it is.
-    return fc.oneof({ weight: 5, arbitrary: fc.constant(NO_QUERY) }, { weight: 1, arbitrary: anyQuery });
   }
   const valid = pairsOf(values);
   return fc.oneof(
@@ -1947,7 +1958,8 @@ function madeToken(
       checksum: "0",
       bound: { createdAt: "2024-01-01T00:00:00.000000Z", id: randomUUID() },
     },
-    filter,
+    // As the plan would have issued it: for the filter as validated (timestamps as canonical instants).
+    bulkFilterSchema.safeParse(filter).data ?? filter,
     nowMs,
   ).token;
 }
@@ -1956,7 +1968,10 @@ function madeToken(
 type TokenOutcome =
   | { readonly is: "none" }
   | { readonly is: "accepted"; readonly planned: number }
-  | { readonly is: "conflict"; readonly reason: "plan-stale" | "plan-expired" | "plan-used" }
+  | {
+      readonly is: "conflict";
+      readonly reason: "plan-stale" | "plan-expired" | "plan-used" | "operation-running";
+    }
   | { readonly is: "refused" };
 
 /**
@@ -2005,6 +2020,12 @@ async function bulkBodyOf(
             ...(kind === "discard" ? { reason: "first use of the plan" } : {}),
           },
         });
+        // An operation of this kind and filter already running refuses the plan's first use too,
+        // and the request under test then meets the same refusal.
+        if (first.status === 409 && first.body.reason === "operation-running") {
+          outcome = { is: "conflict", reason: "operation-running" };
+          break;
+        }
         expect(first.status, `first use of a plan, for the oracle: ${JSON.stringify(first.body)}`).toBe(202);
         knownOperations.push(String(first.body.id));
         mutated = true;
@@ -2199,6 +2220,10 @@ async function prepare(spec: RequestSpec, before: State, n: number): Promise<Pre
   // Where a body is read, a body not sent as JSON is a 415, one the route refuses a 400.
   const bodyDecides = body.notJson ? 415 : body.valid === false ? 400 : undefined;
 
+  // An operation that takes no query refuses one before it reads its id or body (api.ts).
+  const readsQuery = route === "list" || route === "groups" || route === "operations";
+  if (!readsQuery && spec.query.validity === "invalid") return decide(400);
+
   switch (route) {
     case "list":
     case "groups":
@@ -2300,6 +2325,9 @@ async function decideBulk(
       },
     };
   } else planned = set.length;
+  // One running operation per kind and filter (migration 0028): the insert is refused.
+  if (await runningWithFilter(kind, bulk.filter))
+    return { ...prepared, exact: 409, reason: "operation-running" };
   return {
     ...prepared,
     exact: 202,
@@ -2316,7 +2344,8 @@ async function decideBulk(
         cancelled_by: null,
         finished_at: null,
       });
-      expect(response.body.filter, context).toEqual(bulk.filter);
+      // As validated: timestamps kept as canonical instants (UTC, nine fraction digits).
+      expect(response.body.filter, context).toEqual(bulkFilterSchema.parse(bulk.filter));
       // Its set, written out as it starts: exactly the pending rows the filter matched (a plan's
       // token confirms the set of its plan, which nothing changed since), oldest first.
       const items = await watcher.query<{ id: string; position: number }>(
@@ -2524,7 +2553,19 @@ async function exercise(spec: RequestSpec, n: number): Promise<void> {
   }
   const prepared = await prepare(spec, before, n);
   if (prepared.mutated) before = await state();
-  const { method, path, headers, body, exact, allowed, category, actor } = prepared;
+  const { method, path, headers, body, category, actor } = prepared;
+  let { exact, allowed, check, reason } = prepared;
+  // The request line and header values are bounded as API Gateway bounds them (431 above), whatever
+  // else the request is; fetch adds a few headers of its own (host, accept…), under 300 bytes.
+  const lineAndHeaders = requestLineAndHeadersBytes(method, path, Object.values(headers));
+  if (lineAndHeaders > MAX_REQUEST_LINE_AND_HEADERS_BYTES) {
+    exact = 431;
+    allowed = [431];
+    check = undefined;
+    reason = undefined;
+  } else if (lineAndHeaders > MAX_REQUEST_LINE_AND_HEADERS_BYTES - 300) {
+    allowed = [...allowed, 431];
+  }
   tally(categories, category);
 
   const call = prepared.server === "crafted" ? craftedApi.call : standardApi;
@@ -2543,11 +2584,11 @@ async function exercise(spec: RequestSpec, n: number): Promise<void> {
   if (response.status >= 500) expect(response.body?.correlation_id, context).toEqual(expect.any(String));
   expect(response.status, context).toBeLessThan(500);
   expect(allowed, context).toContain(response.status);
-  if (exact !== undefined) {
+  if (exact !== undefined && !(response.status === 431 && allowed.includes(431))) {
     expect(response.status, context).toBe(exact);
     exactAnswers++;
   }
-  if (prepared.reason !== undefined) expect(response.body?.reason, context).toBe(prepared.reason);
+  if (reason !== undefined && response.status !== 431) expect(response.body?.reason, context).toBe(reason);
   if (response.status >= 400) {
     rejected++;
     expect(response.contentType, context).toBe("application/problem+json");
@@ -2565,7 +2606,7 @@ async function exercise(spec: RequestSpec, n: number): Promise<void> {
   } else {
     expect(response.contentType, context).toBe("application/json");
   }
-  if (exact !== undefined && response.status === exact) await prepared.check?.(response, context);
+  if (exact !== undefined && response.status === exact) await check?.(response, context);
 
   // What changed, and whether the response owns up to exactly that.
   const changed = [...after.rows.entries()]
@@ -2664,6 +2705,15 @@ const worker = { runs: 0, chunks: 0, decided: 0, sent: 0, completed: 0, skipped:
  * up to exactly those rows and sends; a completed operation leaving nothing of its set pending but
  * what it records as skipped; no finished operation touched.
  */
+/** Whether an operation of `kind` and `filter` (as the API validates it) is running. */
+async function runningWithFilter(kind: "replay" | "discard", filter: object | undefined): Promise<boolean> {
+  const { rows } = await watcher.query(
+    "SELECT 1 FROM core.bulk_operations WHERE status = 'running' AND kind = $1 AND filter = $2::jsonb",
+    [kind, JSON.stringify(bulkFilterSchema.parse(filter ?? {}))],
+  );
+  return rows.length > 0;
+}
+
 async function runWorker(): Promise<void> {
   const due = await watcher.query<{ n: number }>(
     "SELECT count(*)::int AS n FROM core.bulk_operations WHERE status = 'running' AND next_run_at <= now()",
