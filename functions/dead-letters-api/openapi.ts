@@ -27,7 +27,7 @@ import { MAX_REQUEST_BODY_BYTES, MAX_REQUEST_LINE_AND_HEADERS_BYTES } from "../.
 import { ROUTE_TAGS, ROUTES, type RouteSpec, routePermissions } from "./routes.ts";
 
 /** The document's `info.version`: the version of the API contract. Raise it when the contract changes. */
-export const OPENAPI_DOCUMENT_VERSION = "1.0.0";
+export const OPENAPI_DOCUMENT_VERSION = "1.1.0";
 
 /** The document's `info.title`. */
 export const OPENAPI_TITLE = "jobfence dead-letter API";

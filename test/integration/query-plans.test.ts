@@ -39,11 +39,14 @@ beforeAll(async () => {
     "SELECT encode(error_fingerprint, 'hex') AS group FROM core.dead_letters WHERE error_class = 'E7' LIMIT 1",
   );
   group = rows[0]?.group as string;
-  // Two operations' sets over every row, as a busy incident would leave them.
+  // Two operations' sets over every row, as a busy incident would leave them (on two filters: one
+  // running operation per kind and filter, migration 0028).
   for (let i = 0; i < 2; i++) {
     const { rows: ops } = await client.query<{ id: string }>(
       `INSERT INTO core.bulk_operations (kind, filter, reason, rate_per_second, planned, submitted_by)
-       VALUES ('discard', '{}', 'plans', 10, 50000, 'test') RETURNING id`,
+       VALUES ('discard', jsonb_build_object('correlation_id', 'plans-' || $1::int), 'plans', 10, 50000, 'test')
+       RETURNING id`,
+      [i],
     );
     operationId = ops[0]?.id as string;
     await insertOperationItems(
