@@ -56,7 +56,7 @@ function refuseTooLarge(request: IncomingMessage, response: ServerResponse, size
 
 /** Answers `problem` before the request is read, and closes the connection cleanly (as above). */
 function refuse(request: IncomingMessage, response: ServerResponse, refusal: HttpProblem): void {
-  const problem = problemResponse(refusal, new URL(request.url ?? "/", "http://localhost").pathname);
+  const problem = problemResponse(refusal, (request.url ?? "/").split("?")[0] ?? "/");
   const body = problem.body ?? "";
   const socket = request.socket;
   // Node closes a connection whose response says `close` by destroying the socket as soon as the
@@ -77,9 +77,25 @@ function refuse(request: IncomingMessage, response: ServerResponse, refusal: Htt
   response.end(body);
 }
 
+/** Whether `bytes` are valid UTF-8. */
+function isUtf8(bytes: Buffer): boolean {
+  try {
+    new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** The v2 event for a request. */
 export function toHttpApiEvent(request: IncomingMessage, body: Buffer): APIGatewayProxyEventV2 {
   const url = new URL(request.url ?? "/", "http://localhost");
+  // The path as sent, as API Gateway passes it: WHATWG URL parsing would resolve `..` and `%2e%2e`,
+  // turn `\` into `/` and read `//x/…` as a host, so a path the route table does not have could
+  // reach a route. Only an absolute-form target (`http://host/…`) is taken from the parsed URL.
+  const target = request.url ?? "/";
+  const at = target.indexOf("?");
+  const rawPath = target.startsWith("/") ? (at < 0 ? target : target.slice(0, at)) : url.pathname;
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(request.headers)) {
     if (value !== undefined) headers[name.toLowerCase()] = Array.isArray(value) ? value.join(",") : value;
@@ -89,12 +105,16 @@ export function toHttpApiEvent(request: IncomingMessage, body: Buffer): APIGatew
   for (const [name, value] of url.searchParams)
     query[name] = name in query ? `${query[name]},${value}` : value;
   const method = request.method ?? "GET";
-  const isText = body.length === 0 || /json|text|x-www-form-urlencoded/i.test(headers["content-type"] ?? "");
+  // Text when it says so and is UTF-8; otherwise base64, so bytes that are not UTF-8 reach the
+  // handler as they were sent (decoding them here would put U+FFFD in their place).
+  const isText =
+    body.length === 0 ||
+    (/json|text|x-www-form-urlencoded/i.test(headers["content-type"] ?? "") && isUtf8(body));
   const now = new Date();
   return {
     version: "2.0",
     routeKey: "$default",
-    rawPath: url.pathname,
+    rawPath,
     rawQueryString: url.search.slice(1),
     headers,
     ...(Object.keys(query).length > 0 ? { queryStringParameters: query } : {}),
@@ -105,7 +125,7 @@ export function toHttpApiEvent(request: IncomingMessage, body: Buffer): APIGatew
       domainPrefix: "local",
       http: {
         method,
-        path: url.pathname,
+        path: rawPath,
         protocol: `HTTP/${request.httpVersion}`,
         sourceIp: request.socket.remoteAddress ?? "127.0.0.1",
         userAgent: headers["user-agent"] ?? "",
@@ -186,6 +206,35 @@ export async function serveHttpApi(
       response.writeHead(500, { "content-type": "application/json" });
       response.end(JSON.stringify({ message: "Internal Server Error" }));
     }
+  });
+  // Any number of headers: the limit is on their bytes (the check above), as API Gateway's is, not
+  // Node's default of 1,000 fields.
+  server.maxHeadersCount = 0;
+  // Headers past what Node's parser takes (64 KiB) never become a request: the parser's error is
+  // answered here, in the same problem shape as the check above, then the connection closed.
+  server.on("clientError", (error: NodeJS.ErrnoException, socket) => {
+    if (!socket.writable) {
+      socket.destroy();
+      return;
+    }
+    if (error.code !== "HPE_HEADER_OVERFLOW") {
+      // As Node answers a request it cannot parse (a malformed line or header).
+      socket.end("HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n");
+      return;
+    }
+    const problem = problemResponse(
+      new HttpProblem(
+        "headersTooLarge",
+        `the request line and headers are over 64 KiB; API Gateway takes at most ${MAX_REQUEST_LINE_AND_HEADERS_BYTES} bytes of them`,
+      ),
+      "/",
+    );
+    const body = problem.body ?? "";
+    socket.end(
+      `HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: ${String(
+        (problem.headers as Record<string, string>)["content-type"],
+      )}\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+    );
   });
   // A body the client announces with Expect: 100-continue is refused before the client sends it.
   server.on("checkContinue", (request, response) => {

@@ -18,7 +18,7 @@ import { reportJsonRuntime } from "../../shared/envelope/json-runtime-report.ts"
 import { HttpProblem } from "../../shared/errors/http.ts";
 import { requireAnyPermission, type TokenVerifier } from "../../shared/http/auth.ts";
 import { problemDetails } from "../../shared/http/problem-details.ts";
-import { headerOf, refuseAnyQuery } from "../../shared/http/request.ts";
+import { headerOf, refuseAnyBody, refuseAnyQuery } from "../../shared/http/request.ts";
 import { answerOnce, routeRequestDigest } from "./idempotent.ts";
 import { renderOpenApiDocument } from "./openapi.ts";
 import { createResolver } from "./resolve.ts";
@@ -105,6 +105,8 @@ export function createDeadLetterApi(deps: DeadLetterApiDeps): DeadLetterApiHandl
     // A route without a query takes none: a filter sent in the query of a bulk start must not be
     // dropped silently (the route validates its own query when it has one).
     if (route.query === undefined) refuseAnyQuery(routed);
+    // A route without a body takes none either (the route validates its own body when it has one).
+    if (route.body === undefined) refuseAnyBody(routed);
     const run = async () => {
       const body = await route.operate({ event: routed, principal, actor: principal.actor, deps: routeDeps });
       return {

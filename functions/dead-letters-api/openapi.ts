@@ -200,6 +200,15 @@ const IDEMPOTENCY_ERROR_STATUSES = [409, 422] as const;
 
 /** What a problem's response says where its title is not the whole story. */
 const PROBLEM_DESCRIPTIONS: Partial<Record<ProblemKind, string>> = {
+  unauthenticated:
+    `${PROBLEM.unauthenticated.title}. In AWS, API Gateway's JWT authorizer refuses a missing or ` +
+    "invalid token itself, before the function, with its own 401 and a JSON body holding a `message`, " +
+    "not this problem document; the function answers this problem for the checks it makes itself.",
+  forbidden:
+    `${PROBLEM.forbidden.title}. In AWS, API Gateway's JWT authorizer refuses a token holding none of ` +
+    "the operation's scopes itself, before the function, with its own 403 and a JSON body holding a " +
+    "`message`, not this problem document; the function answers this problem for the checks it makes " +
+    "itself (a cancel: the permission of the operation's kind).",
   contentTooLarge:
     `The request body is over ${MAX_REQUEST_BODY_BYTES} bytes (10 MB), whatever the operation. ` +
     "In AWS, API Gateway refuses it itself, with its own 413 and a JSON body holding a `message`, " +

@@ -51,24 +51,50 @@ export const timestampSchema = z
   .meta({ format: "date-time" });
 
 /**
- * The instant `text` names (a valid {@link timestampSchema}), spelled one way: UTC, `Z`, nine fraction
- * digits (as sent, padded: nothing is rounded). Two spellings of one instant (`2026-01-01T01:00:00+01:00`, `2026-01-01T00:00:00.000Z`)
- * become the same text, so a filter compared as text (the one-running-operation guard) compares
- * instants. An instant whose UTC year would leave 0001–9999 keeps its spelling.
+ * The instant `text` names (a valid {@link timestampSchema}) as PostgreSQL reads it, spelled one
+ * way: UTC, `Z`, six fraction digits. PostgreSQL keeps microseconds: it reads a longer fraction as a
+ * double and rounds it to the microsecond half to even (`rint(frac * 1e6)`), so `.0000005` is
+ * `.000000` and `.9999995` the next second; this does the same, with the same double arithmetic.
+ * Two spellings of one instant (`2026-01-01T01:00:00+01:00`, `2026-01-01T00:00:00.000Z`) become one
+ * text, so a filter compared as text (the one-running-operation guard) compares instants, and a
+ * stored filter shows the instant it acts on. An instant whose UTC year would be 0000 or 10000 is
+ * spelled with the offset that keeps it in 0001 or 9999 (+15:59 or -15:59); one that a rounding
+ * carries past the last second -15:59 can spell is kept as sent.
  */
 export function canonicalInstant(text: string): string {
   const match =
     /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(?:Z|([+-])(\d{2}):(\d{2}))$/.exec(text);
   if (!match) return text;
-  const [, y, mo, d, h, mi, sec, fraction = "", sign, oh = "0", om = "0"] = match;
+  const [, y, mo, d, h, mi, sec, fraction, sign, oh = "0", om = "0"] = match;
+  const micros = fraction === undefined ? 0 : roundHalfEven(Number(`0.${fraction}`) * 1e6);
   const offsetMinutes = (sign === "-" ? -1 : 1) * (Number(oh) * 60 + Number(om));
   const utc = new Date(0);
   utc.setUTCFullYear(Number(y), Number(mo) - 1, Number(d));
-  utc.setUTCHours(Number(h), Number(mi) - offsetMinutes, Number(sec), 0);
+  // A fraction that rounds to a whole second carries into the seconds.
+  utc.setUTCHours(Number(h), Number(mi) - offsetMinutes, Number(sec) + Math.floor(micros / 1e6), 0);
   const year = utc.getUTCFullYear();
-  if (year < 1 || year > 9999) return text;
+  const shift = year < 1 ? MAX_OFFSET_MINUTES : year > 9999 ? -MAX_OFFSET_MINUTES : 0;
+  const local = new Date(utc.getTime() + shift * 60_000);
+  // A rounding carry past 9999-12-31T23:59:59-15:59 has no spelling in four digits: kept as sent.
+  if (local.getUTCFullYear() < 1 || local.getUTCFullYear() > 9999) return text;
   const pad = (n: number, width = 2) => String(n).padStart(width, "0");
-  return `${pad(year, 4)}-${pad(utc.getUTCMonth() + 1)}-${pad(utc.getUTCDate())}T${pad(utc.getUTCHours())}:${pad(
-    utc.getUTCMinutes(),
-  )}:${pad(utc.getUTCSeconds())}.${fraction.padEnd(9, "0")}Z`;
+  const zone =
+    shift === 0
+      ? "Z"
+      : `${shift > 0 ? "+" : "-"}${pad(Math.floor(Math.abs(shift) / 60))}:${pad(Math.abs(shift) % 60)}`;
+  return `${pad(local.getUTCFullYear(), 4)}-${pad(local.getUTCMonth() + 1)}-${pad(local.getUTCDate())}T${pad(
+    local.getUTCHours(),
+  )}:${pad(local.getUTCMinutes())}:${pad(local.getUTCSeconds())}.${pad(micros % 1e6, 6)}${zone}`;
+}
+
+/** The largest UTC offset PostgreSQL reads, in minutes (±15:59). */
+const MAX_OFFSET_MINUTES = 15 * 60 + 59;
+
+/** C's `rint` in its default mode: to the nearest integer, a tie to the even one. */
+function roundHalfEven(x: number): number {
+  const floor = Math.floor(x);
+  const diff = x - floor;
+  if (diff > 0.5) return floor + 1;
+  if (diff < 0.5) return floor;
+  return floor % 2 === 0 ? floor : floor + 1;
 }

@@ -83,6 +83,16 @@ export function queryParameters(event: APIGatewayProxyEventV2): Record<string, s
   return parameters;
 }
 
+/**
+ * Refuses a body on an operation that takes none: no bytes, or JSON's white space only. A filter
+ * sent in the body of a GET would otherwise be dropped, and the answer be about everything.
+ */
+export function refuseAnyBody(event: APIGatewayProxyEventV2): void {
+  const body = event.body ?? "";
+  if (body === "" || (!event.isBase64Encoded && /^[ \t\n\r]*$/.test(body))) return;
+  throw new HttpProblem("invalidRequest", "this operation takes no body");
+}
+
 /** Refuses a query string holding any parameter (also one given twice, or not UTF-8), naming it. */
 export function refuseAnyQuery(event: APIGatewayProxyEventV2): void {
   const [name] = Object.keys(queryParameters(event));
@@ -110,7 +120,14 @@ export function parsePathParameter<S extends z.ZodType>(
 /** Parses a JSON body; an absent body is `{}`. */
 export function parseJsonBody<S extends z.ZodType>(event: APIGatewayProxyEventV2, schema: S): z.output<S> {
   let text = event.body ?? "";
-  if (event.isBase64Encoded && text) text = Buffer.from(text, "base64").toString("utf8");
+  if (event.isBase64Encoded && text) {
+    try {
+      text = new TextDecoder("utf-8", { fatal: true }).decode(Buffer.from(text, "base64"));
+    } catch {
+      // Read with U+FFFD in place of the bad bytes, a reason would be stored other than sent.
+      throw new HttpProblem("invalidRequest", "the body is not valid UTF-8");
+    }
+  }
   let document: unknown = {};
   // Empty is JSON's white space only: a body of U+FEFF, U+00A0 or U+2028 (which `trim()` would
   // remove) is a body, and must be JSON like any other.

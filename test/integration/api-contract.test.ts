@@ -9,9 +9,11 @@
  *   refused naming it (API Gateway would join the values with a comma).
  */
 import { readFileSync } from "node:fs";
+import { request as httpRequest } from "node:http";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { OPENAPI_DOCUMENT_PATH } from "../../functions/dead-letters-api/openapi.ts";
+import { canonicalInstant, timestampSchema } from "../../shared/dead-letters/timestamp.ts";
 import { MAX_REQUEST_LINE_AND_HEADERS_BYTES, requestLineAndHeadersBytes } from "../../shared/http/request.ts";
 import { BASE, expectProblem, seedDeadLetters } from "../support/api-fixtures.ts";
 import { type ApiTestBed, apiTestBed } from "../support/api-harness.ts";
@@ -213,7 +215,7 @@ describe("what the first outside pass found", () => {
       });
     const first = await start("2000-01-01T01:00:00+01:00");
     expect(first.status, JSON.stringify(first.body)).toBe(202);
-    expect(first.body.filter.created_after).toBe("2000-01-01T00:00:00.000000000Z");
+    expect(first.body.filter.created_after).toBe("2000-01-01T00:00:00.000000Z");
     for (const spelling of [
       "2000-01-01T00:00:00.000Z",
       "2000-01-01T00:00:00Z",
@@ -325,5 +327,205 @@ describe("what the first outside pass found", () => {
     const allowed = await cancel(everything);
     expect(allowed.status).toBe(200);
     expect(allowed.headers.get("idempotent-replayed")).toBe("true");
+  });
+});
+
+describe("a filter's timestamp read as PostgreSQL reads it", () => {
+  it("canonicalInstant names the instant PostgreSQL reads, for generated spellings (fractions to nine digits, offsets to ±15:59, years 0001–9999)", async () => {
+    const pad = (n: number, w = 2) => String(n).padStart(w, "0");
+    const spelling = fc
+      .record({
+        date: fc.date({
+          min: new Date("0001-01-02T00:00:00Z"),
+          max: new Date("9999-12-30T00:00:00Z"),
+          noInvalidDate: true,
+        }),
+        fraction: fc.option(fc.stringMatching(/^[0-9]{1,9}$/), { nil: undefined }),
+        offset: fc.oneof(fc.constant(0), fc.integer({ min: -(15 * 60 + 59), max: 15 * 60 + 59 })),
+        z: fc.boolean(),
+      })
+      .map(({ date, fraction, offset, z }) => {
+        const local = new Date(date.getTime() + offset * 60_000);
+        const zone =
+          z && offset === 0
+            ? "Z"
+            : `${offset < 0 ? "-" : "+"}${pad(Math.floor(Math.abs(offset) / 60))}:${pad(Math.abs(offset) % 60)}`;
+        return `${pad(local.getUTCFullYear(), 4)}-${pad(local.getUTCMonth() + 1)}-${pad(local.getUTCDate())}T${pad(
+          local.getUTCHours(),
+        )}:${pad(local.getUTCMinutes())}:${pad(local.getUTCSeconds())}${fraction === undefined ? "" : `.${fraction}`}${zone}`;
+      });
+    const edges = [
+      "2000-01-01T00:00:00.0000005Z",
+      "2000-01-01T00:00:00.0000015Z",
+      "2000-01-01T00:00:00.9999995Z",
+      "2000-12-31T23:59:59.999999999Z",
+      "0001-01-01T00:30:00+01:00",
+      "0001-01-01T00:00:00+15:59",
+      "9999-12-31T23:59:59.9999999-15:59",
+      "2024-02-29T23:59:59.5-00:01",
+    ];
+    const samples = [...edges, ...fc.sample(spelling, { numRuns: 400, seed: 34 })];
+    for (const text of samples) expect(timestampSchema.safeParse(text).success, text).toBe(true);
+    const { rows } = await bed.db.withClient((c) =>
+      c.query<{ text: string; canonical: string; same: boolean; canonical_valid: boolean }>(
+        `SELECT t.text, t.canonical, t.text::timestamptz = t.canonical::timestamptz AS same
+           FROM unnest($1::text[], $2::text[]) AS t(text, canonical)`,
+        [samples, samples.map(canonicalInstant)],
+      ),
+    );
+    for (const row of rows) {
+      expect(row.same, `${row.text} → ${row.canonical}`).toBe(true);
+      // The canonical text is a valid timestamp itself, and its own canonical text.
+      expect(timestampSchema.safeParse(row.canonical).success, row.canonical).toBe(true);
+      expect(canonicalInstant(row.canonical)).toBe(row.canonical);
+    }
+    // One instant, one text: spellings PostgreSQL reads as equal have the same canonical text.
+    const { rows: groups } = await bed.db.withClient((c) =>
+      c.query<{ texts: string[] }>(
+        `SELECT array_agg(DISTINCT t.canonical) AS texts
+           FROM unnest($1::text[], $2::text[]) AS t(text, canonical)
+          GROUP BY t.text::timestamptz`,
+        [samples, samples.map(canonicalInstant)],
+      ),
+    );
+    for (const group of groups) expect(group.texts).toHaveLength(1);
+  });
+});
+
+/** Sends exactly `path` (no URL normalisation) with raw headers and body, through node:http. */
+function rawRequest(
+  method: string,
+  path: string,
+  headers: Record<string, string | string[]>,
+  body?: Buffer,
+): Promise<{ status: number; text: string; headers: Record<string, unknown> }> {
+  const { port, hostname } = new URL(bed.apiUrl);
+  return new Promise((resolve, reject) => {
+    const sent = body === undefined ? headers : { ...headers, "content-length": String(body.length) };
+    const request = httpRequest(
+      { host: hostname, port, method, path, headers: sent, agent: false },
+      (response) => {
+        const chunks: Buffer[] = [];
+        response.on("data", (c: Buffer) => chunks.push(c));
+        response.on("end", () =>
+          resolve({
+            status: response.statusCode ?? 0,
+            text: Buffer.concat(chunks).toString("utf8"),
+            headers: response.headers,
+          }),
+        );
+      },
+    );
+    request.on("error", reject);
+    request.end(body);
+  });
+}
+
+describe("what the second outside pass found", () => {
+  it("counts spellings PostgreSQL reads as one instant as one filter: sub-microsecond fractions, and years 0001 and 9999 across offsets", async () => {
+    await seedDeadLetters(
+      bed.db,
+      Array.from({ length: 2 }, (_, i) => ({ consumer: "spelling-2", job_id: `spelling-2-${i}` })),
+    );
+    for (const [one, other] of [
+      ["2000-01-01T00:00:00Z", "2000-01-01T00:00:00.0000001Z"],
+      ["2000-01-01T00:00:01Z", "2000-01-01T00:00:00.9999999Z"],
+      ["0001-01-01T00:30:00+01:00", "0001-01-01T01:30:00+02:00"],
+    ] as const) {
+      const start = (created_after: string) =>
+        bed.call("POST", `${BASE}/discard`, {
+          token: bed.tokens.discard,
+          body: {
+            filter: { consumer: "spelling-2", created_after },
+            reason: "spelled twice",
+            rate_per_second: 0.01,
+          },
+        });
+      const first = await start(one);
+      expect(first.status, JSON.stringify(first.body)).toBe(202);
+      const again = await start(other);
+      expectProblem(again, 409);
+      expect(again.body).toMatchObject({ reason: "operation-running", operation_id: first.body.id });
+      await bed.call("POST", `${BASE}/operations/${first.body.id}/cancel`, {
+        token: bed.tokens.discard,
+        body: {},
+      });
+    }
+  });
+
+  it("routes the path as sent: no dot segments, backslashes or `//host` resolved into a route", async () => {
+    for (const path of [
+      "//evil/v1/core/dead-letters/stats",
+      "/v1\\core\\dead-letters\\stats",
+      "/v1/core/dead-letters/x/%2e%2e/stats",
+      "/v1/core/dead-letters/x/../stats",
+      "/v1/core/dead-letters/./stats",
+    ]) {
+      const answer = await rawRequest("GET", path, { authorization: `Bearer ${bed.tokens.read}` });
+      expect(answer.status, path).toBe(404);
+      expect(JSON.parse(answer.text).instance, path).toBe(path);
+    }
+    const ok = await rawRequest("GET", `${BASE}/stats`, { authorization: `Bearer ${bed.tokens.read}` });
+    expect(ok.status).toBe(200);
+  });
+
+  it("counts header bytes, not fields, and answers headers past the parser's limit with the same 431 problem", async () => {
+    const many: Record<string, string> = { authorization: `Bearer ${bed.tokens.read}` };
+    for (let i = 0; i < 1200; i++) many[`x-h${i}`] = "1";
+    expect((await rawRequest("GET", `${BASE}/stats`, many)).status).toBe(200);
+    for (const size of [70_000, 200_000]) {
+      const answer = await rawRequest("GET", `${BASE}/stats`, {
+        authorization: `Bearer ${bed.tokens.read}`,
+        "x-pad": "p".repeat(size),
+      }).catch((error: Error) => ({ status: 0, text: error.message, headers: {} }));
+      expect(answer.status, String(size)).toBe(431);
+      expect(JSON.parse(answer.text)).toMatchObject({
+        type: "urn:jobfence:problem:headers-too-large",
+        status: 431,
+      });
+    }
+  });
+
+  it("refuses a JSON body that is not valid UTF-8, instead of storing U+FFFD for its bytes", async () => {
+    const [id] = await seedDeadLetters(bed.db, [{ consumer: "utf8-body", job_id: "utf8-body-1" }]);
+    const body = Buffer.concat([
+      Buffer.from('{"reason":"bad '),
+      Buffer.from([0xff, 0xfe]),
+      Buffer.from('"}'),
+    ]);
+    const answer = await rawRequest(
+      "POST",
+      `${BASE}/${id}/discard`,
+      { authorization: `Bearer ${bed.tokens.discard}`, "content-type": "application/json" },
+      body,
+    );
+    expect(answer.status, answer.text).toBe(400);
+    const { rows } = await bed.db.withClient((c) =>
+      c.query("SELECT status FROM core.dead_letters WHERE id = $1", [id]),
+    );
+    expect(rows[0]?.status).toBe("pending_review");
+  });
+
+  it("refuses a body on an operation that takes none, as it refuses a query", async () => {
+    for (const [path, contentType, text] of [
+      [BASE, "application/json", '{"consumer":"nobody"}'],
+      [`${BASE}/stats`, "text/plain", "garbage"],
+      ["/v1/core/openapi.json", "application/json", "{}"],
+    ] as const) {
+      const answer = await rawRequest(
+        "GET",
+        path,
+        { authorization: `Bearer ${bed.tokens.read}`, "content-type": contentType },
+        Buffer.from(text),
+      );
+      expect(answer.status, `${path} ${answer.text}`).toBe(400);
+    }
+  });
+
+  it("says in the document that in AWS the gateway's authorizer answers some 401 and 403 itself", () => {
+    const responses = (document.components as { responses: Record<string, { description: string }> })
+      .responses;
+    expect(responses.Unauthenticated?.description).toMatch(/API Gateway's JWT authorizer/);
+    expect(responses.Forbidden?.description).toMatch(/API Gateway's JWT authorizer/);
   });
 });

@@ -2344,7 +2344,7 @@ async function decideBulk(
         cancelled_by: null,
         finished_at: null,
       });
-      // As validated: timestamps kept as canonical instants (UTC, nine fraction digits).
+      // As validated: timestamps kept as canonical instants (UTC, microseconds).
       expect(response.body.filter, context).toEqual(bulkFilterSchema.parse(bulk.filter));
       // Its set, written out as it starts: exactly the pending rows the filter matched (a plan's
       // token confirms the set of its plan, which nothing changed since), oldest first.
