@@ -11,9 +11,12 @@
  * `npm run test:full` adds the full tier's files and runs every size at its full value.
  */
 import { availableParallelism } from "node:os";
+import { relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { defineConfig } from "vitest/config";
+import { BaseSequencer, type TestSpecification } from "vitest/node";
 import { classifyTestFiles, type TestFileKind } from "./test/support/test-files.ts";
+import { startOrder, startsTheStack } from "./test/support/test-order.ts";
 import { TEST_TIER } from "./test/support/tier.ts";
 
 /**
@@ -42,9 +45,23 @@ const files = [...classifyTestFiles(root)].filter(([, kind]) => TEST_TIER !== "e
 const filesWhere = (test: (kind: TestFileKind) => boolean) =>
   files.filter(([, kind]) => test(kind)).map(([file]) => file);
 
+/**
+ * vitest's order (longest first by the last run, largest first without one), with the files that
+ * share worker processes first and the files that start the local stack next: test/support/test-order.ts.
+ */
+export class StartOrderSequencer extends BaseSequencer {
+  override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
+    return startOrder(await super.sort(files), (spec) => ({
+      shared: spec.project.config.isolate === false,
+      stack: startsTheStack(root, relative(root, spec.moduleId).split("\\").join("/")),
+    }));
+  }
+}
+
 export default defineConfig({
   test: {
     globalSetup: ["test/support/run-setup.ts"],
+    sequence: { sequencer: StartOrderSequencer },
     pool: "forks",
     maxWorkers: MAX_WORKERS,
     testTimeout: 30_000,
