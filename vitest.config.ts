@@ -5,7 +5,7 @@
  *   and only these files run again when CI points the suite at a second server (`npm run test:db`).
  * - `cdk`: files that synthesize CDK stacks and need no database. One warm process per worker runs
  *   them all: importing aws-cdk-lib and its first synthesis cost seconds a process.
- * - `standalone`: the rest.
+ * - `standalone`: the rest, also in warm processes (one per worker).
  *
  * JOBFENCE_TEST_TIER (test/support/tier.ts) picks the tier: `npm test` is the everyday tier,
  * `npm run test:full` adds the full tier's files and runs every size at its full value.
@@ -46,13 +46,13 @@ const filesWhere = (test: (kind: TestFileKind) => boolean) =>
   files.filter(([, kind]) => test(kind)).map(([file]) => file);
 
 /**
- * vitest's order (longest first by the last run, largest first without one), with the files that
- * share worker processes first and the files that start the local stack next: test/support/test-order.ts.
+ * vitest's order (longest first by the last run, largest first without one), with the cdk files
+ * first and the files that start the local stack next: test/support/test-order.ts.
  */
 export class StartOrderSequencer extends BaseSequencer {
   override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
     return startOrder(await super.sort(files), (spec) => ({
-      shared: spec.project.config.isolate === false,
+      cdk: spec.project.name === "cdk",
       stack: startsTheStack(root, relative(root, spec.moduleId).split("\\").join("/")),
     }));
   }
@@ -87,7 +87,14 @@ export default defineConfig({
       },
       {
         extends: true,
-        test: { name: "standalone", include: filesWhere((kind) => !kind.database && !kind.cdk) },
+        // Warm processes too: these files' modules keep no state between files (a test that changes
+        // the environment or a global puts it back), and importing them afresh for each of about
+        // fifty files cost more processor time than running their tests.
+        test: {
+          name: "standalone",
+          include: filesWhere((kind) => !kind.database && !kind.cdk),
+          isolate: false,
+        },
       },
     ],
   },

@@ -95,14 +95,14 @@ describe("the projects", () => {
 });
 
 describe("the order files start in", () => {
-  it("puts the files that share processes first, together, then those that start the local stack, each part in the order given", () => {
+  it("puts the cdk files first, together, then those that start the local stack, each part in the order given", () => {
     const files = [
-      { name: "unit-a", shared: false, stack: false },
-      { name: "e2e-a", shared: false, stack: true },
-      { name: "cdk-a", shared: true, stack: false },
-      { name: "unit-b", shared: false, stack: false },
-      { name: "e2e-b", shared: false, stack: true },
-      { name: "cdk-b", shared: true, stack: false },
+      { name: "unit-a", cdk: false, stack: false },
+      { name: "e2e-a", cdk: false, stack: true },
+      { name: "cdk-a", cdk: true, stack: false },
+      { name: "unit-b", cdk: false, stack: false },
+      { name: "e2e-b", cdk: false, stack: true },
+      { name: "cdk-b", cdk: true, stack: false },
     ];
     expect(startOrder(files, (f) => f).map((f) => f.name)).toEqual([
       "cdk-a",
@@ -131,15 +131,15 @@ describe("the order files start in", () => {
   it("is the config's: without durations, the standalone project's stack files start before the database project's files", async () => {
     const { default: config, StartOrderSequencer } = await import("../../vitest.config.ts");
     expect(config.test?.sequence?.sequencer).toBe(StartOrderSequencer);
-    const spec = (file: string, project: string, isolate = true) => ({
+    const spec = (file: string, project: string) => ({
       moduleId: join(ROOT, file),
-      project: { name: project, config: { isolate, sequence: { groupOrder: 0 } } },
+      project: { name: project, config: { isolate: project === "database", sequence: { groupOrder: 0 } } },
     });
     const specs = [
       spec("test/unit/retry-policy.test.ts", "standalone"),
       spec("test/integration/late-claim.test.ts", "database"),
       spec("test/e2e/doctor.test.ts", "standalone"),
-      spec("test/infra/job-consumer.test.ts", "cdk", false),
+      spec("test/infra/job-consumer.test.ts", "cdk"),
       spec("test/integration/attempts.test.ts", "database"),
       spec("test/e2e/local-stack-edges.test.ts", "standalone"),
       spec("test/e2e/local-stack.test.ts", "database"),
