@@ -10,8 +10,8 @@
  * JOBFENCE_TEST_TIER (test/support/tier.ts) picks the tier: `npm test` is the everyday tier,
  * `npm run test:full` adds the full tier's files and runs every size at its full value.
  */
-import { availableParallelism } from "node:os";
-import { relative } from "node:path";
+import { availableParallelism, tmpdir } from "node:os";
+import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { defineConfig } from "vitest/config";
 import { BaseSequencer, type TestSpecification } from "vitest/node";
@@ -39,6 +39,15 @@ const MAX_WORKERS = Math.min(
   availableParallelism() + 1,
   Math.max(1, Math.floor(SERVER_CONNECTIONS / PEAK_CONNECTIONS_PER_FILE)),
 );
+
+/**
+ * Node keeps the code it compiles for each module in this directory (NODE_COMPILE_CACHE), for the
+ * run's workers and every process they start (the crash matrix's children, `npm start`, the CLIs),
+ * which inherit it: a run starts a few hundred processes that load the same modules (aws-cdk-lib,
+ * the AWS SDK, pg), and each compiles them in about two thirds of the processor time with it. Kept
+ * between runs; one given by the environment is used instead.
+ */
+process.env.NODE_COMPILE_CACHE ??= join(tmpdir(), "jobfence-node-compile-cache");
 
 const root = fileURLToPath(new URL(".", import.meta.url));
 const files = [...classifyTestFiles(root)].filter(([, kind]) => TEST_TIER !== "everyday" || !kind.full);
