@@ -15,6 +15,7 @@ import type { Runtime } from "./command.ts";
 import { registerDiscard } from "./commands/discard.ts";
 import { registerGroups } from "./commands/groups.ts";
 import { registerList } from "./commands/list.ts";
+import { registerOpenApi } from "./commands/openapi.ts";
 import { registerOperations } from "./commands/operations.ts";
 import { registerReplay } from "./commands/replay.ts";
 import { registerShow } from "./commands/show.ts";
@@ -64,6 +65,7 @@ function program(runtime: Runtime, out: LineWriter, err: LineWriter): Command {
   registerReplay(deadLetters, runtime);
   registerDiscard(deadLetters, runtime);
   registerOperations(deadLetters, runtime);
+  registerOpenApi(deadLetters, runtime);
   deadLetters.addHelpText("after", ENVIRONMENT_HELP);
   return root;
 }

@@ -11,6 +11,9 @@ import { clean, truncate } from "./text.ts";
 /** The API's base path (docs/api.md). */
 export const BASE_PATH = "/v1/core/dead-letters";
 
+/** Where the API serves its OpenAPI document. */
+export const OPENAPI_PATH = "/v1/core/openapi.json";
+
 /** Where the bulk operations are. */
 export const OPERATIONS_PATH = `${BASE_PATH}/operations`;
 

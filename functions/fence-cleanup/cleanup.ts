@@ -27,6 +27,8 @@ export const CLEANUP_METRIC = {
   staleAttempts: "AttemptLedgerCleanupDeleted",
   /** Step checkpoints no copy of their job can need any more. */
   steps: "StepCleanupDeleted",
+  /** The ops API's idempotency keys past their 24 hours. */
+  idempotencyKeys: "IdempotencyKeyCleanupDeleted",
 } as const;
 
 export interface CleanupFunctionDeps {
@@ -55,6 +57,7 @@ export async function cleanupInvocation(
   deps.metrics.addMetric(CLEANUP_METRIC.held, MetricUnit.Count, report.held);
   deps.metrics.addMetric(CLEANUP_METRIC.staleAttempts, MetricUnit.Count, report.staleAttemptsDeleted);
   deps.metrics.addMetric(CLEANUP_METRIC.steps, MetricUnit.Count, report.stepsDeleted);
+  deps.metrics.addMetric(CLEANUP_METRIC.idempotencyKeys, MetricUnit.Count, report.idempotencyKeysDeleted);
   const log = report.stoppedBy === "budget" && report.backlog > 0 ? deps.logger.warn : deps.logger.info;
   log.call(deps.logger, "fence cleanup finished", { ...report });
   return report;

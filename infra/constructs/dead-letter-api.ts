@@ -1,7 +1,9 @@
 /**
  * The dead-letter API (docs/api.md): an HTTP API whose JWT authorizer checks the issuer and audience
- * and requires, on each route of `ROUTES`, one of that route's permissions as a scope; the handler
- * checks the token and the permissions again. Access logging and throttling are on the stage. The
+ * and requires, on each route of `ROUTES` (and HEAD beside each GET), one of that route's
+ * permissions as a scope; the handler checks the token and the permissions again. Every other
+ * method of each path, and `$default`, reach the handler too, without an authorizer, so a request
+ * the API refuses as 405 or 404 gets the API's problem, not API Gateway's `{"message":"Not Found"}`. Access logging and throttling are on the stage. The
  * handler logs in as the ops login, and may `SendMessage` only to the consumer queues it was given
  * (a replay republishes to the stored queue).
  *
@@ -20,7 +22,7 @@ import * as secretsmanager from "aws-cdk-lib/aws-secretsmanager";
 import type * as sqs from "aws-cdk-lib/aws-sqs";
 import { Construct } from "constructs";
 import { API_ENV } from "../../functions/dead-letters-api/config.ts";
-import { ROUTES, routePermissions } from "../../functions/dead-letters-api/routes.ts";
+import { gatewayRoutes } from "../../functions/dead-letters-api/resolve.ts";
 import { ConfigurationError } from "../../shared/errors/configuration.ts";
 import { API_DEFAULTS } from "../defaults.ts";
 import { alarmFactory } from "./alarms.ts";
@@ -151,16 +153,42 @@ export class DeadLetterApi extends Construct {
       jwtAudience: [props.jwtAudience],
       identitySource: ["$request.header.Authorization"],
     });
-    const integration = new HttpLambdaIntegration("Handler", this.handler.function);
-    for (const route of ROUTES) {
-      this.api.addRoutes({
+    // One invoke permission for the whole API, not one per route: with every method of every path
+    // routed (below), per-route statements would overflow the function's 20 KB resource policy.
+    const integration = new HttpLambdaIntegration("Handler", this.handler.function, {
+      scopePermissionToRoute: false,
+    });
+    // Routes without an operation (another method of a path, $default for a path the API does
+    // not have) are answered by the handler with a 405 or 404 problem before it reads any token,
+    // so they need no authorizer; the handler verifies the token itself before any operation.
+    const none = new apigwv2.HttpNoneAuthorizer();
+    const openRoutes: apigwv2.HttpRoute[] = [];
+    for (const route of gatewayRoutes()) {
+      const added = this.api.addRoutes({
         path: route.path,
         methods: [apigwv2.HttpMethod[route.method]],
         integration,
-        authorizer: this.authorizer,
         // API Gateway lets a token through holding any one of the route's scopes; a route that
         // accepts several (cancel: replay or discard) has the handler check the one it needs.
-        authorizationScopes: [...routePermissions(route)],
+        ...(route.operation
+          ? { authorizer: this.authorizer, authorizationScopes: [...route.scopes] }
+          : { authorizer: none }),
+      });
+      if (!route.operation) openRoutes.push(...added);
+    }
+    openRoutes.push(
+      new apigwv2.HttpRoute(this, "Fallback", {
+        httpApi: this.api,
+        routeKey: apigwv2.HttpRouteKey.DEFAULT,
+        integration,
+        authorizer: none,
+      }),
+    );
+    for (const route of openRoutes) {
+      Validations.of(route).acknowledge({
+        id: "AwsSolutions-APIG4",
+        reason:
+          "The handler answers this route only with a 405 or 404 problem, before it reads any token: no operation is reachable by it (every operation's route has the JWT authorizer, and the handler verifies the token itself before any operation).",
       });
     }
     this.alarms = {

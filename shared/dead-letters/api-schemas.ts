@@ -5,10 +5,10 @@
 import { z } from "zod";
 import type { BulkFilterColumns } from "../db/queries/dead-letter-filter.ts";
 import { BODY_FORMS } from "../db/stored-body.ts";
-import { JOB_ID_MAX_LENGTH, storableText } from "../envelope/envelope.ts";
+import { characters, JOB_ID_MAX_LENGTH, storableText } from "../envelope/envelope.ts";
 import { ERROR_KINDS } from "../errors/error-kind.ts";
 import { DEAD_LETTER_STATUSES } from "./status.ts";
-import { timestampSchema } from "./timestamp.ts";
+import { canonicalInstant, timestampSchema } from "./timestamp.ts";
 
 /** Named bounds of the API. */
 export const API_LIMITS = Object.freeze({
@@ -28,6 +28,11 @@ export const API_LIMITS = Object.freeze({
   maxDelaySeconds: 900,
   /** Rows per second a bulk operation may be paced at, at most. */
   maxRatePerSecond: 1000,
+  /**
+   * Rows per second a bulk operation may be paced at, at least: one row every 100 seconds. The
+   * table's CHECK (migration 0029) holds the same floor.
+   */
+  minRatePerSecond: 0.01,
   /** Default pace of a bulk replay, messages per second: gentle on the consumer's database. */
   defaultReplayRate: 50,
   /** Default pace of a bulk discard, rows per second (nothing is sent). */
@@ -36,10 +41,65 @@ export const API_LIMITS = Object.freeze({
   maxReasonLength: 2000,
 });
 
-/** A string filter: text PostgreSQL can compare as sent, bounded. */
-const filterText = (max: number) => storableText.pipe(z.string().min(1).max(max));
+/**
+ * From 1 to `max` characters (code points) once leading and trailing white space is trimmed, as a
+ * regular expression (with the `u` flag: `[\s\S]` is then one code point, and `\s` is exactly what
+ * `String.prototype.trim` removes), so the document's pattern is the check itself.
+ */
+function trimmedCharacters(max: number): RegExp {
+  return new RegExp(`^\\s*[^\\s](?:[\\s\\S]{0,${max - 2}}[^\\s])?\\s*$`, "u");
+}
 
-const timestamp = timestampSchema;
+/**
+ * A value this API issued and signed (a list cursor, a plan token): `base64url.base64url`, at most
+ * `max` characters (ASCII, so zod's count and JSON Schema's agree). Only the signature check says
+ * whether it is one; this is its shape.
+ */
+const sealedText = (max: number) =>
+  z
+    .string()
+    .max(max)
+    .regex(/^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/, "is not a value this API issued (base64url.base64url)");
+
+/** A string filter: text PostgreSQL can compare as sent, from 1 to `max` characters (code points). */
+const filterText = (max: number) => storableText.pipe(characters(1, max));
+
+/**
+ * A whole number in a query string: decimal digits only. `z.coerce.number()` took `0x10`, `0b11`,
+ * `1e1`, `+5` and ` 5 ` as numbers; a client reading the document sees an integer, whose query
+ * form is its digits.
+ */
+export function queryInteger(min: number, max: number, fallback: number, description: string) {
+  const schema = z
+    .string()
+    .regex(/^[0-9]+$/, "must be a whole number in decimal digits")
+    .transform(Number)
+    .pipe(z.number().int().min(min).max(max))
+    .default(fallback)
+    .describe(description);
+  QUERY_INTEGERS.set(schema, { minimum: min, maximum: max, default: fallback });
+  return schema;
+}
+
+/**
+ * The bounds of each {@link queryInteger}, for the document: zod describes the schema's input as
+ * the string it reads, and drops the default of a transformed value; the OpenAPI generator shows it
+ * as the integer a client sends (`type: integer`, these bounds and default).
+ */
+export const QUERY_INTEGERS = new WeakMap<
+  z.core.$ZodType,
+  { readonly minimum: number; readonly maximum: number; readonly default: number }
+>();
+
+/**
+ * A filter's timestamp: as the document describes it, read as the instant it names (canonical UTC
+ * text), so two spellings of one instant are one filter.
+ */
+const timestamp = timestampSchema.transform(canonicalInstant);
+
+/** What the timestamp pattern says, in words. */
+const TIMESTAMP_IN_WORDS =
+  "RFC 3339 with an offset or Z (`2026-03-01T12:00:00Z`, `2026-03-01T13:00:00.5+01:00`), from year 0001, with an offset of at most ±15:59 and at most nine fraction digits (PostgreSQL's range).";
 
 /** A dead letter's id. */
 export const deadLetterIdSchema = z
@@ -62,14 +122,16 @@ const filterFields = {
   tenant_id: filterText(255).optional(),
   job_id: filterText(JOB_ID_MAX_LENGTH).optional(),
   correlation_id: filterText(255).optional(),
-  created_after: timestamp.optional().describe("Created at or after this instant (RFC 3339)."),
-  created_before: timestamp.optional().describe("Created strictly before this instant (RFC 3339)."),
+  created_after: timestamp.optional().describe(`Created at or after this instant. ${TIMESTAMP_IN_WORDS}`),
+  created_before: timestamp
+    .optional()
+    .describe(`Created strictly before this instant. ${TIMESTAMP_IN_WORDS}`),
   group: groupIdSchema
     .optional()
     .describe("Only this failure group (its fingerprint, from stats or groups)."),
   error_class: filterText(200).optional().describe("Only errors of this class (last_error.class)."),
   message: storableText
-    .pipe(z.string().min(3).max(200))
+    .pipe(characters(3, 200))
     .optional()
     .describe("Only errors whose message contains this text, case-insensitively (3–200 characters)."),
   // Exactly the filters the reads apply: a field added here and not there fails the typecheck.
@@ -80,18 +142,17 @@ export const listQuerySchema = z
   .object({
     status: z.enum(DEAD_LETTER_STATUSES).optional(),
     ...filterFields,
-    limit: z.coerce
-      .number()
-      .int()
-      .min(1)
-      .max(API_LIMITS.maxPageSize)
-      .default(API_LIMITS.defaultPageSize)
-      .describe(`Rows per page, 1–${API_LIMITS.maxPageSize}.`),
-    cursor: z
-      .string()
-      .max(512)
+    limit: queryInteger(
+      1,
+      API_LIMITS.maxPageSize,
+      API_LIMITS.defaultPageSize,
+      `Rows per page, 1–${API_LIMITS.maxPageSize}, in decimal digits.`,
+    ),
+    cursor: sealedText(512)
       .optional()
-      .describe("next_cursor of the previous page, with the same filters."),
+      .describe(
+        "next_cursor of the previous page, with the same filters. Opaque and signed: any other value, or one sent with other filters, is refused (400).",
+      ),
   })
   .strict();
 
@@ -124,22 +185,40 @@ const forceOutlived = z
     "Replay a dead letter of kind `outlived` anyway: a copy older than its job's fence lifetime whose job has no fence, which may have been applied already and its fence cleaned. Requires `reason`; without it such a row is refused (409, reason `outlived`) or, in a bulk replay, skipped.",
   );
 
+/** What a reason must be, in words (the patterns say it too). */
+const REASON_IN_WORDS = `1–${API_LIMITS.maxReasonLength} characters once leading and trailing white space is trimmed (it is stored trimmed), with at least one letter, digit, punctuation mark or symbol; no U+0000 and no unpaired surrogate.`;
+
 /** An operator's reason (a discard's, a forced replay's): required, visible, bounded. */
-const reasonText = z
-  .string()
-  .trim()
-  .min(1, "a reason is required")
-  .max(API_LIMITS.maxReasonLength)
-  // Only invisible characters (zero-width spaces and the like) are no reason either.
-  .regex(/[\p{L}\p{N}\p{P}\p{S}]/u, "a reason must say something")
-  .pipe(storableText);
+const reasonText = storableText
+  // Blank, or only invisible characters (zero-width spaces and the like), is no reason.
+  .pipe(z.string().regex(/[\p{L}\p{N}\p{P}\p{S}]/u, "a reason must say something"))
+  .pipe(
+    z
+      .string()
+      .regex(
+        trimmedCharacters(API_LIMITS.maxReasonLength),
+        `must be at most ${API_LIMITS.maxReasonLength} characters once trimmed`,
+      ),
+  )
+  .transform((reason) => reason.trim());
 
 /** Why an operator forces the replay of outlived dead letters: required with force_outlived. */
 const forceReason = reasonText
   .optional()
   .describe(
-    "With force_outlived: why the job is known not to have been applied (recorded as discard_reason of each outlived dead letter replayed, beside resolved_by).",
+    `With force_outlived, and only then: why the job is known not to have been applied (recorded as discard_reason of each outlived dead letter replayed, beside resolved_by). ${REASON_IN_WORDS}`,
   );
+
+/**
+ * {@link refineForce} as JSON Schema, for the document: with `force_outlived: true` a `reason` is
+ * required; without it (false or absent) a `reason` is refused.
+ */
+const FORCE_NEEDS_REASON = {
+  if: { properties: { force_outlived: { const: true } }, required: ["force_outlived"] },
+  // biome-ignore lint/suspicious/noThenProperty: JSON Schema's if/then/else keywords, never awaited
+  then: { required: ["reason"] },
+  else: { not: { required: ["reason"] } },
+};
 
 /** force_outlived and reason come together: a forced replay says why, and a reason forces nothing else. */
 function refineForce(
@@ -163,27 +242,28 @@ export const replayBodySchema = z
   .object({ delay_seconds: delaySeconds.default(0), force_outlived: forceOutlived, reason: forceReason })
   .strict()
   .superRefine(refineForce)
-  .describe(
-    "Optional: a delay; force_outlived with a reason for an `outlived` dead letter. The stored envelope is sent unchanged.",
-  );
+  .meta({
+    description:
+      "Optional: a delay; force_outlived with a reason for an `outlived` dead letter. The stored envelope is sent unchanged.",
+    ...FORCE_NEEDS_REASON,
+  });
 
 /** Pace of a bulk operation, rows per second. */
 const rate = (fallback: number) =>
   z
     .number()
-    .positive()
+    .min(API_LIMITS.minRatePerSecond)
     .max(API_LIMITS.maxRatePerSecond)
     .default(fallback)
     .describe(
-      `Rows handled per second at most (default ${fallback}, at most ${API_LIMITS.maxRatePerSecond}).`,
+      `Rows handled per second at most (default ${fallback}; from ${API_LIMITS.minRatePerSecond}, one row every ${1 / API_LIMITS.minRatePerSecond} seconds, to ${API_LIMITS.maxRatePerSecond}).`,
     );
 
-const confirmationToken = z
-  .string()
-  .min(1)
-  .max(1024)
+const confirmationToken = sealedText(1024)
   .optional()
-  .describe("The plan's token: required when the set is large or is every pending dead letter.");
+  .describe(
+    "The plan's token: required when the set is large or is every pending dead letter. Opaque and signed: a value the API did not issue, or issued for another filter or kind, is refused (400); an expired, stale or used one is a 409.",
+  );
 
 /** Body of `POST /v1/core/dead-letters/replay/plan`. */
 export const replayPlanBodySchema = z
@@ -211,14 +291,28 @@ export const bulkReplayBodySchema = z
     reason: forceReason,
   })
   .strict()
-  .superRefine(refineForce);
+  .superRefine(refineForce)
+  .meta(FORCE_NEEDS_REASON);
+
+/**
+ * The `Idempotency-Key` request header of every POST: 1–255 visible ASCII characters (no space),
+ * chosen by the client, typically a UUID.
+ */
+export const idempotencyKeySchema = z
+  .string()
+  .min(1)
+  .max(255)
+  .regex(/^[\x21-\x7E]+$/, "must be visible ASCII characters (0x21–0x7E), no spaces")
+  .describe(
+    "Makes the request safe to send again: a repeat with the same key and the same request (method, path, validated body) within 24 hours gets the first successful response again, with `Idempotent-Replayed: true`, and does nothing; the same key with another request is refused (422); a repeat while the first is still running is refused (409, reason `idempotency-key-in-progress`). Keys are per caller (the token's `sub`). 1–255 visible ASCII characters, e.g. a UUID.",
+  );
 
 /** A bulk replay request after validation. */
 export type BulkReplayRequest = z.output<typeof bulkReplayBodySchema>;
 
 /** Why dead letters are discarded: required, visible, bounded. */
 const discardReason = reasonText.describe(
-  "Why the dead letter will never be replayed (recorded as discard_reason).",
+  `Why the dead letter will never be replayed (recorded as discard_reason). ${REASON_IN_WORDS}`,
 );
 
 /** Body of `POST /v1/core/dead-letters/{id}/discard`. */
@@ -410,7 +504,12 @@ export const groupsQuerySchema = z
       .default("false")
       .transform((v) => v === "true")
       .describe("Also groups with nothing pending."),
-    limit: z.coerce.number().int().min(1).max(API_LIMITS.maxGroups).default(API_LIMITS.defaultPageSize),
+    limit: queryInteger(
+      1,
+      API_LIMITS.maxGroups,
+      API_LIMITS.defaultPageSize,
+      `Groups per page, 1–${API_LIMITS.maxGroups}, in decimal digits.`,
+    ),
   })
   .strict();
 
@@ -528,7 +627,12 @@ export const operationsQuerySchema = z
   .object({
     status: z.enum(["running", "completed", "cancelled", "failed"]).optional(),
     kind: z.enum(["replay", "discard"]).optional(),
-    limit: z.coerce.number().int().min(1).max(API_LIMITS.maxOperations).default(20),
+    limit: queryInteger(
+      1,
+      API_LIMITS.maxOperations,
+      20,
+      `Operations per page, 1–${API_LIMITS.maxOperations}, in decimal digits.`,
+    ),
   })
   .strict();
 

@@ -22,6 +22,7 @@ import {
   pendingAfter,
   pendingSample,
   pendingTotal,
+  runningOperationId,
 } from "../db/queries/bulk-operations.ts";
 import { inTransaction } from "../db/transaction.ts";
 import {
@@ -29,6 +30,7 @@ import {
   NothingMatchedError,
   OperationFinishedError,
   OperationNotFoundError,
+  OperationRunningError,
   PlanStaleError,
   PlanUsedError,
 } from "../errors/bulk-operation.ts";
@@ -139,15 +141,40 @@ export async function planOperation(
 /**
  * Starts a bulk replay or discard by `actor`; the worker runs it. With a plan's token it acts on the
  * planned rows only: dead letters recorded since that match the filter are counted
- * (`newer_not_included`) and left pending, never added to a set the operator did not see.
+ * (`newer_not_included`) and left pending, never added to a set the operator did not see. While an
+ * operation of the same kind and filter runs, the start is refused ({@link OperationRunningError},
+ * naming it): the database's unique index decides, so starts sent at once make one operation.
  */
 export async function startOperation(
   deps: BulkDeps,
-  request:
-    | ({ kind: "replay" } & Omit<BulkReplayRequest, "force_outlived"> & { force_outlived?: boolean })
-    | ({ kind: "discard" } & BulkDiscardRequest),
+  request: StartRequest,
   actor: string,
 ): Promise<StartedOperation> {
+  // A start refused because an operation of its kind and filter runs names that operation; one
+  // that finished between the refusal and the look-up leaves room for this start: try it again.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnce(deps, request, actor);
+    } catch (error) {
+      if (!(error instanceof RunningDuplicate)) throw error;
+      const running = await runningOperationId(deps.pool, request.kind, request.filter);
+      if (running !== undefined || attempt >= START_ATTEMPTS) throw new OperationRunningError(running);
+    }
+  }
+}
+
+/** What a start asks. */
+export type StartRequest =
+  | ({ kind: "replay" } & Omit<BulkReplayRequest, "force_outlived"> & { force_outlived?: boolean })
+  | ({ kind: "discard" } & BulkDiscardRequest);
+
+/** Starts tried while the operation the index named keeps finishing before it can be looked up. */
+const START_ATTEMPTS = 3;
+
+/** The unique index refused the insert: an operation of this kind and filter is running. */
+class RunningDuplicate extends Error {}
+
+async function startOnce(deps: BulkDeps, request: StartRequest, actor: string): Promise<StartedOperation> {
   const settings = deps.bulk ?? DEFAULT_BULK_SETTINGS;
   const now = (deps.now ?? Date.now)();
   const { kind, filter, token } = request;
@@ -184,9 +211,12 @@ export async function startOperation(
       submittedBy: actor,
     }).catch((error: unknown) => {
       // The unique digest: this plan already started an operation.
-      if ((error as { constraint?: string }).constraint === "bulk_operations_one_per_plan") {
+      const constraint = (error as { constraint?: string }).constraint;
+      if (constraint === "bulk_operations_one_per_plan") {
         throw new PlanUsedError("this plan's token has already started an operation; plan again for another");
       }
+      // Migration 0028: one running operation per kind and filter digest.
+      if (constraint === "bulk_operations_one_running_per_filter") throw new RunningDuplicate();
       throw error;
     });
     const written = await insertOperationItems(tx, operation.id, filter, bound);

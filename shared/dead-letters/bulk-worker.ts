@@ -56,6 +56,23 @@ export function chunkSize(kind: OperationRow["kind"], ratePerSecond: number): nu
   return Math.max(1, Math.min(CHUNK_LIMITS[kind], Math.ceil(ratePerSecond)));
 }
 
+/**
+ * The longest pause after a chunk, in seconds. At the API's slowest rate (API_LIMITS.minRatePerSecond)
+ * a chunk is one row and the pause 100 seconds; the cap holds whatever a row stores, so the pause
+ * is always an interval PostgreSQL can add (a rate of 1e-40 once made it 1e40 seconds, and every
+ * chunk rolled back with "interval out of range").
+ */
+export const MAX_CHUNK_PAUSE_SECONDS = 3600;
+
+/** How long an operation waits after a chunk of `rows` at `ratePerSecond`: rows / rate, capped. */
+export function chunkPauseSeconds(rows: number, ratePerSecond: number): number {
+  if (rows <= 0) return 0;
+  const pause = rows / ratePerSecond;
+  return Number.isFinite(pause) && pause >= 0
+    ? Math.min(pause, MAX_CHUNK_PAUSE_SECONDS)
+    : MAX_CHUNK_PAUSE_SECONDS;
+}
+
 /** What one run of the worker did. */
 export interface WorkerReport {
   chunks: number;
@@ -198,6 +215,7 @@ async function runClaimedChunk(deps: BulkWorkerDeps, tx: pg.PoolClient, op: Oper
   await recordChunk(tx, op.id, {
     lastPosition: last ? last.position : null,
     rows: rows.length,
+    pauseSeconds: chunkPauseSeconds(rows.length, op.rate_per_second),
     ...counts,
     // Done when the set's last row is passed, or when fewer rows were left than a chunk takes.
     done: rows.length < size || (last?.position ?? 0) >= op.planned,

@@ -26,7 +26,33 @@ export const IDENTITY_MAX_LENGTH = 255;
 export const storableText = z
   .string()
   .refine((s) => !s.includes("\u0000"), { message: "must not contain U+0000" })
-  .refine((s) => s.isWellFormed(), { message: "must be well-formed Unicode (no lone surrogates)" });
+  .refine((s) => s.isWellFormed(), { message: "must be well-formed Unicode (no lone surrogates)" })
+  .meta({ pattern: storableTextPattern() });
+
+/**
+ * {@link storableText}'s rule as a JSON Schema pattern, for documents generated from schemas that use
+ * it (the API's OpenAPI document): any UTF-16 unit but U+0000 and the surrogates, or a high surrogate
+ * followed by a low one. It reads the same whether a validator compiles it with the `u` flag (a pair
+ * is then one code point, above the excluded range) or without. The checks themselves stay the two
+ * refinements above, linear and native on strings of any size; a test holds the two to each other.
+ */
+function storableTextPattern(): string {
+  return "^(?:[^\\u0000\\uD800-\\uDFFF]|[\\uD800-\\uDBFF][\\uDC00-\\uDFFF])*$";
+}
+
+/**
+ * From `min` to `max` characters as PostgreSQL counts them (code points), not UTF-16 units as
+ * `z.string().max()` does: an emoji is one character to the database and to JSON Schema's
+ * `maxLength`, two units to JavaScript. The bounds are in the schema's JSON Schema too.
+ */
+export function characters(min: number, max: number): z.ZodString {
+  const count = (s: string) => (s.length <= max && s.length >= 2 * min ? s.length : [...s].length);
+  return z
+    .string()
+    .refine((s) => count(s) >= min, { message: `must be at least ${min} character${min === 1 ? "" : "s"}` })
+    .refine((s) => count(s) <= max, { message: `must be at most ${max} characters` })
+    .meta({ ...(min > 0 ? { minLength: min } : {}), maxLength: max });
+}
 
 /** Identity strings must say something: the database refuses blank job and correlation ids. */
 const NOT_BLANK = /\S/;
@@ -35,17 +61,13 @@ const NOT_BLANK = /\S/;
  * The envelope every message body must be. Unknown top-level keys are ignored. A blank
  * `correlation_id` counts as absent (the job id stands in), as a missing one does.
  */
-/** At most `max` characters as the database counts them (code points), not UTF-16 units. */
-const atMost = (max: number) =>
-  z
-    .string()
-    .refine((s) => s.length <= max || [...s].length <= max, { message: `must be at most ${max} characters` });
-
-const tenantIdSchema = storableText.pipe(atMost(IDENTITY_MAX_LENGTH));
-const correlationIdSchema = storableText.pipe(atMost(IDENTITY_MAX_LENGTH));
+const tenantIdSchema = storableText.pipe(characters(0, IDENTITY_MAX_LENGTH));
+const correlationIdSchema = storableText.pipe(characters(0, IDENTITY_MAX_LENGTH));
 
 export const envelopeSchema = z.object({
-  job_id: storableText.pipe(atMost(JOB_ID_MAX_LENGTH).pipe(z.string().regex(NOT_BLANK, "must not be blank"))),
+  job_id: storableText.pipe(
+    characters(0, JOB_ID_MAX_LENGTH).pipe(z.string().regex(NOT_BLANK, "must not be blank")),
+  ),
   tenant_id: tenantIdSchema,
   correlation_id: correlationIdSchema.optional(),
   payload: z.unknown().refine((value) => value !== undefined, { message: "payload is required" }),

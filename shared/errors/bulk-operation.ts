@@ -86,3 +86,20 @@ export class OperationFinishedError extends BulkOperationError {
     this.status = status;
   }
 }
+
+/**
+ * A bulk operation of the same kind and filter is running: a second one would walk the same rows.
+ * `operationId` names it; undefined only when it finished just as this start was refused.
+ */
+export class OperationRunningError extends BulkOperationError {
+  override name = "OperationRunningError";
+  readonly operationId: string | undefined;
+  constructor(operationId: string | undefined) {
+    super(
+      operationId === undefined
+        ? "a bulk operation of this kind and filter was running; try again"
+        : `bulk operation ${operationId} of this kind and filter is running; follow it, or cancel it before starting another`,
+    );
+    this.operationId = operationId;
+  }
+}

@@ -1,6 +1,6 @@
 /**
  * TTL cleanup (docs/design.md §7.2): deletes expired fences (then the step checkpoints and attempt
- * ledger rows nothing can need any more) in bounded batches, each its own short
+ * ledger rows nothing can need any more, and the ops API's expired idempotency keys) in bounded batches, each its own short
  * transaction, until none are left or the time budget is spent. Safe to run twice at once: the
  * batches skip rows the other run holds. Never deletes a fence whose expires_at is in the future.
  */
@@ -13,6 +13,7 @@ import {
   expiredFenceBacklog,
   heldFenceCount,
 } from "../db/queries/delete-expired-fences.ts";
+import { deleteExpiredIdempotencyKeys } from "../db/queries/idempotency-keys.ts";
 import type { Queryable } from "../db/queryable.ts";
 import { faultHook } from "../fault-points.ts";
 
@@ -70,6 +71,8 @@ export interface FenceCleanupReport {
    * fences, in batches while the budget lasts.
    */
   readonly stepsDeleted: number;
+  /** The ops API's idempotency keys past their 24 hours (migration 0028), deleted last while the budget lasts. */
+  readonly idempotencyKeysDeleted: number;
   /** Why it stopped: a batch came back short (nothing expired was left to take), or the budget was spent. */
   readonly stoppedBy: "empty" | "budget";
   readonly elapsedMs: number;
@@ -108,6 +111,12 @@ export async function runFenceCleanup(options: FenceCleanupOptions): Promise<Fen
     stepsDeleted += count;
     if (count < batchSize) break;
   }
+  let idempotencyKeysDeleted = 0;
+  while (clock() - started < options.budgetMs) {
+    const count = await deleteExpiredIdempotencyKeys(options.db, batchSize);
+    idempotencyKeysDeleted += count;
+    if (count < batchSize) break;
+  }
   // Counted even after an "empty" stop: a short batch can also mean rows a concurrent run held.
   const cap = options.backlogCap ?? CLEANUP_DEFAULTS.backlogCap;
   const backlog = await expiredFenceBacklog(options.db, cap);
@@ -117,6 +126,7 @@ export async function runFenceCleanup(options: FenceCleanupOptions): Promise<Fen
     batches,
     staleAttemptsDeleted,
     stepsDeleted,
+    idempotencyKeysDeleted,
     backlog,
     held,
     stoppedBy,

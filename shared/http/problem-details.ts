@@ -13,6 +13,7 @@ import {
   NothingMatchedError,
   OperationFinishedError,
   OperationNotFoundError,
+  OperationRunningError,
   PlanExpiredError,
   PlanStaleError,
   PlanUsedError,
@@ -28,6 +29,7 @@ import {
   ReplaySendError,
 } from "../errors/dead-letter.ts";
 import { HttpProblem } from "../errors/http.ts";
+import { IdempotencyKeyInProgressError, IdempotencyKeyReusedError } from "../errors/idempotency.ts";
 import { describeError } from "../errors/last-error.ts";
 import { problemResponse } from "./problem.ts";
 
@@ -117,6 +119,25 @@ export function problemOf(error: unknown): HttpProblem {
   if (error instanceof OperationFinishedError) {
     return new HttpProblem("conflict", error.message, {
       extensions: { operation_status: error.status, reason: "operation-finished" },
+    });
+  }
+  if (error instanceof OperationRunningError) {
+    return new HttpProblem("conflict", error.message, {
+      extensions: {
+        reason: "operation-running",
+        ...(error.operationId !== undefined ? { operation_id: error.operationId } : {}),
+      },
+    });
+  }
+  if (error instanceof IdempotencyKeyReusedError) {
+    return new HttpProblem("idempotencyKeyReused", error.message, {
+      extensions: { reason: "idempotency-key-reused" },
+    });
+  }
+  if (error instanceof IdempotencyKeyInProgressError) {
+    return new HttpProblem("conflict", error.message, {
+      extensions: { reason: "idempotency-key-in-progress" },
+      headers: { "retry-after": "1" },
     });
   }
   // The message says what failed in the operator's words; the queue URL and SQS's own text are

@@ -8,8 +8,10 @@ import { Match, Template } from "aws-cdk-lib/assertions";
 import * as sqs from "aws-cdk-lib/aws-sqs";
 import type { IConstruct } from "constructs";
 import { beforeAll, describe, expect, it } from "vitest";
+import { createResolver } from "../../functions/dead-letters-api/resolve.ts";
 import { ROUTES, routePermissions } from "../../functions/dead-letters-api/routes.ts";
 import { DeadLetterApi } from "../../infra/constructs/dead-letter-api.ts";
+import { IDEMPOTENCY } from "../../shared/dead-letters/idempotency.ts";
 import { ConfigurationError } from "../../shared/errors/configuration.ts";
 import { PERMISSION } from "../../shared/http/auth.ts";
 import { logicalId, type TestEnvironment, testEnvironment } from "./support.ts";
@@ -40,22 +42,93 @@ describe("DeadLetterApi", () => {
     });
   });
 
-  it("deploys every ROUTES entry and nothing else, each behind the JWT authorizer with all its permissions as scopes", () => {
+  it("deploys every ROUTES entry, and HEAD beside each GET, behind the JWT authorizer with all its permissions as scopes", () => {
     const authorizerId = logicalId(env.stack, api.node.findChild("Api").node.findChild("Jwt") as IConstruct);
     const routes = Object.values(template.findResources("AWS::ApiGatewayV2::Route"));
-    const routeKeys = routes.map((r) => r.Properties.RouteKey as string);
     const expectedKeys = ROUTES.map((route) => `${route.method} ${route.path}`);
     expect(new Set(expectedKeys).size).toBe(ROUTES.length);
-    expect(routeKeys.sort()).toEqual([...expectedKeys].sort());
-    for (const route of ROUTES) {
-      const [deployed] = routes.filter((r) => r.Properties.RouteKey === `${route.method} ${route.path}`);
-      expect(deployed?.Properties, `${route.method} ${route.path}`).toMatchObject({
+    const operations = ROUTES.flatMap((route) =>
+      route.method === "GET"
+        ? [
+            { route, method: "GET" },
+            { route, method: "HEAD" },
+          ]
+        : [{ route, method: route.method }],
+    );
+    for (const { route, method } of operations) {
+      const key = `${method} ${route.path}`;
+      const deployed = routes.filter((r) => r.Properties.RouteKey === key);
+      expect(deployed, key).toHaveLength(1);
+      expect(deployed[0]?.Properties, key).toMatchObject({
         AuthorizationType: "JWT",
         AuthorizerId: { Ref: authorizerId },
       });
-      expect(deployed?.Properties.AuthorizationScopes, `${route.method} ${route.path}`).toEqual([
-        ...routePermissions(route),
-      ]);
+      expect(deployed[0]?.Properties.AuthorizationScopes, key).toEqual([...routePermissions(route)]);
+    }
+  });
+
+  it("routes every other method of each path, and $default, to the handler without an authorizer (its 405 and 404 problems), and nothing else", () => {
+    const routes = Object.values(template.findResources("AWS::ApiGatewayV2::Route"));
+    const operationKeys = new Set(
+      ROUTES.flatMap((route) => [
+        `${route.method} ${route.path}`,
+        ...(route.method === "GET" ? [`HEAD ${route.path}`] : []),
+      ]),
+    );
+    const paths = [...new Set(ROUTES.map((route) => route.path))];
+    const methods = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
+    const problemKeys = [
+      ...paths
+        .flatMap((path) => methods.map((method) => `${method} ${path}`))
+        .filter((k) => !operationKeys.has(k)),
+      "$default",
+    ];
+    const keys = routes.map((r) => r.Properties.RouteKey as string);
+    expect(keys.sort()).toEqual([...operationKeys, ...problemKeys].sort());
+    for (const key of problemKeys) {
+      const [deployed] = routes.filter((r) => r.Properties.RouteKey === key);
+      expect(deployed?.Properties.AuthorizationType, key).toBe("NONE");
+      expect(deployed?.Properties.AuthorizerId, key).toBeUndefined();
+      expect(deployed?.Properties.AuthorizationScopes, key).toBeUndefined();
+    }
+    // Each of these is a 405 or 404 in the handler, before any token is read (resolve.ts).
+    const resolve = createResolver();
+    for (const key of problemKeys.filter((k) => k !== "$default")) {
+      const [method = "", path = ""] = key.split(" ");
+      expect(resolve(method, path.replaceAll("{id}", "00000000-0000-4000-8000-000000000000")).kind, key).toBe(
+        "methodNotAllowed",
+      );
+    }
+  });
+
+  it("lets this API, and only it, invoke the handler, with one permission for all its routes", () => {
+    const fn = logicalId(env.stack, api.handler.function);
+    const permissions = Object.values(template.findResources("AWS::Lambda::Permission")).filter((p) =>
+      JSON.stringify(p.Properties.FunctionName).includes(fn),
+    );
+    expect(permissions).toHaveLength(1);
+    expect(permissions[0]?.Properties).toMatchObject({
+      Action: "lambda:InvokeFunction",
+      Principal: "apigateway.amazonaws.com",
+    });
+    const source = JSON.stringify(permissions[0]?.Properties.SourceArn);
+    expect(source).toContain(JSON.stringify({ Ref: logicalId(env.stack, api.api) }));
+    expect(source).toContain("/*/*/*");
+  });
+
+  it("sends every route to the one handler", () => {
+    const integrations = Object.entries(template.findResources("AWS::ApiGatewayV2::Integration"));
+    expect(integrations).toHaveLength(1);
+    const [[integrationId, integration]] = integrations as [
+      [string, { Properties: Record<string, unknown> }],
+    ];
+    expect(JSON.stringify(integration.Properties.IntegrationUri)).toContain(
+      logicalId(env.stack, api.handler.function),
+    );
+    for (const route of Object.values(template.findResources("AWS::ApiGatewayV2::Route"))) {
+      expect(route.Properties.Target, route.Properties.RouteKey).toEqual({
+        "Fn::Join": ["", ["integrations/", { Ref: integrationId }]],
+      });
     }
   });
 
@@ -112,6 +185,19 @@ describe("DeadLetterApi", () => {
         }),
       },
     });
+  });
+
+  it("stops the handler well before an unanswered Idempotency-Key claim may be taken over", () => {
+    const functions = Object.values(
+      template.findResources("AWS::Lambda::Function", {
+        Properties: { Description: "jobfence dead-letter API" },
+      }),
+    );
+    expect(functions).toHaveLength(1);
+    const timeout = Number(functions[0]?.Properties?.Timeout);
+    // API Gateway gives up at 30 seconds whatever the function's timeout; a claim is taken over later.
+    expect(timeout).toBeLessThanOrEqual(30);
+    expect(IDEMPOTENCY.staleAfterSeconds).toBeGreaterThanOrEqual(2 * timeout);
   });
 
   it("generates the signing key as the whole secret string: 64 letters and digits", () => {

@@ -2,8 +2,14 @@
  * Regressions found by the API's robustness tests: each request here once reached the database
  * and came back as a 500, or was refused where it should not have been.
  */
+import { readFileSync } from "node:fs";
+import type { IncomingMessage } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type ApiTestBed, apiTestBed } from "../support/api-harness.ts";
+import { createDeadLetterApi } from "../../functions/dead-letters-api/api.ts";
+import { toHttpApiEvent } from "../../local/http-adapter.ts";
+import { lambdaContext } from "../../local/lambda-context.ts";
+import { createTokenVerifier } from "../../shared/http/auth.ts";
+import { type ApiTestBed, apiTestBed, TEST_SEAL_KEY } from "../support/api-harness.ts";
 import { insertDeadLetter } from "../support/fixtures.ts";
 
 let bed: ApiTestBed;
@@ -94,20 +100,149 @@ describe("inputs", () => {
 
 describe("routing", () => {
   it.each([
-    ["DELETE", "/v1/core/dead-letters", "GET"],
+    ["DELETE", "/v1/core/dead-letters", "GET, HEAD"],
     ["PUT", "/v1/core/dead-letters/00000000-0000-4000-8000-000000000000/discard", "POST"],
-    // GET reaches /{id} (and is refused there as not a UUID), so both methods are allowed.
-    ["PATCH", "/v1/core/dead-letters/replay", "GET, POST"],
+    // A literal path wins over {id}: these are the bulk routes' paths, which take POST only.
+    ["PATCH", "/v1/core/dead-letters/replay", "POST"],
+    ["GET", "/v1/core/dead-letters/replay", "POST"],
+    ["GET", "/v1/core/dead-letters/discard", "POST"],
+    ["HEAD", "/v1/core/dead-letters/discard", "POST"],
+    ["GET", "/v1/core/dead-letters/replay/plan", "POST"],
+    ["GET", "/v1/core/dead-letters/discard/plan", "POST"],
+    ["POST", "/v1/core/dead-letters/operations", "GET, HEAD"],
+    ["POST", "/v1/core/dead-letters/stats", "GET, HEAD"],
+    ["GET", "/v1/core/dead-letters/operations/00000000-0000-4000-8000-000000000000/cancel", "POST"],
   ])("%s %s is 405 with Allow: %s", async (method, path, allow) => {
     const response = await bed.call(method, path, { token: bed.tokens.admin });
     expect(response.status).toBe(405);
-    expect(response.contentType).toBe("application/problem+json");
     expect(response.headers.get("allow")).toBe(allow);
+    if (method === "HEAD") {
+      expect(response.body).toBeUndefined();
+      return;
+    }
+    expect(response.contentType).toBe("application/problem+json");
+    expect(response.body).toMatchObject({ status: 405, instance: path });
   });
 
   it("an unknown path is 404", async () => {
     const response = await bed.call("GET", "/v1/core/nothing-here", { token: bed.tokens.admin });
     expect(response.status).toBe(404);
     expect(response.contentType).toBe("application/problem+json");
+  });
+
+  it("answers 405 and 404 before it reads a token (in AWS those routes have no authorizer); an operation still needs one", async () => {
+    for (const token of [undefined, "not-a-jwt", bed.tokens.none]) {
+      const options = token === undefined ? {} : { token };
+      const wrong = await bed.call("GET", `${BASE}/replay`, options);
+      expect(wrong.status).toBe(405);
+      expect(wrong.headers.get("allow")).toBe("POST");
+      expect((await bed.call("DELETE", `${BASE}/${id}`, options)).status).toBe(405);
+      expect((await bed.call("GET", "/v1/core/nothing-here", options)).status).toBe(404);
+    }
+    const replay = await bed.call("POST", `${BASE}/${id}/replay`);
+    expect(replay.status).toBe(401);
+    expect(replay.headers.get("www-authenticate")).toMatch(/^Bearer /);
+  });
+});
+
+describe("HEAD", () => {
+  // Node's server drops a HEAD response's body by itself; API Gateway is given what the function
+  // returns, so the function must leave the body out itself.
+  it("is answered by the function without a body, errors too, with GET's status and headers", async () => {
+    const handler = createDeadLetterApi({
+      pool: bed.opsPool,
+      sqs: bed.sqs,
+      verifier: createTokenVerifier({
+        issuer: bed.issuer.issuer,
+        audience: bed.issuer.audience,
+        jwks: bed.issuer.jwks,
+      }),
+      sealKey: TEST_SEAL_KEY,
+    });
+    const invoke = (method: string, path: string, token?: string) =>
+      handler(
+        toHttpApiEvent(
+          {
+            method,
+            url: path,
+            httpVersion: "1.1",
+            headers: token ? { authorization: `Bearer ${token}` } : {},
+            socket: { remoteAddress: "127.0.0.1" },
+          } as unknown as IncomingMessage,
+          Buffer.alloc(0),
+        ),
+        lambdaContext("dead-letters-api"),
+      );
+    for (const [path, token] of [
+      [`${BASE}/${id}`, bed.tokens.read],
+      [`${BASE}/stats`, bed.tokens.read],
+      [`${BASE}/00000000-0000-4000-8000-000000000000`, bed.tokens.read],
+      [`${BASE}/${id}`, bed.tokens.discard],
+      [`${BASE}/${id}`, undefined],
+      [`${BASE}/replay`, bed.tokens.read],
+      ["/v1/core/openapi.json", bed.tokens.read],
+    ] as const) {
+      const get = await invoke("GET", path, token);
+      const head = await invoke("HEAD", path, token);
+      expect(get.body, `GET ${path}`).toEqual(expect.any(String));
+      expect(head.body, `HEAD ${path}`).toBeUndefined();
+      expect(head.statusCode, `HEAD ${path}`).toBe(get.statusCode);
+      expect(head.headers, `HEAD ${path}`).toEqual(get.headers);
+    }
+  });
+
+  /** Headers that describe the connection or the body's framing, not the answer. */
+  const FRAMING = new Set(["date", "connection", "keep-alive", "transfer-encoding", "content-length"]);
+  const answerHeaders = (headers: Headers) =>
+    Object.fromEntries([...headers].filter(([name]) => !FRAMING.has(name)));
+
+  const cases: Array<[string, () => string, "read" | "discard" | undefined]> = [
+    ["the list", () => `${BASE}?limit=1`, "read"],
+    ["stats", () => `${BASE}/stats`, "read"],
+    ["groups", () => `${BASE}/groups`, "read"],
+    ["operations", () => `${BASE}/operations`, "read"],
+    ["one dead letter", () => `${BASE}/${id}`, "read"],
+    ["an unknown dead letter", () => `${BASE}/00000000-0000-4000-8000-000000000000`, "read"],
+    ["an id that is not a UUID", () => `${BASE}/not-a-uuid`, "read"],
+    ["one dead letter, without the read permission", () => `${BASE}/${id}`, "discard"],
+    ["one dead letter, without a token", () => `${BASE}/${id}`, undefined],
+  ];
+  it.each(cases)("on %s answers as GET does, without a body", async (_, path, token) => {
+    const options = token ? { token: bed.tokens[token] } : {};
+    const get = await bed.call("GET", path(), options);
+    const head = await bed.call("HEAD", path(), options);
+    expect(head.status).toBe(get.status);
+    expect(answerHeaders(head.headers)).toEqual(answerHeaders(get.headers));
+    expect(head.body).toBeUndefined();
+    expect(get.body).toBeDefined();
+  });
+});
+
+describe("the OpenAPI document", () => {
+  const committed = readFileSync(new URL("../../docs/openapi.json", import.meta.url), "utf8");
+
+  it("is served at /v1/core/openapi.json, byte for byte what npm run openapi writes", async () => {
+    const response = await fetch(`${bed.apiUrl}/v1/core/openapi.json`, {
+      headers: { authorization: `Bearer ${bed.tokens.read}` },
+    });
+    expect(response.status).toBe(200);
+    expect(response.headers.get("content-type")).toBe("application/json");
+    expect(await response.text()).toBe(committed);
+    // It describes itself.
+    expect(JSON.parse(committed).paths["/v1/core/openapi.json"].get.operationId).toBe("getOpenApiDocument");
+  });
+
+  it("needs the read permission, answers HEAD, and takes no query", async () => {
+    expect((await bed.call("GET", "/v1/core/openapi.json")).status).toBe(401);
+    const forbidden = await bed.call("GET", "/v1/core/openapi.json", { token: bed.tokens.discard });
+    expect(forbidden.status).toBe(403);
+    expect(forbidden.body.required_permission).toBe("core.dead_letters.read");
+    const head = await bed.call("HEAD", "/v1/core/openapi.json", { token: bed.tokens.read });
+    expect(head.status).toBe(200);
+    expect(head.body).toBeUndefined();
+    expect((await bed.call("GET", "/v1/core/openapi.json?x=1", { token: bed.tokens.read })).status).toBe(400);
+    const post = await bed.call("POST", "/v1/core/openapi.json", { token: bed.tokens.read });
+    expect(post.status).toBe(405);
+    expect(post.headers.get("allow")).toBe("GET, HEAD");
   });
 });

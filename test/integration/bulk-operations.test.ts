@@ -411,6 +411,78 @@ describe("running an operation", () => {
   });
 });
 
+describe("the pace's floor", () => {
+  it("a rate below 0.01 rows per second is refused as a bad request naming the field, never started, never a database error", async () => {
+    await seedQueue("floor", 2);
+    const count = async () =>
+      (await bed.db.withClient((c) => c.query("SELECT count(*)::int AS n FROM core.bulk_operations"))).rows[0]
+        .n;
+    const before = await count();
+    for (const [kind, body] of [
+      ["replay", { filter: { consumer: "floor" } }],
+      ["discard", { filter: { consumer: "floor" }, reason: "floor" }],
+    ] as const) {
+      // 1e-40 was accepted (202) and then failed every chunk; 1e-46 underflowed `real` (a raw sqlstate).
+      for (const rate of [1e-40, 1e-46, 5e-324, 0.0099, 0, -1]) {
+        const response = await bed.call("POST", `${BASE}/${kind}`, {
+          token: kind === "replay" ? bed.tokens.replay : bed.tokens.discard,
+          body: { ...body, rate_per_second: rate },
+        });
+        expectProblem(response, 400);
+        expect(response.body.errors, JSON.stringify(response.body)).toEqual([
+          expect.objectContaining({ location: "body", field: "rate_per_second" }),
+        ]);
+        expect(JSON.stringify(response.body)).not.toMatch(/sqlstate|22003|22008|interval/i);
+      }
+    }
+    expect(await count()).toBe(before);
+  });
+
+  it("the floor itself is taken, and its first chunk is paced 100 seconds, not overflowed", async () => {
+    await seedQueue("floor-ok", 2);
+    const started = await bed.call("POST", `${BASE}/discard`, {
+      token: bed.tokens.discard,
+      body: { filter: { consumer: "floor-ok" }, reason: "at the floor", rate_per_second: 0.01 },
+    });
+    expect(started.status, JSON.stringify(started.body)).toBe(202);
+    expect(started.body.rate_per_second).toBeCloseTo(0.01, 6);
+    const id: string = started.body.id;
+    const progress = async () =>
+      (
+        await bed.db.withClient((c) =>
+          c.query<{ processed: number; status: string; pause: number }>(
+            `SELECT processed::int AS processed, status,
+                    extract(epoch FROM next_run_at - now())::float8 AS pause
+               FROM core.bulk_operations WHERE id = $1`,
+            [id],
+          ),
+        )
+      ).rows[0];
+    // Other files' operations may be due as well: run chunks until this one has done its first.
+    for (let i = 0; i < 50 && (await progress())?.processed === 0; i++) await runChunk(worker());
+    const after = await progress();
+    expect(after).toMatchObject({ processed: 1, status: "running" });
+    expect(after?.pause).toBeGreaterThan(90);
+    expect(after?.pause).toBeLessThanOrEqual(100.5);
+  });
+
+  it("the table refuses a rate below the floor whoever writes it (the ops login's INSERT)", async () => {
+    await expect(
+      bed.opsPool.query(
+        `INSERT INTO core.bulk_operations (kind, filter, reason, delay_seconds, rate_per_second, planned, submitted_by)
+         VALUES ('discard', '{}', 'below', 0, 0.001, 1, 'tester')`,
+      ),
+    ).rejects.toMatchObject({ code: "23514", constraint: "bulk_operations_rate" });
+    // 0.01 is stored as the `real` nearest it, 0.0099999998, and is still at the floor.
+    await expect(
+      bed.opsPool.query(
+        `INSERT INTO core.bulk_operations (kind, filter, reason, delay_seconds, rate_per_second, planned, submitted_by)
+         VALUES ('discard', '{}', 'at the floor', 0, 0.01, 1, 'tester') RETURNING id`,
+      ),
+    ).resolves.toMatchObject({ rowCount: 1 });
+  });
+});
+
 describe("replay overrides and errors", () => {
   it("a replay may be delayed (DelaySeconds); the envelope is sent unchanged", async () => {
     const { queueUrl, ids } = await seedQueue("delay-one", 1);

@@ -610,6 +610,105 @@ describe("the steps (migration 0027)", () => {
   });
 });
 
+describe("idempotency keys of the ops API (migration 0028)", () => {
+  /** A live key and an expired one, each with a recorded response, written as the migrator. */
+  async function seedKeys(): Promise<void> {
+    await admin.query("DELETE FROM core.idempotency_keys");
+    await admin.query(
+      `INSERT INTO core.idempotency_keys (actor, key, operation, request_digest, created_at, expires_at,
+                                          response_status, response_body, completed_at)
+       VALUES ('operator', 'live-key', 'replayDeadLetter', sha256('a'), now(), now() + interval '24 hours',
+               200, '{"id":"x"}', now()),
+              ('operator', 'old-key', 'replayDeadLetter', sha256('b'), now() - interval '25 hours',
+               now() - interval '1 hour', 200, '{"id":"y"}', now() - interval '25 hours')`,
+    );
+  }
+  const keys = async () =>
+    (
+      await admin.query(
+        "SELECT actor, key, response_body::text AS body FROM core.idempotency_keys ORDER BY key",
+      )
+    ).rows;
+
+  it("consumer logins neither read nor write idempotency keys; the cleanup role deletes only expired ones, through its function, which takes only a batch size", async () => {
+    await seedKeys();
+    const before = await keys();
+    const tries = [
+      "SELECT * FROM core.idempotency_keys WHERE $1::text IS NOT NULL",
+      "SELECT count(*) FROM core.idempotency_keys WHERE actor = $1",
+      `INSERT INTO core.idempotency_keys (actor, key, operation, request_digest)
+       VALUES ($1, 'live-key', 'replayDeadLetter', sha256('c'))`,
+      "UPDATE core.idempotency_keys SET response_body = '{}' WHERE key = 'live-key' AND $1::text IS NOT NULL",
+      "UPDATE core.idempotency_keys SET expires_at = now() - interval '1 day', created_at = now() - interval '2 days' WHERE $1::text IS NOT NULL",
+      "DELETE FROM core.idempotency_keys WHERE $1::text IS NOT NULL",
+      "SELECT core.delete_expired_idempotency_keys(10) WHERE $1::text IS NOT NULL",
+    ];
+    for (const login of [loginA, loginB]) {
+      for (const sql of tries) {
+        const { error } = await attempt(login, sql, [B]);
+        expect(error?.code, sql).toBe("42501");
+      }
+    }
+    expect(await keys()).toEqual(before);
+
+    await admin.query("SET ROLE jobfence_cleanup");
+    try {
+      for (const sql of tries.slice(0, -1)) {
+        const refused = await admin.query(sql, [B]).catch((e: { code?: string }) => e);
+        expect((refused as { code?: string }).code, sql).toBe("42501");
+      }
+      // Its one argument, tried out of range: refused, nothing deleted.
+      for (const batch of [null, 0, -1, 100_001]) {
+        const refused = await admin
+          .query("SELECT core.delete_expired_idempotency_keys($1)", [batch])
+          .catch((e: { code?: string }) => e);
+        expect((refused as { code?: string }).code, String(batch)).toBe("22023");
+      }
+      expect((await admin.query("SELECT core.delete_expired_idempotency_keys(10) AS n")).rows).toEqual([
+        { n: 1 },
+      ]);
+    } finally {
+      await admin.query("RESET ROLE");
+    }
+    expect((await keys()).map((k) => k.key)).toEqual(["live-key"]);
+    const { rows: signature } = await admin.query(
+      "SELECT pg_get_function_identity_arguments('core.delete_expired_idempotency_keys'::regproc) AS args",
+    );
+    expect(signature).toEqual([{ args: "batch_size integer" }]);
+    await expectBUntouched();
+  });
+
+  it("ops reads, claims, answers and releases keys; nothing else can", async () => {
+    await seedKeys();
+    await admin.query("SET ROLE jobfence_ops");
+    try {
+      expect((await admin.query("SELECT key FROM core.idempotency_keys ORDER BY key")).rows).toHaveLength(2);
+      await admin.query(
+        "INSERT INTO core.idempotency_keys (actor, key, operation, request_digest) VALUES ('operator', 'new-key', 'discardDeadLetter', sha256('d'))",
+      );
+      await admin.query(
+        "UPDATE core.idempotency_keys SET response_status = 200, response_body = '{}', completed_at = now() WHERE key = 'new-key'",
+      );
+      await admin.query("DELETE FROM core.idempotency_keys WHERE key = 'new-key'");
+      // The constraints hold for ops too: a failed response is never kept.
+      const failed = await admin
+        .query(
+          "INSERT INTO core.idempotency_keys (actor, key, operation, request_digest) VALUES ('operator', 'bad key', 'discardDeadLetter', sha256('d'))",
+        )
+        .catch((e: { code?: string }) => e);
+      expect((failed as { code?: string }).code).toBe("23514");
+    } finally {
+      await admin.query("RESET ROLE");
+    }
+    const { rows } = await admin.query(
+      `SELECT grantee FROM information_schema.role_table_grants
+        WHERE table_schema = 'core' AND table_name = 'idempotency_keys' AND grantee <> current_user
+        GROUP BY grantee ORDER BY grantee`,
+    );
+    expect(rows).toEqual([{ grantee: "jobfence_ops" }]);
+  });
+});
+
 describe("the replay link (migration 0025)", () => {
   /** The rows that name `id` as the replayed dead letter they came from. */
   const successorsOf = async (id: string) =>

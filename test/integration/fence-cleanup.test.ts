@@ -229,6 +229,7 @@ describe("AC6 TTL cleanup", () => {
       [CLEANUP_METRIC.held, 0],
       [CLEANUP_METRIC.staleAttempts, 0],
       [CLEANUP_METRIC.steps, 0],
+      [CLEANUP_METRIC.idempotencyKeys, 0],
     ]);
   });
 });

@@ -62,6 +62,7 @@ const CORE_TABLES = [
   "dead_letter_groups",
   "dead_letters",
   "follow_up_targets",
+  "idempotency_keys",
   "job_steps",
   "message_attempts",
   "outbox",

@@ -6,7 +6,7 @@
  */
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -423,6 +423,20 @@ describe("dead-letters stats", () => {
         { consumer: "ops-stats", status: "pending_review", error_kind: "poison", count: 1 },
       ]),
     );
+  });
+});
+
+describe("dead-letters openapi", () => {
+  it("prints the document the API serves, byte for byte docs/openapi.json; a token without read is refused", async () => {
+    const run = await ops(["dead-letters", "openapi"]);
+    expect(run.err).toBe("");
+    expect(run.code).toBe(0);
+    expect(`${run.out}\n`).toBe(await readFile(join(ROOT, "docs", "openapi.json"), "utf8"));
+
+    const refused = await ops(["dead-letters", "openapi"], { token: bed.tokens.discard });
+    expect(refused.code).toBe(1);
+    expect(refused.err).toMatch(/403/);
+    expect(refused.err).toMatch(/core\.dead_letters\.read/);
   });
 });
 

@@ -6,11 +6,32 @@
 import { randomBytes } from "node:crypto";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { chunkSize } from "../../shared/dead-letters/bulk-worker.ts";
+import {
+  chunkPauseSeconds,
+  chunkSize,
+  MAX_CHUNK_PAUSE_SECONDS,
+} from "../../shared/dead-letters/bulk-worker.ts";
 import { confirmationRequired, issuePlanToken, readPlanToken } from "../../shared/dead-letters/plan-token.ts";
 import { replayDecision } from "../../shared/dead-letters/replay.ts";
 import { seal, sealKey, unseal } from "../../shared/dead-letters/seal.ts";
 import { InvalidPlanTokenError, PlanExpiredError } from "../../shared/errors/bulk-operation.ts";
+
+describe("the pause after a chunk", () => {
+  it("is rows / rate, and never more than the cap whatever rate a row holds (1e-40 once overflowed PostgreSQL's interval)", () => {
+    expect(chunkPauseSeconds(10, 10)).toBe(1);
+    expect(chunkPauseSeconds(1, 0.01)).toBeCloseTo(100, 9);
+    expect(chunkPauseSeconds(0, 1e-40)).toBe(0);
+    for (const rate of [1e-40, 1.4e-45, Number.MIN_VALUE, 0, -1, Number.NaN]) {
+      expect(chunkPauseSeconds(1, rate)).toBe(MAX_CHUNK_PAUSE_SECONDS);
+    }
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: 500 }), fc.double({ noNaN: false }), (rows, rate) => {
+        const pause = chunkPauseSeconds(rows, rate);
+        expect(Number.isFinite(pause) && pause >= 0 && pause <= MAX_CHUNK_PAUSE_SECONDS).toBe(true);
+      }),
+    );
+  });
+});
 
 describe("seal", () => {
   const key = sealKey(randomBytes(32));

@@ -11,9 +11,12 @@ import {
   OPENAPI_DOCUMENT_VERSION,
   OPENAPI_TITLE,
   problemSchema,
+  renderOpenApiDocument,
 } from "../../functions/dead-letters-api/openapi.ts";
 import { ROUTES, type RouteSpec, routePermissions } from "../../functions/dead-letters-api/routes.ts";
+import { idempotencyKeySchema } from "../../shared/dead-letters/api-schemas.ts";
 import { PROBLEM, type ProblemKind } from "../../shared/errors/http.ts";
+import { PERMISSION } from "../../shared/http/auth.ts";
 import { problemType } from "../../shared/http/problem.ts";
 
 type Json = Record<string, unknown>;
@@ -95,6 +98,8 @@ describe("docs/openapi.json", () => {
     // toEqual ignores key order; the committed file must also keep the generator's order.
     expect(JSON.stringify(parsed), stale).toBe(JSON.stringify(doc));
     expect(committed.endsWith("}\n"), `${stale} (it must end with one newline)`).toBe(true);
+    // Byte for byte: the API serves these bytes at GET /v1/core/openapi.json.
+    expect(committed, stale).toBe(renderOpenApiDocument());
   });
 
   it("is built the same way every time", () => {
@@ -103,15 +108,53 @@ describe("docs/openapi.json", () => {
 });
 
 describe("the OpenAPI document", () => {
-  it("is OpenAPI 3.1 with the API's title and version and a bearer JWT scheme", () => {
+  it("is OpenAPI 3.1 with the API's title and version and an OAuth 2.0 bearer JWT scheme", () => {
     expect(doc.openapi).toBe("3.1.0");
     expect(doc.info).toMatchObject({ title: OPENAPI_TITLE, version: OPENAPI_DOCUMENT_VERSION });
     const components = objectAt(doc.components, "components");
-    expect(objectAt(components.securitySchemes, "securitySchemes").bearer).toMatchObject({
-      type: "http",
-      scheme: "bearer",
-      bearerFormat: "JWT",
+    const scheme = objectAt(objectAt(components.securitySchemes, "securitySchemes").bearer, "bearer");
+    // OpenAPI gives scopes to oauth2 schemes only: the permissions are declared as its scopes.
+    expect(scheme.type).toBe("oauth2");
+    expect(scheme.description).toEqual(expect.stringContaining("`Authorization: Bearer <JWT>`"));
+    const flows = objectAt(scheme.flows, "flows");
+    expect(Object.keys(flows)).toEqual(["clientCredentials"]);
+    const flow = objectAt(flows.clientCredentials, "clientCredentials");
+    // The token endpoint is the deployment's identity provider's: a placeholder that cannot resolve.
+    expect(new URL(String(flow.tokenUrl)).hostname.endsWith(".invalid")).toBe(true);
+    const scopes = objectAt(flow.scopes, "scopes");
+    expect(Object.keys(scopes).sort()).toEqual(Object.values(PERMISSION).sort());
+    for (const [scope, about] of Object.entries(scopes)) {
+      expect(typeof about === "string" && about.length > 0, scope).toBe(true);
+    }
+  });
+
+  it("names its servers, its licence and its contact, and lists every operation under a described tag", () => {
+    const servers = doc.servers as Json[];
+    const [deployed, local] = servers;
+    // A deployment's host is its own (the stack output ApiUrl); the default never resolves.
+    expect(deployed).toMatchObject({
+      url: "https://{host}",
+      variables: { host: { default: "jobfence-api.invalid" } },
     });
+    expect(String(objectAt(objectAt(deployed?.variables, "variables").host, "host").description)).toContain(
+      "ApiUrl",
+    );
+    expect(local).toMatchObject({ url: "http://127.0.0.1:{port}", variables: { port: { default: "8787" } } });
+    expect(doc.info).toMatchObject({
+      license: { identifier: "Apache-2.0" },
+      contact: { name: expect.any(String) },
+    });
+    const tags = (doc.tags as Json[]).map((tag) => tag.name);
+    for (const tag of doc.tags as Json[])
+      expect(String(tag.description).length, String(tag.name)).toBeGreaterThan(0);
+    for (const route of ROUTES) {
+      const operation = operationOf(route);
+      expect(operation.tags).toEqual([route.tag]);
+      expect(tags).toContain(route.tag);
+      expect(String(operation.description)).toContain(route.description);
+    }
+    // Only tags some operation uses are declared.
+    expect(new Set(tags)).toEqual(new Set(ROUTES.map((route) => route.tag)));
   });
 
   it("has every route with its method, path, operationId and required permission, and nothing else", () => {
@@ -125,14 +168,38 @@ describe("the OpenAPI document", () => {
       expect(operation.security).toEqual(permissions.map((p) => ({ bearer: [p] })));
     }
     const documented = operations().map((o) => `${o.method.toUpperCase()} ${o.path}`);
-    expect(documented.sort()).toEqual(ROUTES.map((r) => `${r.method} ${r.path}`).sort());
-    expect(operations()).toHaveLength(ROUTES.length);
+    const served = ROUTES.flatMap((r) => [
+      `${r.method} ${r.path}`,
+      ...(r.method === "GET" ? [`HEAD ${r.path}`] : []),
+    ]);
+    expect(documented.sort()).toEqual(served.sort());
+    expect(operations()).toHaveLength(served.length);
   });
 
-  it("documents 400, 401, 403, 500 and 503 on every operation as problem+json, and each route's own errors", () => {
+  it("documents HEAD beside every GET: its parameters, permission and statuses, without bodies", () => {
+    for (const route of ROUTES.filter((r) => r.method === "GET")) {
+      const get = operationOf(route);
+      const item = objectAt(objectAt(doc.paths, "paths")[route.path], route.path);
+      const head = objectAt(item.head, `HEAD ${route.path}`);
+      expect(head.operationId).toBe(
+        `head${route.operationId.charAt(0).toUpperCase()}${route.operationId.slice(1)}`,
+      );
+      expect(head.security).toEqual(get.security);
+      expect(head["x-required-permission"]).toBe(get["x-required-permission"]);
+      expect(head.parameters).toEqual(get.parameters);
+      const responses = objectAt(head.responses, "responses");
+      expect(Object.keys(responses)).toEqual(Object.keys(objectAt(get.responses, "responses")));
+      for (const [status, response] of Object.entries(responses)) {
+        expect(objectAt(response, status).content, `HEAD ${route.path} ${status}`).toBeUndefined();
+      }
+      expect(objectAt(responses["401"], "401").headers).toHaveProperty("WWW-Authenticate");
+    }
+  });
+
+  it("documents 400, 401, 403, 413, 500 and 503 on every operation as problem+json, and each route's own errors", () => {
     for (const route of ROUTES) {
       const responses = objectAt(operationOf(route).responses, "responses");
-      const statuses = [400, 401, 403, 500, 503, ...route.errors, ...(route.body ? [415] : [])];
+      const statuses = [400, 401, 403, 413, 500, 503, ...route.errors, ...(route.body ? [415] : [])];
       for (const status of statuses) {
         const response = deref(responses[String(status)]);
         const kind = (Object.keys(PROBLEM) as ProblemKind[]).find((k) => PROBLEM[k].status === status);
@@ -143,6 +210,53 @@ describe("the OpenAPI document", () => {
       }
       const success = deref(responses[String(route.success.status)]);
       expect(objectAt(success.content, "content")["application/json"]).toBeDefined();
+    }
+  });
+
+  it("documents Idempotency-Key on every POST as the handler validates it, its 409 and 422, and Idempotent-Replayed", () => {
+    const samples = [
+      "",
+      "a",
+      "~".repeat(255),
+      "x".repeat(256),
+      "two words",
+      "tab\tkey",
+      "clé",
+      "k-1_2.3:4/5=6",
+    ];
+    for (const route of ROUTES) {
+      const operation = operationOf(route);
+      const header = ((operation.parameters as unknown[]) ?? [])
+        .map(deref)
+        .find((p) => p.in === "header" && p.name === "Idempotency-Key");
+      if (route.method !== "POST") {
+        expect(header, `${route.operationId} takes no key`).toBeUndefined();
+        continue;
+      }
+      expect(header, route.operationId).toMatchObject({ required: false, description: expect.any(String) });
+      const schema = objectAt(header?.schema, "the header's schema");
+      const accepts = (value: string) =>
+        value.length >= Number(schema.minLength) &&
+        value.length <= Number(schema.maxLength) &&
+        new RegExp(String(schema.pattern), "u").test(value);
+      for (const value of samples) {
+        expect(accepts(value), `${route.operationId}: ${JSON.stringify(value)}`).toBe(
+          idempotencyKeySchema.safeParse(value).success,
+        );
+      }
+      const responses = objectAt(operation.responses, "responses");
+      expect(deref(responses["409"]).description, route.operationId).toBe(PROBLEM.conflict.title);
+      expect(deref(responses["422"]).description, route.operationId).toBe(PROBLEM.idempotencyKeyReused.title);
+      const success = deref(responses[String(route.success.status)]);
+      expect(objectAt(success.headers, "success headers")).toHaveProperty("Idempotent-Replayed");
+    }
+  });
+
+  it("says how large a body may be, and what API Gateway answers above it", () => {
+    for (const route of ROUTES) {
+      const tooLarge = deref(objectAt(operationOf(route).responses, "responses")["413"]);
+      expect(tooLarge.description, `${route.method} ${route.path}`).toMatch(/over 10485760 bytes \(10 MB\)/);
+      expect(tooLarge.description).toMatch(/API Gateway refuses it itself/);
     }
   });
 
@@ -173,7 +287,13 @@ describe("the OpenAPI document", () => {
     expect(body.required).toBe(true);
     const schema = deref(objectAt(objectAt(body.content, "content")["application/json"], "media").schema);
     expect(schema.required).toEqual(["reason"]);
-    expect(schema).toMatchObject({ properties: { reason: { minLength: 1, maxLength: 2000 } } });
+    // 1–2000 characters once trimmed, as the server counts: the bound is a pattern, not maxLength,
+    // since a reason is stored trimmed and a maxLength would refuse "  <2000 characters>\n".
+    const reasonBounds = {
+      type: "string",
+      allOf: expect.arrayContaining([{ pattern: "^\\s*[^\\s](?:[\\s\\S]{0,1998}[^\\s])?\\s*$" }]),
+    };
+    expect(schema).toMatchObject({ properties: { reason: reasonBounds } });
 
     const bodyOf = (operationId: string) => {
       const operation = operationOf(ROUTES.find((r) => r.operationId === operationId) as RouteSpec);
@@ -183,14 +303,17 @@ describe("the OpenAPI document", () => {
     expect(bodyOf("startBulkReplay")).toMatchObject({
       additionalProperties: false,
       properties: {
-        rate_per_second: { default: 50, maximum: 1000 },
+        rate_per_second: { default: 50, minimum: 0.01, maximum: 1000 },
         delay_seconds: { default: 0, minimum: 0, maximum: 900 },
       },
     });
     const discardBulk = bodyOf("startBulkDiscard");
     expect(discardBulk).toMatchObject({
       additionalProperties: false,
-      properties: { rate_per_second: { default: 200 }, reason: { minLength: 1, maxLength: 2000 } },
+      properties: {
+        rate_per_second: { default: 200, minimum: 0.01, maximum: 1000 },
+        reason: reasonBounds,
+      },
     });
     expect(discardBulk.required).toContain("reason");
   });

@@ -238,6 +238,24 @@ export async function insertOperation(db: Queryable, op: NewOperation): Promise<
 }
 
 /**
+ * The running operation of `kind` whose filter equals `filter` (jsonb equality: key order does not
+ * matter), if any: the one the unique index bulk_operations_one_running_per_filter (migration 0028)
+ * refused a second start for.
+ */
+export async function runningOperationId(
+  db: Queryable,
+  kind: "replay" | "discard",
+  filter: BulkFilterColumns,
+): Promise<string | undefined> {
+  const { rows } = await db.query<{ id: string }>(
+    `SELECT id FROM core.bulk_operations
+      WHERE status = 'running' AND kind = $1 AND filter = $2::jsonb`,
+    [kind, JSON.stringify(filter)],
+  );
+  return rows[0]?.id;
+}
+
+/**
  * Writes an operation's set: the pending rows `filter` matches up to `bound`, numbered in
  * (created_at, id) order. Run in the snapshot that counted them, so it writes the rows counted.
  */
@@ -373,6 +391,8 @@ export interface ChunkProgress {
   /** The set position of the chunk's last row; null for an empty chunk. */
   readonly lastPosition: number | null;
   readonly rows: number;
+  /** Seconds before the operation is due again (the worker's pacing policy). */
+  readonly pauseSeconds: number;
   readonly replayed: number;
   readonly superseded: number;
   readonly discarded: number;
@@ -384,7 +404,7 @@ export interface ChunkProgress {
 
 /**
  * Records a chunk in the operation, in the chunk's transaction, and paces it: not due again before
- * rows / rate seconds after it was due (or now, if it ran late), so a resumed operation does not burst.
+ * `pauseSeconds` after it was due (or now, if it ran late), so a resumed operation does not burst.
  */
 export async function recordChunk(tx: Queryable, id: string, progress: ChunkProgress): Promise<void> {
   await tx.query(
@@ -393,7 +413,7 @@ export async function recordChunk(tx: Queryable, id: string, progress: ChunkProg
             processed = processed + $3, replayed = replayed + $4, superseded = superseded + $5,
             discarded = discarded + $6, conflicts = conflicts + $7, failed = failed + $8,
             chunk_failures = 0, last_error = NULL,
-            next_run_at = greatest(next_run_at, now()) + make_interval(secs => $3 / rate_per_second),
+            next_run_at = greatest(next_run_at, now()) + make_interval(secs => $10),
             status = CASE WHEN $9 THEN 'completed' ELSE status END,
             finished_at = CASE WHEN $9 THEN now() ELSE finished_at END
       WHERE id = $1`,
@@ -407,6 +427,7 @@ export async function recordChunk(tx: Queryable, id: string, progress: ChunkProg
       progress.conflicts,
       progress.failed,
       progress.done,
+      progress.pauseSeconds,
     ],
   );
 }
