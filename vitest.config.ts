@@ -5,15 +5,18 @@
  *   and only these files run again when CI points the suite at a second server (`npm run test:db`).
  * - `cdk`: files that synthesize CDK stacks and need no database. One warm process per worker runs
  *   them all: importing aws-cdk-lib and its first synthesis cost seconds a process.
- * - `standalone`: the rest.
+ * - `standalone`: the rest, also in warm processes (one per worker).
  *
  * JOBFENCE_TEST_TIER (test/support/tier.ts) picks the tier: `npm test` is the everyday tier,
  * `npm run test:full` adds the full tier's files and runs every size at its full value.
  */
-import { availableParallelism } from "node:os";
+import { availableParallelism, tmpdir } from "node:os";
+import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { defineConfig } from "vitest/config";
+import { BaseSequencer, type TestSpecification } from "vitest/node";
 import { classifyTestFiles, type TestFileKind } from "./test/support/test-files.ts";
+import { startOrder, startsTheStack } from "./test/support/test-order.ts";
 import { TEST_TIER } from "./test/support/tier.ts";
 
 /**
@@ -37,14 +40,37 @@ const MAX_WORKERS = Math.min(
   Math.max(1, Math.floor(SERVER_CONNECTIONS / PEAK_CONNECTIONS_PER_FILE)),
 );
 
+/**
+ * Node keeps the code it compiles for each module in this directory (NODE_COMPILE_CACHE), for the
+ * run's workers and every process they start (the crash matrix's children, `npm start`, the CLIs),
+ * which inherit it: a run starts a few hundred processes that load the same modules (aws-cdk-lib,
+ * the AWS SDK, pg), and each compiles them in about two thirds of the processor time with it. Kept
+ * between runs; one given by the environment is used instead.
+ */
+process.env.NODE_COMPILE_CACHE ??= join(tmpdir(), "jobfence-node-compile-cache");
+
 const root = fileURLToPath(new URL(".", import.meta.url));
 const files = [...classifyTestFiles(root)].filter(([, kind]) => TEST_TIER !== "everyday" || !kind.full);
 const filesWhere = (test: (kind: TestFileKind) => boolean) =>
   files.filter(([, kind]) => test(kind)).map(([file]) => file);
 
+/**
+ * vitest's order (longest first by the last run, largest first without one), with the cdk files
+ * first and the files that start the local stack next: test/support/test-order.ts.
+ */
+export class StartOrderSequencer extends BaseSequencer {
+  override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
+    return startOrder(await super.sort(files), (spec) => ({
+      cdk: spec.project.name === "cdk",
+      stack: startsTheStack(root, relative(root, spec.moduleId).split("\\").join("/")),
+    }));
+  }
+}
+
 export default defineConfig({
   test: {
     globalSetup: ["test/support/run-setup.ts"],
+    sequence: { sequencer: StartOrderSequencer },
     pool: "forks",
     maxWorkers: MAX_WORKERS,
     testTimeout: 30_000,
@@ -70,7 +96,14 @@ export default defineConfig({
       },
       {
         extends: true,
-        test: { name: "standalone", include: filesWhere((kind) => !kind.database && !kind.cdk) },
+        // Warm processes too: these files' modules keep no state between files (a test that changes
+        // the environment or a global puts it back), and importing them afresh for each of about
+        // fifty files cost more processor time than running their tests.
+        test: {
+          name: "standalone",
+          include: filesWhere((kind) => !kind.database && !kind.cdk),
+          isolate: false,
+        },
       },
     ],
   },

@@ -13,7 +13,7 @@
  *   - in batch mode an unknown culprit is found by redoing records alone: innocents never fail.
  */
 import type { Context, SQSRecord } from "aws-lambda";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, type TestFunction, it as vitestIt } from "vitest";
 import { awardPoints } from "../../functions/award-points/award.ts";
 import { awardPointsConsumer } from "../../functions/award-points/consumer.ts";
 import { deliver, receiveRecords } from "../../local/event-source.ts";
@@ -142,8 +142,15 @@ async function invokeWith(
   return response.batchItemFailures.map((f) => f.itemIdentifier);
 }
 
+/**
+ * The two commit modes run side by side, each on a bed of its own (database, emulator, pools): most
+ * of a test's time here is spent waiting for a deadline or a lock, so the file takes one mode's time
+ * instead of both. Within a mode, the tests run one after another, in the order written.
+ */
+const it = (name: string, fn: TestFunction) => vitestIt(name, { concurrent: false }, fn);
+
 for (const mode of ["per-record", "batch"] as const satisfies readonly CommitMode[]) {
-  describe(`attempts (${mode})`, () => {
+  describe(`attempts (${mode})`, { concurrent: true }, () => {
     let bed: ConsumerTestBed;
     beforeAll(async () => {
       bed = await consumerTestBed({ commitMode: mode });

@@ -8,6 +8,8 @@ import { randomBytes } from "node:crypto";
 import { ReceiveMessageCommand, SQSClient } from "@aws-sdk/client-sqs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LOCAL_REGION } from "../../local/aws-clients.ts";
+import { createPool } from "../../shared/db/pool.ts";
+import { msUntilDue } from "../../shared/db/queries/bulk-operations.ts";
 import { planOperation, readOperation, startOperation } from "../../shared/dead-letters/bulk-operations.ts";
 import { runBulkOperations, runChunk } from "../../shared/dead-letters/bulk-worker.ts";
 import { issuePlanToken } from "../../shared/dead-letters/plan-token.ts";
@@ -15,6 +17,7 @@ import { sealKey } from "../../shared/dead-letters/seal.ts";
 import { BASE, expectProblem, resolveDirectly, seedDeadLetters } from "../support/api-fixtures.ts";
 import { type ApiTestBed, apiTestBed, TEST_SEAL_KEY } from "../support/api-harness.ts";
 import { runUntilFinished } from "../support/bulk.ts";
+import { createTestDatabase } from "../support/database.ts";
 import { insertFence } from "../support/fixtures.ts";
 import { messagesIn, receiveAll } from "../support/sqs.ts";
 
@@ -540,5 +543,54 @@ describe("replay overrides and errors", () => {
     expect(text).not.toContain("no-such-replay-queue");
     expect(text).not.toContain(bed.emulator.endpoint);
     expect(text).not.toMatch(/NonExistentQueue|QueueDoesNotExist/);
+  });
+});
+
+describe("a worker with nothing left to run", () => {
+  it("returns at once, however long its budget: no operation, or only finished ones, is nothing due", {
+    timeout: 60_000,
+  }, async () => {
+    // A database of its own: the other tests here leave operations running.
+    const own = await createTestDatabase();
+    const pool = createPool({ connectionString: own.url, role: "jobfence_ops", max: 2 });
+    try {
+      const deps = { pool, sqs: bed.sqs };
+      const budgetMs = 10_000;
+      expect(await msUntilDue(pool)).toBeUndefined();
+      let began = Date.now();
+      expect(await runBulkOperations(deps, { budgetMs })).toEqual({ chunks: 0, rows: 0, failedChunks: 0 });
+      expect(Date.now() - began, "ms the worker stayed with nothing to run").toBeLessThan(budgetMs / 2);
+
+      // One operation, which the run finishes: the worker leaves then, not at the end of its budget.
+      const { url: queueUrl } = await bed.queue("idle-worker");
+      await seedDeadLetters(own, [{ consumer: "idle-worker", job_id: "idle-worker-1", queue: queueUrl }]);
+      const bulkDeps = { pool, sealKey: TEST_SEAL_KEY };
+      const filter = { consumer: "idle-worker" };
+      const operation = await startOperation(
+        bulkDeps,
+        {
+          kind: "replay",
+          filter,
+          token: (await planOperation(bulkDeps, "replay", filter)).token ?? undefined,
+          rate_per_second: 1000,
+          delay_seconds: 0,
+        },
+        "idle-worker-test",
+      );
+      began = Date.now();
+      expect(await runBulkOperations(deps, { budgetMs })).toMatchObject({
+        chunks: 1,
+        rows: 1,
+        failedChunks: 0,
+      });
+      expect(Date.now() - began, "ms the worker stayed after its only operation finished").toBeLessThan(
+        budgetMs / 2,
+      );
+      expect(await readOperation(pool, operation.id)).toMatchObject({ status: "completed", replayed: 1 });
+      expect(await msUntilDue(pool)).toBeUndefined();
+    } finally {
+      await pool.end();
+      await own.drop();
+    }
   });
 });

@@ -976,34 +976,6 @@ async function raceCase(expect: ExpectStatic, race: (typeof RELAY_RACES)[number]
   expect(followUpDeliveries.get(followUp), "deliveries of the follow-up").toBe(2);
 }
 
-describe.concurrent("AC2 crash matrix: SIGKILL at each fault point, then restart and drain", () => {
-  it.for(CASES.filter((c) => c.scenario !== "sweep"))(
-    "$label",
-    { timeout: 90_000 },
-    async (c, { expect }) => {
-      if (c.scenario === "consume") await consumeCase(expect, c);
-      else if (c.scenario === "steps") await stepsCase(expect, c);
-      else if (c.scenario === "cleanup") await exclusively(() => cleanupCase(expect, c));
-      else await replayCase(expect, c);
-    },
-  );
-});
-
-// One at a time, after the cases above: the scheduled relay takes every due row of award-points,
-// and the races install this process's fault hook.
-describe("crash matrix: the outbox's scheduled relay, killed and racing the relay after COMMIT", () => {
-  it.for(CASES.filter((c) => c.scenario === "sweep"))(
-    "$label",
-    { timeout: 90_000 },
-    async (c, { expect }) => {
-      await sweepCase(expect, c);
-    },
-  );
-  it.for(RELAY_RACES)("$label", { timeout: 60_000 }, async (race, { expect }) => {
-    await raceCase(expect, race);
-  });
-});
-
 /** The product's TypeScript files (everything a deployment or the local stack runs). */
 async function productSources(): Promise<Array<{ path: string; text: string }>> {
   const root = fileURLToPath(new URL("../../", import.meta.url));
@@ -1122,9 +1094,39 @@ async function interruptionCase(expect: ExpectStatic, c: (typeof INTERRUPTION_CA
   await checkFollowUps(expect, c.id, queue, expected.keys());
 }
 
+// The interruption cases (the longest) and the matrix's cases run as one concurrent group, the
+// interruptions started first: each case has its queues, jobs and users of its own.
 describe.concurrent("crash matrix: a record that keeps ending its invocation", () => {
   it.for(INTERRUPTION_CASES)("$label", { timeout: 90_000 }, async (c, { expect }) => {
     await interruptionCase(expect, c);
+  });
+});
+
+describe.concurrent("AC2 crash matrix: SIGKILL at each fault point, then restart and drain", () => {
+  it.for(CASES.filter((c) => c.scenario !== "sweep"))(
+    "$label",
+    { timeout: 90_000 },
+    async (c, { expect }) => {
+      if (c.scenario === "consume") await consumeCase(expect, c);
+      else if (c.scenario === "steps") await stepsCase(expect, c);
+      else if (c.scenario === "cleanup") await exclusively(() => cleanupCase(expect, c));
+      else await replayCase(expect, c);
+    },
+  );
+});
+
+// One at a time, after the cases above: the scheduled relay takes every due row of award-points,
+// and the races install this process's fault hook.
+describe("crash matrix: the outbox's scheduled relay, killed and racing the relay after COMMIT", () => {
+  it.for(CASES.filter((c) => c.scenario === "sweep"))(
+    "$label",
+    { timeout: 90_000 },
+    async (c, { expect }) => {
+      await sweepCase(expect, c);
+    },
+  );
+  it.for(RELAY_RACES)("$label", { timeout: 60_000 }, async (race, { expect }) => {
+    await raceCase(expect, race);
   });
 });
 

@@ -3,7 +3,7 @@
  * what the full tier holds, and how sizes follow the tier.
  */
 import { readFileSync } from "node:fs";
-import { join } from "node:path";
+import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import {
@@ -13,6 +13,7 @@ import {
   importedSpecifiers,
   reachedModules,
 } from "../support/test-files.ts";
+import { STACK_MODULE, startOrder, startsTheStack } from "../support/test-order.ts";
 import { byTier, TEST_TIERS, testTierFrom } from "../support/tier.ts";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
@@ -90,6 +91,71 @@ describe("the projects", () => {
       )
       .map(([file]) => file);
     expect(sizedWithoutDatabase).toEqual([]);
+  });
+});
+
+describe("the order files start in", () => {
+  it("puts the cdk files first, together, then those that start the local stack, each part in the order given", () => {
+    const files = [
+      { name: "unit-a", cdk: false, stack: false },
+      { name: "e2e-a", cdk: false, stack: true },
+      { name: "cdk-a", cdk: true, stack: false },
+      { name: "unit-b", cdk: false, stack: false },
+      { name: "e2e-b", cdk: false, stack: true },
+      { name: "cdk-b", cdk: true, stack: false },
+    ];
+    expect(startOrder(files, (f) => f).map((f) => f.name)).toEqual([
+      "cdk-a",
+      "cdk-b",
+      "e2e-a",
+      "e2e-b",
+      "unit-a",
+      "unit-b",
+    ]);
+  });
+
+  it("reads which files start the local stack from their imports: the end-to-end files and the soak", () => {
+    const stack = [...classified.keys()].filter((file) => startsTheStack(ROOT, file));
+    expect(stack).toEqual(
+      expect.arrayContaining([
+        "test/e2e/local-stack.test.ts",
+        "test/e2e/local-stack-edges.test.ts",
+        "test/e2e/doctor.test.ts",
+        "test/reliability/soak.test.ts",
+      ]),
+    );
+    for (const file of stack) expect(reachedModules(ROOT, file).has(STACK_MODULE), file).toBe(true);
+    expect(startsTheStack(ROOT, "test/integration/attempts.test.ts")).toBe(false);
+  });
+
+  it("is the config's: without durations, the standalone project's stack files start before the database project's files", async () => {
+    const { default: config, StartOrderSequencer } = await import("../../vitest.config.ts");
+    expect(config.test?.sequence?.sequencer).toBe(StartOrderSequencer);
+    const spec = (file: string, project: string) => ({
+      moduleId: join(ROOT, file),
+      project: { name: project, config: { isolate: project === "database", sequence: { groupOrder: 0 } } },
+    });
+    const specs = [
+      spec("test/unit/retry-policy.test.ts", "standalone"),
+      spec("test/integration/late-claim.test.ts", "database"),
+      spec("test/e2e/doctor.test.ts", "standalone"),
+      spec("test/infra/job-consumer.test.ts", "cdk"),
+      spec("test/integration/attempts.test.ts", "database"),
+      spec("test/e2e/local-stack-edges.test.ts", "standalone"),
+      spec("test/e2e/local-stack.test.ts", "database"),
+    ];
+    // A fresh clone: no durations from an earlier run.
+    const ctx = { cache: { getTestSpecificationResult: () => undefined } };
+    const sorted = await new StartOrderSequencer(ctx as never).sort(specs as never);
+    expect(sorted.map((s) => relative(ROOT, s.moduleId))).toEqual([
+      "test/infra/job-consumer.test.ts",
+      "test/e2e/local-stack.test.ts",
+      "test/e2e/local-stack-edges.test.ts",
+      "test/e2e/doctor.test.ts",
+      "test/integration/attempts.test.ts",
+      "test/integration/late-claim.test.ts",
+      "test/unit/retry-policy.test.ts",
+    ]);
   });
 });
 

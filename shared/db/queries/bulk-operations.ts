@@ -376,12 +376,14 @@ export async function claimDueOperation(tx: Queryable): Promise<OperationRow | u
 
 /** Milliseconds until the next running operation is due (0 when one is), or undefined when none runs. */
 export async function msUntilDue(db: Queryable): Promise<number | undefined> {
+  // Clamped here, not with SQL's greatest(): greatest ignores a NULL, so with no operation running
+  // it answered 0, "one is due now", and a worker polled the table until its budget ran out.
   const { rows } = await db.query<{ ms: number | null }>(
-    `SELECT greatest(0, extract(epoch FROM min(next_run_at) - now()) * 1000)::float8 AS ms
+    `SELECT (extract(epoch FROM min(next_run_at) - now()) * 1000)::float8 AS ms
        FROM core.bulk_operations WHERE status = 'running'`,
   );
   const ms = rows[0]?.ms;
-  return ms === null || ms === undefined ? undefined : ms;
+  return ms === null || ms === undefined ? undefined : Math.max(0, ms);
 }
 
 /** What one chunk did. */
