@@ -13,6 +13,7 @@ import type pg from "pg";
 import type { CatalogPrivilege } from "./catalog-privilege.ts";
 import { type CatalogReach, readReach, signatureSql } from "./catalog-reach.ts";
 import type { Queryable } from "./queryable.ts";
+import { withTransaction } from "./transaction.ts";
 
 /** A role and the attributes that matter to jobfence. */
 export interface CatalogRole {
@@ -267,15 +268,11 @@ type ClientLike = Queryable & { getTransactionStatus(): string | null };
 export async function readCatalog(client: Queryable): Promise<CatalogSnapshot> {
   if (isClient(client)) {
     if (client.getTransactionStatus() !== "I") return readWithPath(client);
-    await client.query("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY");
-    try {
-      const snapshot = await readWithPath(client);
-      await client.query("COMMIT");
-      return snapshot;
-    } catch (error) {
-      await client.query("ROLLBACK").catch(() => {});
-      throw error;
-    }
+    return withTransaction(
+      client as unknown as pg.ClientBase,
+      readWithPath,
+      "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY",
+    );
   }
   if (isPool(client)) {
     const lent = await client.connect();

@@ -19,22 +19,32 @@ export async function inTransaction<T>(pool: pg.Pool, work: (tx: pg.PoolClient) 
   }
 }
 
-/** Runs `work` in a transaction on `client`, which stays the caller's. */
+/**
+ * Runs `work` in a transaction on `client`, which stays the caller's; `begin` may set its mode
+ * (`BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY` for one consistent read).
+ */
 export function withTransaction<C extends pg.ClientBase, T>(
   client: C,
   work: (tx: C) => Promise<T>,
+  begin = "BEGIN",
 ): Promise<T> {
-  return run(client, work, () => {
-    // The caller owns the connection; a failed ROLLBACK surfaces on its next query.
-  });
+  return run(
+    client,
+    work,
+    () => {
+      // The caller owns the connection; a failed ROLLBACK surfaces on its next query.
+    },
+    begin,
+  );
 }
 
 async function run<C extends pg.ClientBase, T>(
   client: C,
   work: (tx: C) => Promise<T>,
   onRollbackFailed: (error: Error) => void,
+  begin = "BEGIN",
 ): Promise<T> {
-  await client.query("BEGIN");
+  await client.query(begin);
   try {
     const result = await work(client);
     await client.query("COMMIT");
