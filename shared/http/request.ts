@@ -83,13 +83,16 @@ export function queryParameters(event: APIGatewayProxyEventV2): Record<string, s
   return parameters;
 }
 
+/** JSON's white space only (space, tab, LF, CR), or nothing: what an absent body is read as. */
+const isJsonWhiteSpace = (text: string) => /^[ \t\n\r]*$/.test(text);
+
 /**
  * Refuses a body on an operation that takes none: no bytes, or JSON's white space only. A filter
  * sent in the body of a GET would otherwise be dropped, and the answer be about everything.
  */
 export function refuseAnyBody(event: APIGatewayProxyEventV2): void {
   const body = event.body ?? "";
-  if (body === "" || (!event.isBase64Encoded && /^[ \t\n\r]*$/.test(body))) return;
+  if (body === "" || (!event.isBase64Encoded && isJsonWhiteSpace(body))) return;
   throw new HttpProblem("invalidRequest", "this operation takes no body");
 }
 
@@ -131,7 +134,7 @@ export function parseJsonBody<S extends z.ZodType>(event: APIGatewayProxyEventV2
   let document: unknown = {};
   // Empty is JSON's white space only: a body of U+FEFF, U+00A0 or U+2028 (which `trim()` would
   // remove) is a body, and must be JSON like any other.
-  if (!/^[ \t\n\r]*$/.test(text)) {
+  if (!isJsonWhiteSpace(text)) {
     const contentType = headerOf(event, "content-type") ?? "";
     if (!isJsonContentType(contentType)) {
       throw new HttpProblem(
