@@ -19,16 +19,25 @@ export function buildOperations(inputs: OperationInputs): Operation[] {
   const { samples } = inputs;
   const pending = samples.pendingGroupOrder;
   const pendingGroupOf = (n: number) => at(pending, n % pending.length);
-  const planToken = async (group: string): Promise<string> => {
-    const { response } = await invoke(api, planEvent("replay", { group }));
+  /**
+   * A start's filter: the group, and a bound every row passes, distinct per start. One operation
+   * per kind and filter may run, and each timed start leaves its operation running.
+   */
+  const startFilter = (group: string, n: number) => ({
+    group,
+    created_before: new Date(Date.UTC(9000, 0, 1) + n * 1000).toISOString(),
+  });
+  const planToken = async (filter: { group: string }): Promise<string> => {
+    const { group } = filter;
+    const { response } = await invoke(api, planEvent("replay", filter));
     const body = JSON.parse(response.body ?? "{}") as { token?: string | null };
     if (response.statusCode !== 200 || !body.token) {
       throw new Error(`replay plan of group ${group}: ${response.statusCode} ${response.body ?? ""}`);
     }
     return body.token;
   };
-  const startEvent = (group: string, token: string) =>
-    apiEvent("POST", `${BASE}/replay`, tokens.replay, { body: { filter: { group }, token } });
+  const startEvent = (filter: { group: string }, token: string) =>
+    apiEvent("POST", `${BASE}/replay`, tokens.replay, { body: { filter, token } });
   /** Plan tokens for each timed start (by iteration), from plans made just before. */
   const startTokens = new Map<number, string>();
   const wholeSet = {
@@ -84,7 +93,7 @@ export function buildOperations(inputs: OperationInputs): Operation[] {
       (n) => {
         const token = startTokens.get(n);
         if (token === undefined) throw new Error(`no plan token for start ${n}`);
-        return startEvent(pendingGroupOf(n).group, token);
+        return startEvent(startFilter(pendingGroupOf(n).group, n), token);
       },
       0,
       {
@@ -93,12 +102,15 @@ export function buildOperations(inputs: OperationInputs): Operation[] {
         // minutes). Starting changes no dead letter, so each set is still the one planned.
         prepare: async () => {
           for (let n = 0; n < inputs.warmup + inputs.iterations; n++)
-            startTokens.set(n, await planToken(pendingGroupOf(n).group));
+            startTokens.set(n, await planToken(startFilter(pendingGroupOf(n).group, n)));
         },
         // Planned again: the single replays and discards since have changed the sets.
         explain: async () => {
           const events: APIGatewayProxyEventV2[] = [];
-          for (const g of pending.slice(0, 10)) events.push(startEvent(g.group, await planToken(g.group)));
+          for (const [i, g] of pending.slice(0, 10).entries()) {
+            const filter = startFilter(g.group, 1_000_000 + i);
+            events.push(startEvent(filter, await planToken(filter)));
+          }
           return events;
         },
       },
