@@ -88,6 +88,12 @@ export default defineConfig({
           name: "database",
           include: filesWhere((kind) => kind.database),
           globalSetup: ["test/support/global-setup.ts"],
+          // Warm processes, as the other projects: each file makes its own database, servers and
+          // pools and ends them, and the modules a file imports keep nothing another file reads
+          // (an entry point's module, which builds its handler from the environment on import, is
+          // imported by one file only: test-tiers.test.ts checks). Importing the library, the AWS
+          // SDK and pg afresh for each of about ninety files cost about 80 s of processor time a run.
+          isolate: false,
         },
       },
       {

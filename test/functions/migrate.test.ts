@@ -1,6 +1,5 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { handler } from "../../functions/migrate/handler.ts";
 import { createMigrateHandler } from "../../functions/migrate/migrate.ts";
 import { handler as referenceHandler } from "../../functions/migrate/reference-handler.ts";
 import { deploymentMigrationSets } from "../../functions/migrate/sets.ts";
@@ -9,6 +8,13 @@ import { ConfigurationError } from "../../shared/errors/configuration.ts";
 import { LoginSecretError } from "../../shared/errors/database.ts";
 import { createTestDatabase, type TestDatabase } from "../support/database.ts";
 import { type LocalSecretsManager, localSecretsManager } from "../support/secrets-manager.ts";
+
+/**
+ * The deployed entry point's handler (functions/migrate/handler.ts is `createMigrateHandler()`),
+ * made here: test/functions/migrate-package.test.ts imports that module, and a warm test process
+ * imports a module once (test-tiers.test.ts).
+ */
+const handler = createMigrateHandler();
 
 const suffix = randomBytes(4).toString("hex");
 const users = {

@@ -118,14 +118,9 @@ interface UserApp {
   readonly doctor: Cdk.Doctor;
 }
 
-/** The user's CDK app: the whole deployment from `cdk` (the entry point), the user's own consumers. */
-async function buildUserApp(
-  cdk: typeof Cdk,
-  app: App,
-  root: string,
-  entries: Record<string, string>,
-): Promise<UserApp> {
-  const stack = new Stack(app, "Billing", { env: { account: "123456789012", region: "eu-west-1" } });
+/** The user's stack, its VPC, database access (the service's own rotated logins) and alerting. */
+function serviceStack(cdk: typeof Cdk, app: App, name: string) {
+  const stack = new Stack(app, name, { env: { account: "123456789012", region: "eu-west-1" } });
   const vpc = new ec2.Vpc(stack, "Vpc", { natGateways: 1, maxAzs: 2, flowLogs: { all: {} } });
   // The service's own login secrets, rotated its own way: its acknowledgement, not jobfence's.
   const secret = (id: string) => {
@@ -153,16 +148,30 @@ async function buildUserApp(
     targets: [new eventsTargets.SnsTopic(pager)],
     alarmEmails: ["billing-oncall@example.com"],
   });
-  const definitionOf = async (name: string) =>
-    (
-      (await import(pathToFileURL(join(root, "src", name, "consumer.js")).href)) as {
-        definition: Cdk.ConsumerDeploymentSettings["definition"];
-      }
-    ).definition;
+  return { stack, database, pager, alerting };
+}
+
+/** The service's consumer `name`'s definition, as its own module exports it. */
+async function definitionOf(
+  root: string,
+  name: string,
+): Promise<Cdk.ConsumerDeploymentSettings["definition"]> {
+  const module = await import(pathToFileURL(join(root, "src", name, "consumer.js")).href);
+  return (module as { definition: Cdk.ConsumerDeploymentSettings["definition"] }).definition;
+}
+
+/** The user's CDK app: the whole deployment from `cdk` (the entry point), the user's own consumers. */
+async function buildUserApp(
+  cdk: typeof Cdk,
+  app: App,
+  root: string,
+  entries: Record<string, string>,
+): Promise<UserApp> {
+  const { stack, database, pager, alerting } = serviceStack(cdk, app, "Billing");
   const consumers = {
     invoices: new cdk.JobConsumer(stack, "Invoices", {
       entry: entries.invoices as string,
-      definition: await definitionOf("invoices"),
+      definition: await definitionOf(root, "invoices"),
       runtime: lambda.Runtime.NODEJS_22_X,
       functionTimeoutSeconds: 60,
       maxConcurrency: 5,
@@ -171,7 +180,7 @@ async function buildUserApp(
     }),
     receipts: new cdk.JobConsumer(stack, "Receipts", {
       entry: entries.receipts as string,
-      definition: await definitionOf("receipts"),
+      definition: await definitionOf(root, "receipts"),
       fifo: true,
       database,
       opsBus: alerting.bus,
@@ -199,6 +208,42 @@ async function buildUserApp(
     ...Object.values(doctor.alarms),
   ]);
   return { stack, consumers, alerting, pager, migrations, doctor };
+}
+
+/** What the bundled app holds: the functions whose bundles the tests open. */
+interface BundledApp {
+  readonly stack: Stack;
+  readonly invoices: Cdk.JobConsumer;
+  readonly migrations: Cdk.DatabaseMigrations;
+  readonly doctor: Cdk.Doctor;
+}
+
+/**
+ * The part of the user's deployment whose bundles the tests open: a consumer (its function and its
+ * drain), the migrations and the doctor. Bundled for real, each function by esbuild: the other
+ * functions of the deployment bundle the same way, and the adoption proof (`npm run
+ * test:adoption`) synthesizes all of them, bundled, from the packed package.
+ */
+async function buildBundledApp(
+  cdk: typeof Cdk,
+  app: App,
+  root: string,
+  entries: Record<string, string>,
+): Promise<BundledApp> {
+  const { stack, database, alerting } = serviceStack(cdk, app, "Billing");
+  const invoices = new cdk.JobConsumer(stack, "Invoices", {
+    entry: entries.invoices as string,
+    definition: await definitionOf(root, "invoices"),
+    runtime: lambda.Runtime.NODEJS_22_X,
+    database,
+    opsBus: alerting.bus,
+  });
+  const doctor = new cdk.Doctor(stack, "Doctor", { database, consumers: [invoices] });
+  const migrations = new cdk.DatabaseMigrations(stack, "Migrations", {
+    database,
+    consumerQueues: { [invoices.consumerName]: invoices.queue },
+  });
+  return { stack, invoices, migrations, doctor };
 }
 
 /** Unacknowledged cdk-nag AwsSolutions findings of `stack`, by rule and resource. */
@@ -309,17 +354,21 @@ describe("jobfence/cdk from the installed package (compiled .js under node_modul
   let root: string;
   let dist: string;
   let user: UserApp;
+  let bundled: BundledApp;
   let template: Template;
   let assembly: string;
   beforeAll(async () => {
     root = serviceFolder();
     dist = installPackage(root);
     const cdk = (await import(pathToFileURL(join(dist, "infra", "cdk.js")).href)) as typeof Cdk;
+    const entries = writeConsumers(root, "jobfence");
+    // The whole deployment's construct tree, and a part of it bundled for real.
+    user = await buildUserApp(cdk, new App({ context: { "aws:cdk:bundling-stacks": [] } }), root, entries);
     assembly = join(root, "cdk.out");
     const app = new App({ outdir: assembly });
-    user = await buildUserApp(cdk, app, root, writeConsumers(root, "jobfence"));
+    bundled = await buildBundledApp(cdk, app, root, entries);
     app.synth();
-    template = Template.fromStack(user.stack);
+    template = Template.fromStack(bundled.stack);
   }, 240_000);
   afterAll(() => rmSync(root, { recursive: true, force: true }));
 
@@ -327,27 +376,29 @@ describe("jobfence/cdk from the installed package (compiled .js under node_modul
 
   /** The bundle folder of `fn` in the cloud assembly. */
   const bundleOf = (fn: Cdk.JobfenceFunction) => {
-    const key = String(template.toJSON().Resources[logicalId(user.stack, fn.function)].Properties.Code.S3Key);
+    const key = String(
+      template.toJSON().Resources[logicalId(bundled.stack, fn.function)].Properties.Code.S3Key,
+    );
     return join(assembly, `asset.${key.replace(/\.zip$/, "")}`);
   };
 
   it("finds jobfence's own functions beside the compiled constructs, never in the repository", () => {
     const own = [
-      user.consumers.invoices.drainFunction,
-      user.migrations.migrateFunction,
-      user.doctor.doctorFunction,
+      bundled.invoices.drainFunction,
+      bundled.migrations.migrateFunction,
+      bundled.doctor.doctorFunction,
     ];
-    for (const fn of [user.consumers.invoices.consumerFunction, ...own]) {
+    for (const fn of [bundled.invoices.consumerFunction, ...own]) {
       expect(readdirSync(bundleOf(fn)), fn.node.path).toContain("index.mjs");
     }
     // The bundles' sources, from their source maps: the service's and the package's files only.
     const sources = JSON.parse(
-      readFileSync(join(bundleOf(user.consumers.invoices.drainFunction), "index.mjs.map"), "utf8"),
+      readFileSync(join(bundleOf(bundled.invoices.drainFunction), "index.mjs.map"), "utf8"),
     ).sources as string[];
     const drain = sources.find((s) => s.includes("functions/backstop-drain/handler"));
     expect(drain).toMatch(/node_modules\/jobfence\/dist\/functions\/backstop-drain\/handler\.js$/);
     const consumer = JSON.parse(
-      readFileSync(join(bundleOf(user.consumers.invoices.consumerFunction), "index.mjs.map"), "utf8"),
+      readFileSync(join(bundleOf(bundled.invoices.consumerFunction), "index.mjs.map"), "utf8"),
     ).sources as string[];
     expect(consumer.some((s) => s.endsWith("src/invoices/handler.js"))).toBe(true);
     expect(consumer.some((s) => s.includes("jobfence/dist/shared/"))).toBe(true);
@@ -360,7 +411,7 @@ describe("jobfence/cdk from the installed package (compiled .js under node_modul
   });
 
   it("bundles the migrate and doctor functions from .js with the files their modules read beside them", () => {
-    for (const fn of [user.migrations.migrateFunction, user.doctor.doctorFunction]) {
+    for (const fn of [bundled.migrations.migrateFunction, bundled.doctor.doctorFunction]) {
       const bundle = bundleOf(fn);
       expect(existsSync(join(bundle, "shared/db/migrations/0001_processed_jobs.sql")), fn.node.path).toBe(
         true,

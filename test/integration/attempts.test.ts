@@ -316,9 +316,13 @@ for (const mode of ["per-record", "batch"] as const satisfies readonly CommitMod
 
     it("the time budget: no record starts with too little time left, and an unstarted one spends nothing", async () => {
       const jobs = [id("budget-0"), id("budget-1"), id("budget-2")];
+      // The invocation's clock moves only when a job works (2.1 s each), so which records start
+      // depends on the budget alone, not on how busy the machine is; the return reserve's real
+      // timer (at 3 s - 0.5 s) leaves the first record 2.5 s of real time for its transaction.
+      let worked = 0;
       const handler = bed.consumer(
-        awardWith(async () => {
-          await new Promise((resolve) => setTimeout(resolve, 400));
+        awardWith(() => {
+          worked += 2100;
         }),
         {
           configure: {
@@ -330,8 +334,9 @@ for (const mode of ["per-record", "batch"] as const satisfies readonly CommitMod
         },
       );
       const records = jobs.map((j) => sqsRecord(body(j), { messageId: `m-${j}` }));
-      // 1.2 s left: the first record starts, and after its 400 ms the others cannot.
-      const failed = await invokeWith(handler, records, lambdaContext(handler.consumer, 1200));
+      // 3 s left: the first record starts, and after its 2.1 s only 0.9 s is left, under the budget.
+      const context = { ...lambdaContext(handler.consumer), getRemainingTimeInMillis: () => 3000 - worked };
+      const failed = await invokeWith(handler, records, context);
       // Batch mode commits what ran and withdraws the fences of the jobs it did not reach.
       const applied = [jobs[0]];
       expect(failed).toEqual(
@@ -406,8 +411,10 @@ for (const mode of ["per-record", "batch"] as const satisfies readonly CommitMod
         sqsRecord(body(killer), { messageId: `m-${killer}`, receiveCount: n }),
         sqsRecord(body(mate), { messageId: `m-${mate}`, receiveCount: n }),
       ];
+      // 2.5 s left: the killer starts even 1.3 s late on a loaded machine (the budget is 1.2 s), and
+      // the reserve cuts it off 1.5 s in, with nothing left to start the batch-mate.
       for (const n of [1, 2]) {
-        expect(await invokeWith(handler, delivery(n), lambdaContext(handler.consumer, 1700))).toEqual([
+        expect(await invokeWith(handler, delivery(n), lambdaContext(handler.consumer, 2500))).toEqual([
           `m-${killer}`,
           `m-${mate}`,
         ]);

@@ -239,8 +239,8 @@ const scenarios = TEST_TIER === "reliability" ? describe : describe.concurrent;
 scenarios("reliability: database faults under load", () => {
   it("backends terminated mid-transaction: retried, never doubled, never lost", async ({ expect }) => {
     const scenario = "db-terminate";
-    const jobs = byTier({ everyday: 150, reliability: 1500 });
-    const kills = byTier({ everyday: 3, reliability: 30 });
+    const jobs = byTier({ everyday: 60, full: 150, reliability: 1500 });
+    const kills = byTier({ everyday: 2, full: 3, reliability: 30 });
     const result = await faultRun({
       scenario,
       jobs,
@@ -303,7 +303,7 @@ scenarios("reliability: database faults under load", () => {
       const url = server.url;
       /** Restarts at these shares of settled jobs, alternating a crash and a clean stop. */
       const plan = byTier({ everyday: [0.3], reliability: [0.1, 0.2, 0.35, 0.5, 0.65, 0.8] });
-      const jobs = byTier({ everyday: 100, reliability: 1500 });
+      const jobs = byTier({ everyday: 50, full: 100, reliability: 1500 });
       const result = await faultRun({
         scenario,
         jobs,
@@ -363,7 +363,7 @@ scenarios("reliability: database faults under load", () => {
     const scenario = "db-pool-exhaustion";
     const result = await faultRun({
       scenario,
-      jobs: byTier({ everyday: 100, reliability: 600 }),
+      jobs: byTier({ everyday: 40, full: 100, reliability: 600 }),
       databaseUrl: bed.db.url,
       pool: { max: 1, connectionTimeoutMs: 60 },
       work: { holdMs: 20 },
@@ -384,7 +384,7 @@ scenarios("reliability: database faults under load", () => {
     expect,
   }) => {
     const scenario = "db-statement-timeout";
-    const jobs = byTier({ everyday: 100, reliability: 600 });
+    const jobs = byTier({ everyday: 40, full: 100, reliability: 600 });
     const alwaysSlow = Array.from(
       { length: byTier({ everyday: 3, reliability: 12 }) },
       (_, i) => `${scenario}-${i * 7}`,

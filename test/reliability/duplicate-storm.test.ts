@@ -31,7 +31,7 @@ import { type StormOrdering, type StormPlan, stormPlan } from "./support/storm-p
 
 /** Each storm: jobs, deliveries of them (ten each on average), and the seeds each mode meets. */
 const SIZE = byTier({
-  everyday: { jobs: 100, deliveries: 1_000, seeds: 2 },
+  everyday: { jobs: 60, deliveries: 600, seeds: 1 },
   full: { jobs: 200, deliveries: 2_000, seeds: 2 },
   reliability: { jobs: 1_000, deliveries: 10_000, seeds: 6 },
 });

@@ -35,7 +35,7 @@ import { byTier } from "../support/tier.ts";
 import { reportFigures, runSeed, tally } from "./support/figures.ts";
 import { type SqsFaultProxy, startSqsFaultProxy } from "./support/sqs-fault-proxy.ts";
 
-const BODIES = byTier({ everyday: 1000, reliability: 10_000 });
+const BODIES = byTier({ everyday: 300, full: 1000, reliability: 10_000 });
 const SEED = runSeed();
 const CONSUMER = "award-points";
 

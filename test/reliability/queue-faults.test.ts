@@ -304,7 +304,7 @@ scenarios("reliability: queue faults", () => {
     const { figures, check } = await queueRun(
       {
         scenario,
-        jobs: byTier({ everyday: 100, reliability: 2000 }),
+        jobs: byTier({ everyday: 50, full: 100, reliability: 2000 }),
         poison: byTier({ everyday: 5, reliability: 100 }),
         rules: [
           { actions: ["DeleteMessage", "DeleteMessageBatch"], first: 2, rate: 0.25, modes: EVERY_MODE },
@@ -336,7 +336,7 @@ scenarios("reliability: queue faults", () => {
     const scenario = "queue-outage";
     const windows = byTier({ everyday: 1, reliability: 3 });
     const downMs = byTier({ everyday: 2000, reliability: 5000 });
-    const jobs = byTier({ everyday: 100, reliability: 2000 });
+    const jobs = byTier({ everyday: 50, full: 100, reliability: 2000 });
     const { figures, check } = await queueRun(
       {
         scenario,

@@ -104,6 +104,21 @@ export class DocumentContract {
     return fc.oneof(this.drawn(operation, true), this.drawn(operation, false));
   }
 
+  /**
+   * Requests to `operation` in threes, for a test that can afford few runs and must still see both
+   * verdicts every time: one the document allows, one it refuses (when the operation takes any
+   * input), and one from {@link requests}. A plain draw of 40 can hold 3 valid ones or fewer (a
+   * bulk replay's clean bodies are valid whole about 2 times in 5).
+   */
+  cases(operation: DocumentOperation): fc.Arbitrary<readonly GeneratedRequest[]> {
+    const valid = this.drawn(operation, true).filter((r) => r.invalid.length === 0);
+    const refused = this.drawn(operation, false).filter((r) => r.invalid.length > 0);
+    const takesInput = operation.parameters.length > 0 || operation.body !== undefined;
+    return takesInput
+      ? fc.tuple(valid, refused, this.requests(operation))
+      : fc.tuple(valid, this.requests(operation));
+  }
+
   private drawn(operation: DocumentOperation, clean: boolean): fc.Arbitrary<GeneratedRequest> {
     const parts = operation.parameters
       .filter((p) => !OPAQUE_PARAMETERS.has(p.name))

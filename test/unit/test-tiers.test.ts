@@ -66,6 +66,23 @@ describe("the projects", () => {
     expect(included.sort()).toEqual(everyday.sort());
   });
 
+  it("share no entry point's module between two files of one project: each runs in warm processes", () => {
+    // An entry point's module builds its handler from the environment when it is imported, and a
+    // warm process imports it once: a second file of the same project would get the first's.
+    const entryModule = (module: string) => /^functions\/[^/]+\/(reference-)?handler\.ts$/.test(module);
+    const importers = new Map<string, string[]>();
+    for (const [file, kind] of classified) {
+      const project = kind.database ? "database" : kind.cdk ? "cdk" : "standalone";
+      for (const module of reachedModules(ROOT, file)) {
+        if (!entryModule(module)) continue;
+        const key = `${project}: ${module}`;
+        importers.set(key, [...(importers.get(key) ?? []), file]);
+      }
+    }
+    expect(importers.size).toBeGreaterThan(0);
+    expect([...importers].filter(([, files]) => files.length > 1)).toEqual([]);
+  });
+
   it("hold the full tier's files, each with a reason, and refuse one that is not on disk", () => {
     for (const [file, reason] of Object.entries(FULL_TIER_FILES)) {
       expect(classified.get(file)?.full, file).toBe(true);
