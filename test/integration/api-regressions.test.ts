@@ -5,11 +5,9 @@
 import { readFileSync } from "node:fs";
 import type { IncomingMessage } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createDeadLetterApi } from "../../functions/dead-letters-api/api.ts";
 import { toHttpApiEvent } from "../../local/http-adapter.ts";
 import { lambdaContext } from "../../local/lambda-context.ts";
-import { createTokenVerifier } from "../../shared/http/auth.ts";
-import { type ApiTestBed, apiTestBed, TEST_SEAL_KEY } from "../support/api-harness.ts";
+import { type ApiTestBed, apiTestBed } from "../support/api-harness.ts";
 import { insertDeadLetter } from "../support/fixtures.ts";
 
 let bed: ApiTestBed;
@@ -149,16 +147,7 @@ describe("HEAD", () => {
   // Node's server drops a HEAD response's body by itself; API Gateway is given what the function
   // returns, so the function must leave the body out itself.
   it("is answered by the function without a body, errors too, with GET's status and headers", async () => {
-    const handler = createDeadLetterApi({
-      pool: bed.opsPool,
-      sqs: bed.sqs,
-      verifier: createTokenVerifier({
-        issuer: bed.issuer.issuer,
-        audience: bed.issuer.audience,
-        jwks: bed.issuer.jwks,
-      }),
-      sealKey: TEST_SEAL_KEY,
-    });
+    const handler = bed.handler();
     const invoke = (method: string, path: string, token?: string) =>
       handler(
         toHttpApiEvent(

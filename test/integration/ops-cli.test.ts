@@ -12,14 +12,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { awardPointsConsumer } from "../../functions/award-points/consumer.ts";
-import { createDeadLetterApi } from "../../functions/dead-letters-api/api.ts";
 import { LOCAL_ACCOUNT } from "../../local/aws-clients.ts";
 import { serveHttpApi } from "../../local/http-adapter.ts";
 import { type OpsIo, runOps, type Terminal } from "../../ops/cli.ts";
 import { runChunk } from "../../shared/dead-letters/bulk-worker.ts";
 import { sealKey } from "../../shared/dead-letters/seal.ts";
 import { PermanentJobError } from "../../shared/errors/job.ts";
-import { createTokenVerifier } from "../../shared/http/auth.ts";
 import { type ApiTestBed, apiTestBed } from "../support/api-harness.ts";
 import { award, invoke, sqsRecord } from "../support/consumer-harness.ts";
 import { receiveAll } from "../support/sqs.ts";
@@ -896,18 +894,7 @@ describe("dead-letters replay (bulk)", () => {
     await deadLetters("ops-restart", ["ops-restart-1", "ops-restart-2"]);
     const plan = await ops(["dead-letters", "replay", "--consumer", "ops-restart", "--plan"]);
     // The local stack makes its key at every start: a restarted API is one with a new key.
-    const restarted = await serveHttpApi(
-      createDeadLetterApi({
-        pool: bed.opsPool,
-        sqs: bed.sqs,
-        verifier: createTokenVerifier({
-          issuer: bed.issuer.issuer,
-          audience: bed.issuer.audience,
-          jwks: bed.issuer.jwks,
-        }),
-        sealKey: sealKey(randomBytes(32)),
-      }),
-    );
+    const restarted = await serveHttpApi(bed.handler({ sealKey: sealKey(randomBytes(32)) }));
     try {
       const response = await fetch(`${restarted.url}/v1/core/dead-letters/replay`, {
         method: "POST",

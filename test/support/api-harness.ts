@@ -5,7 +5,11 @@
  */
 import { randomBytes } from "node:crypto";
 import type pg from "pg";
-import { createDeadLetterApi } from "../../functions/dead-letters-api/api.ts";
+import {
+  createDeadLetterApi,
+  type DeadLetterApiDeps,
+  type DeadLetterApiHandler,
+} from "../../functions/dead-letters-api/api.ts";
 import { serveHttpApi } from "../../local/http-adapter.ts";
 import { createLocalIssuer, type LocalIssuer } from "../../local/tokens.ts";
 import { createPool } from "../../shared/db/pool.ts";
@@ -28,6 +32,11 @@ export interface ApiTestBed extends ConsumerTestBed {
   readonly issuer: LocalIssuer;
   readonly tokens: Record<"admin" | "read" | "replay" | "discard" | "none", string>;
   readonly opsPool: pg.Pool;
+  /**
+   * Another handler of the API wired as the bed's is (its ops pool, SQS, issuer and seal key),
+   * with `overrides`: a function invoked directly, or an API restarted with a new key.
+   */
+  handler(overrides?: Partial<DeadLetterApiDeps>): DeadLetterApiHandler;
   /** Calls the API over HTTP. `token` undefined sends no Authorization header. */
   call(
     method: string,
@@ -50,14 +59,16 @@ export async function apiTestBed(
     max: 8,
     lockTimeoutMs: options.lockTimeoutMs ?? 5000,
   });
-  const api = createDeadLetterApi({
-    pool: opsPool,
-    sqs: bed.sqs,
-    verifier: createTokenVerifier({ issuer: issuer.issuer, audience: issuer.audience, jwks: issuer.jwks }),
-    sealKey: TEST_SEAL_KEY,
-    ...(options.bulk ? { bulk: options.bulk } : {}),
-  });
-  const server = await serveHttpApi(api);
+  const handler = (overrides: Partial<DeadLetterApiDeps> = {}) =>
+    createDeadLetterApi({
+      pool: opsPool,
+      sqs: bed.sqs,
+      verifier: createTokenVerifier({ issuer: issuer.issuer, audience: issuer.audience, jwks: issuer.jwks }),
+      sealKey: TEST_SEAL_KEY,
+      ...(options.bulk ? { bulk: options.bulk } : {}),
+      ...overrides,
+    });
+  const server = await serveHttpApi(handler());
   const tokens = await issuer.standardTokens();
   return {
     ...bed,
@@ -65,6 +76,7 @@ export async function apiTestBed(
     issuer,
     tokens,
     opsPool,
+    handler,
     async call(method, path, callOptions = {}) {
       const headers: Record<string, string> = { ...callOptions.headers };
       if (callOptions.token !== undefined) headers.authorization = `Bearer ${callOptions.token}`;
