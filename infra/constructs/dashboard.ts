@@ -3,8 +3,8 @@
  * every metric is the one the code emits: the alarms by state; per consumer its outcomes (applied,
  * duplicate, conflict, retried), its dead letters by kind, fence latency, the harness's and the
  * drain's failure metrics, and the depth and age of its source and backstop queues, and for one that
- * sends follow-ups its outbox (sent, retried, undelivered, failed runs; rows waiting); TTL cleanup's
- * rows and backlog; the dead-letter API's requests, 4xx, 5xx and latency.
+ * sends follow-ups its outbox (sent, retried, undelivered, failed runs; rows waiting); every metric of
+ * TTL cleanup (rows deleted, backlog); the dead-letter API's requests, 4xx, 5xx and latency.
  */
 import { Duration, Stack } from "aws-cdk-lib";
 import * as cloudwatch from "aws-cdk-lib/aws-cloudwatch";
@@ -221,6 +221,8 @@ function cleanupRow(cleanup: FenceCleanup): cloudwatch.IWidget[] {
     graph("fence cleanup: rows deleted", [
       metric(CLEANUP_METRIC.deleted, "Sum", "expired fences"),
       metric(CLEANUP_METRIC.staleAttempts, "Sum", "attempt-ledger rows"),
+      metric(CLEANUP_METRIC.steps, "Sum", "step checkpoints"),
+      metric(CLEANUP_METRIC.idempotencyKeys, "Sum", "API idempotency keys"),
     ]),
     graph("fence cleanup: backlog", [
       metric(CLEANUP_METRIC.backlog, "Maximum", "expired fences left"),

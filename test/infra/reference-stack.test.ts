@@ -14,6 +14,7 @@ import { AwsSolutionsChecks } from "cdk-nag";
 import type { IConstruct } from "constructs";
 import { beforeAll, describe, expect, it } from "vitest";
 import { CONSUMERS, type ConsumerDeployment } from "../../functions/consumers.ts";
+import { CLEANUP_METRIC } from "../../functions/fence-cleanup/cleanup.ts";
 import { JobfenceStack, stackPropsFromContext } from "../../infra/reference-stack.ts";
 import { ConfigurationError } from "../../shared/errors/configuration.ts";
 import {
@@ -389,14 +390,19 @@ describe("dashboard", () => {
     }
   });
 
-  it("graphs TTL cleanup's rows and backlog, and the API's requests, 4xx, 5xx and latency", () => {
+  it("graphs every metric of TTL cleanup, and the API's requests, 4xx, 5xx and latency", () => {
     const graphed = graphedMetrics();
-    for (const name of [
-      "FenceCleanupDeleted",
-      "AttemptLedgerCleanupDeleted",
-      "FenceCleanupBacklog",
-      "FenceCleanupHeld",
-    ]) {
+    expect(Object.values(CLEANUP_METRIC)).toEqual(
+      expect.arrayContaining([
+        "FenceCleanupDeleted",
+        "AttemptLedgerCleanupDeleted",
+        "FenceCleanupBacklog",
+        "FenceCleanupHeld",
+        "StepCleanupDeleted",
+        "IdempotencyKeyCleanupDeleted",
+      ]),
+    );
+    for (const name of Object.values(CLEANUP_METRIC)) {
       expect(graphed).toContain(`jobfence ${name} service=fence-cleanup`);
     }
     const apiId = `ApiId=<{'Ref':'${logicalId(stack, stack.api.api)}'}>`;
