@@ -427,6 +427,32 @@ function rawRequest(
 }
 
 describe("what the second outside pass found", () => {
+  it("counts message filters that differ only in case as one filter, as the match does (ILIKE)", async () => {
+    await seedDeadLetters(
+      bed.db,
+      Array.from({ length: 2 }, (_, i) => ({ consumer: "cased", job_id: `cased-${i}` })),
+    );
+    const start = (message: string) =>
+      bed.call("POST", `${BASE}/discard`, {
+        token: bed.tokens.discard,
+        body: { filter: { consumer: "cased", message }, reason: "cased", rate_per_second: 0.01 },
+      });
+    const first = await start("Connection Reset");
+    expect(first.status, JSON.stringify(first.body)).toBe(202);
+    // Shown as the operator typed it.
+    expect(first.body.filter.message).toBe("Connection Reset");
+    for (const message of ["connection reset", "CONNECTION RESET", "cOnNeCtIoN rEsEt"]) {
+      const again = await start(message);
+      expectProblem(again, 409);
+      expect(again.body).toMatchObject({ reason: "operation-running", operation_id: first.body.id });
+    }
+    // Another text is another filter.
+    const other = await start("connection");
+    expect(other.status, JSON.stringify(other.body)).toBe(202);
+    for (const id of [first.body.id, other.body.id])
+      await bed.call("POST", `${BASE}/operations/${id}/cancel`, { token: bed.tokens.discard, body: {} });
+  });
+
   it("counts spellings PostgreSQL reads as one instant as one filter: sub-microsecond fractions, and years 0001 and 9999 across offsets", async () => {
     await seedDeadLetters(
       bed.db,

@@ -709,6 +709,37 @@ describe("idempotency keys of the ops API (migration 0028)", () => {
   });
 });
 
+describe("the bulk filter digest (migration 0030)", () => {
+  it("consumer logins can neither compute a bulk filter digest nor start, read or change a bulk operation; ops computes one digest for messages that differ only in case", async () => {
+    const tries = [
+      "SELECT core.bulk_filter_digest(jsonb_build_object('consumer', $1::text, 'message', 'Timeout'))",
+      "SELECT id, filter_digest FROM core.bulk_operations WHERE $1::text IS NOT NULL",
+      `INSERT INTO core.bulk_operations (kind, filter, reason, delay_seconds, rate_per_second, planned, submitted_by)
+       VALUES ('discard', jsonb_build_object('consumer', $1::text), 'x', 0, 1, 1, 'a consumer')`,
+      "UPDATE core.bulk_operations SET status = 'cancelled' WHERE $1::text IS NOT NULL",
+    ];
+    for (const login of [loginA, loginB]) {
+      for (const sql of tries) {
+        const { error } = await attempt(login, sql, [B]);
+        expect(error?.code, sql).toBe("42501");
+      }
+    }
+    await admin.query("SET ROLE jobfence_ops");
+    try {
+      const { rows } = await admin.query(
+        `SELECT core.bulk_filter_digest('{"consumer":"b","message":"Timeout"}') = core.bulk_filter_digest('{"message":"TIMEOUT","consumer":"b"}') AS same_case,
+                core.bulk_filter_digest('{"consumer":"b","message":"Timeout"}') = core.bulk_filter_digest('{"consumer":"B","message":"Timeout"}') AS other_consumer,
+                core.bulk_filter_digest('{"consumer":"b"}') = core.bulk_filter_digest('{"consumer":"b","message":""}') AS no_message`,
+      );
+      // The message alone is compared without case; every other field, and having a message at all, counts.
+      expect(rows).toEqual([{ same_case: true, other_consumer: false, no_message: false }]);
+    } finally {
+      await admin.query("RESET ROLE");
+    }
+    await expectBUntouched();
+  });
+});
+
 describe("the replay link (migration 0025)", () => {
   /** The rows that name `id` as the replayed dead letter they came from. */
   const successorsOf = async (id: string) =>

@@ -2325,7 +2325,7 @@ async function decideBulk(
       },
     };
   } else planned = set.length;
-  // One running operation per kind and filter (migration 0028): the insert is refused.
+  // One running operation per kind and filter (migrations 0028, 0030): the insert is refused.
   if (await runningWithFilter(kind, bulk.filter))
     return { ...prepared, exact: 409, reason: "operation-running" };
   return {
@@ -2707,8 +2707,12 @@ const worker = { runs: 0, chunks: 0, decided: 0, sent: 0, completed: 0, skipped:
  */
 /** Whether an operation of `kind` and `filter` (as the API validates it) is running. */
 async function runningWithFilter(kind: "replay" | "discard", filter: object | undefined): Promise<boolean> {
+  // The same filter as validated: equal but for the message, which is compared as ILIKE matches it,
+  // without regard to case (migration 0030).
   const { rows } = await watcher.query(
-    "SELECT 1 FROM core.bulk_operations WHERE status = 'running' AND kind = $1 AND filter = $2::jsonb",
+    `SELECT 1 FROM core.bulk_operations
+      WHERE status = 'running' AND kind = $1 AND filter - 'message' = $2::jsonb - 'message'
+        AND lower(filter ->> 'message') IS NOT DISTINCT FROM lower($2::jsonb ->> 'message')`,
     [kind, JSON.stringify(bulkFilterSchema.parse(filter ?? {}))],
   );
   return rows.length > 0;

@@ -238,9 +238,9 @@ export async function insertOperation(db: Queryable, op: NewOperation): Promise<
 }
 
 /**
- * The running operation of `kind` whose filter equals `filter` (jsonb equality: key order does not
- * matter), if any: the one the unique index bulk_operations_one_running_per_filter (migration 0028)
- * refused a second start for.
+ * The running operation of `kind` whose filter is `filter` as core.bulk_filter_digest reads filters
+ * (key order does not matter, nor the message's case), if any: the one the unique index
+ * bulk_operations_one_running_per_filter (migrations 0028, 0030) refused a second start for.
  */
 export async function runningOperationId(
   db: Queryable,
@@ -249,7 +249,7 @@ export async function runningOperationId(
 ): Promise<string | undefined> {
   const { rows } = await db.query<{ id: string }>(
     `SELECT id FROM core.bulk_operations
-      WHERE status = 'running' AND kind = $1 AND filter = $2::jsonb`,
+      WHERE status = 'running' AND kind = $1 AND filter_digest = core.bulk_filter_digest($2::jsonb)`,
     [kind, JSON.stringify(filter)],
   );
   return rows[0]?.id;
